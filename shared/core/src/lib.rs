@@ -1,0 +1,50 @@
+//! `l3m-core`: the pure domain model of l3m.
+//!
+//! Everything l3m decides is decided here, as pure functions over plain data: whether a name is
+//! valid, which ref holds what, whether a spawn is admitted, what a budget allows, what the model
+//! sees of a Log, what is owed next, whether a letter may be sent and how it renders, and which
+//! tier a tool falls in. The services are imperative shells around these decisions.
+//!
+//! **Must never** touch the filesystem, network, clock, environment, randomness or tokio. Time,
+//! ids and randomness come in as arguments, which is what lets every service, the CLI's embedded
+//! mode and the tests compose these functions freely and replay them exactly.
+//!
+//! # Layout
+//! - [`names`]: agent, human, service, persona and office names; the name tree is the agent tree.
+//! - [`refs`]: every ref name and hub path, derived in one module.
+//! - [`axis`]: the axes of a grant, named once.
+//! - [`grant`]: grants, the spawn gate (`admit_spawn`), expansion and regrants.
+//! - [`budget`]: fuel lent down the tree, spent, returned.
+//! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
+//! - [`log`]: the records of an agent's Log.
+//! - [`view`]: the fold from a Log to what the model sees.
+//! - [`owed`]: the fold from a Log to what the sequencer owes next.
+//! - [`mail`]: addresses, letters, inboxes and read marks.
+//! - [`effects`]: effect classes, reversibility ceilings, tiers.
+//!
+//! # Example
+//! ```
+//! use l3m_core::names::AgentName;
+//! use l3m_core::refs::{agent_ref, AgentRef};
+//!
+//! let worker = AgentName::parse("alice/main/worker")?;
+//! assert_eq!(worker.parent().unwrap().as_str(), "alice/main");
+//! assert_eq!(agent_ref(&worker, AgentRef::Log), "refs/l3m/a/alice/main/worker/_/log");
+//! assert!(AgentName::parse("alice/Main").is_err());
+//! # Ok::<(), l3m_core::names::NameError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod axis;
+pub mod budget;
+pub mod effects;
+pub mod grant;
+pub mod ledger;
+pub mod log;
+pub mod mail;
+pub mod names;
+pub mod owed;
+pub mod refs;
+pub mod view;
+pub mod wire_format;

@@ -1,0 +1,1 @@
+//! `l3m-ring`: capability tokens and their providers (being written).

@@ -1,0 +1,1 @@
+//! Shared helpers for l3m's cross-process integration tests.
