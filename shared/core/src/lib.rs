@@ -13,6 +13,7 @@
 //! - [`names`]: agent, human, service, persona and office names; the name tree is the agent tree.
 //! - [`refs`]: every ref name and hub path, derived in one module.
 //! - [`axis`]: the axes of a grant, named once.
+//! - [`duty`]: which holder of a session capability may change which ref.
 //! - [`grant`]: grants, the spawn gate (`admit_spawn`), expansion and regrants.
 //! - [`budget`]: fuel lent down the tree, spent, returned.
 //! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
@@ -38,6 +39,7 @@
 
 pub mod axis;
 pub mod budget;
+pub mod duty;
 pub mod effects;
 pub mod grant;
 pub mod ledger;

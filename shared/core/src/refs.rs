@@ -127,12 +127,20 @@ pub fn mirror_prefix(office: &OfficeName) -> String {
 
 /// The agent's work branch.
 pub fn work_branch(agent: &AgentName) -> String {
-    format!("{WORK_PREFIX}{agent}/_/work")
+    agent_branch(agent, "work")
 }
 
-/// The prefix of branches an agent may create in a claimed repository or the hub.
+/// The prefix of every branch of an agent and of its descendants.
+///
+/// An agent's own branches are `<prefix>_/<branch>` (see [`agent_branch`]); its children's lie
+/// under the same prefix, which is why a grant of this prefix reaches the whole subtree.
 pub fn branch_prefix(agent: &AgentName) -> String {
     format!("{WORK_PREFIX}{agent}/")
+}
+
+/// One of an agent's own branches, `refs/heads/l3m/<agent>/_/<branch>`.
+pub fn agent_branch(agent: &AgentName, branch: &str) -> String {
+    format!("{WORK_PREFIX}{agent}/_/{branch}")
 }
 
 /// Reads an agent ref name back into its owner and kind; `None` for any other ref.
