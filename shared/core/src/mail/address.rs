@@ -55,7 +55,9 @@ pub enum AddressError {
         second: String,
     },
     /// No party carries the star.
-    #[error("no party is starred in {address:?}: add `*` after the agent or human who must handle it")]
+    #[error(
+        "no party is starred in {address:?}: add `*` after the agent or human who must handle it"
+    )]
     NoStar {
         /// The address as given.
         address: String,
@@ -69,7 +71,9 @@ pub enum AddressError {
         second: String,
     },
     /// The starred party has no value (`human:*`, or [`Address::new`] with that party unset).
-    #[error("the star is on the {party} party, which is empty: name the {party} or star another party")]
+    #[error(
+        "the star is on the {party} party, which is empty: name the {party} or star another party"
+    )]
     StarOnEmpty {
         /// The starred, empty party.
         party: Party,
@@ -165,7 +169,9 @@ impl Address {
             repository,
             human,
         } = parties;
-        let empty = AddressError::StarOnEmpty { party: star.party() };
+        let empty = AddressError::StarOnEmpty {
+            party: star.party(),
+        };
         let reader = match star {
             Star::Agent => Reader::Agent {
                 agent: agent.ok_or(empty)?,
@@ -221,13 +227,15 @@ impl Address {
         let tokens: Vec<&str> = s.split_whitespace().collect();
         match tokens.as_slice() {
             [] => Err(AddressError::Empty),
-            [only] if !only.contains(':') => AgentName::parse(only)
-                .map(Self::for_agent)
-                .map_err(|source| AddressError::BadName {
-                    token: (*only).to_owned(),
-                    party: Party::Agent,
-                    source,
-                }),
+            [only] if !only.contains(':') => {
+                AgentName::parse(only)
+                    .map(Self::for_agent)
+                    .map_err(|source| AddressError::BadName {
+                        token: (*only).to_owned(),
+                        party: Party::Agent,
+                        source,
+                    })
+            }
             _ => Self::parse_long(s, &tokens),
         }
     }

@@ -100,7 +100,10 @@ impl Inbox {
             by: by.clone(),
             at_ms,
         };
-        self.marks.range(bound(0)..=bound(u64::MAX)).next().is_some()
+        self.marks
+            .range(bound(0)..=bound(u64::MAX))
+            .next()
+            .is_some()
     }
 
     /// The letters `reader` has not marked read, ordered by id.
@@ -119,7 +122,7 @@ impl Inbox {
                 continue;
             }
             match InboxEntry::from_line(text, index + 1)? {
-                InboxEntry::Letter(letter) => inbox.insert(letter),
+                InboxEntry::Letter(letter) => inbox.insert(*letter),
                 InboxEntry::ReadMark(mark) => inbox.mark_read(mark),
             };
         }
@@ -128,7 +131,9 @@ impl Inbox {
 
     /// Writes the whole inbox as storage lines, letters then marks, each ending in a newline.
     pub fn to_lines(&self) -> Result<String, LetterError> {
-        let letters = self.letters().cloned().map(InboxEntry::Letter);
+        let letters = self
+            .letters()
+            .map(|l| InboxEntry::Letter(Box::new(l.clone())));
         let marks = self.marks().cloned().map(InboxEntry::ReadMark);
         let mut out = String::new();
         for entry in letters.chain(marks) {

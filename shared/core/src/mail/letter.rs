@@ -120,13 +120,13 @@ impl Letter {
     /// The letter's one storage line (`{"v":1,"kind":"letter",...}`), without a newline: the
     /// same line an inbox blob holds. It parses back equal with [`Letter::parse_line`].
     pub fn render_line(&self) -> Result<String, LetterError> {
-        InboxEntry::Letter(self.clone()).to_line()
+        InboxEntry::Letter(Box::new(self.clone())).to_line()
     }
 
     /// Parses a storage line written by [`Letter::render_line`]; a read mark's line is refused.
     pub fn parse_line(text: &str) -> Result<Letter, LetterError> {
         match InboxEntry::from_line(text, 1)? {
-            InboxEntry::Letter(letter) => Ok(letter),
+            InboxEntry::Letter(letter) => Ok(*letter),
             other => Err(LetterError::NotALetter {
                 line: 1,
                 kind: other.kind(),
@@ -184,7 +184,10 @@ mod tests {
     #[test]
     fn headline_prefers_subject_then_summary_then_body() {
         let mut l = letter();
-        assert_eq!(l.headline(), "l-1 alice/main/worker -> branch:fix human:bob*: sum");
+        assert_eq!(
+            l.headline(),
+            "l-1 alice/main/worker -> branch:fix human:bob*: sum"
+        );
         l.summary = None;
         assert_eq!(
             l.headline(),
@@ -235,10 +238,16 @@ mod tests {
             }
         );
         assert!(err.to_string().contains("read-mark"));
-        let future = letter().render_line().unwrap().replace("\"v\":1", "\"v\":2");
+        let future = letter()
+            .render_line()
+            .unwrap()
+            .replace("\"v\":1", "\"v\":2");
         assert!(matches!(
             Letter::parse_line(&future),
-            Err(LetterError::Line(LineError::UnknownVersion { found: 2, .. }))
+            Err(LetterError::Line(LineError::UnknownVersion {
+                found: 2,
+                ..
+            }))
         ));
         let bad_to = letter()
             .render_line()

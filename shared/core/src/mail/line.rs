@@ -11,16 +11,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::letter::{Letter, LetterError};
 use super::inbox::ReadMark;
+use super::letter::{Letter, LetterError};
 use crate::wire_format;
 
 /// One line of an inbox ref's blob: a letter or a read mark.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum InboxEntry {
-    /// A letter delivered to the box.
-    Letter(Letter),
+    /// A letter delivered to the box (boxed: a letter dwarfs a read mark).
+    Letter(Box<Letter>),
     /// A reader's mark on a letter: its receipt.
     ReadMark(ReadMark),
 }

@@ -46,10 +46,10 @@ mod party;
 mod stamp;
 
 pub use address::{Address, AddressError};
-pub use party::{MAX_PLACE_LEN, Parties, Party, PlaceName, Star};
 pub use inbox::{Inbox, ReadMark};
 pub use letter::{HEADLINE_TEXT_CHARS, Letter, LetterError, LetterId, MAX_ID_LEN};
 pub use line::InboxEntry;
+pub use party::{MAX_PLACE_LEN, Parties, Party, PlaceName, Star};
 pub use stamp::{Draft, Sender, StampError, stamp};
 
 /// Why a short token (a place name or a letter id) was refused.

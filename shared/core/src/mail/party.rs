@@ -5,8 +5,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::address::AddressError;
-use super::line::is_line_unsafe;
 use super::check_token;
+use super::line::is_line_unsafe;
 use crate::names::{AgentName, HumanName, OfficeName};
 
 /// Longest worktree, branch or repository name, in bytes; a Git ref name stays well inside it.
@@ -17,7 +17,7 @@ pub const MAX_PLACE_LEN: usize = 255;
 pub enum Party {
     /// Another hub, named in this hub's settings.
     Office,
-    /// A worktree (hint).
+    /// A worktree: a hint in a recipient, owned by the machine in a sender.
     Worktree,
     /// An agent: the persona that reads the letter.
     Agent,
@@ -133,7 +133,7 @@ impl From<PlaceName> for String {
     }
 }
 
-/// Every party an address may name, unstarred: the input to [`Address::new`] and the sender's
+/// Every party an address may name, unstarred: the input to [`Address::new`](super::Address::new) and the sender's
 /// claims in a [`Draft`](super::Draft).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Parties {

@@ -6,8 +6,8 @@
 //! wrong, and passes the branch and repository through as the hints they are.
 
 use super::address::{Address, Reader};
-use super::party::{Parties, PlaceName};
 use super::letter::{Letter, LetterId};
+use super::party::{Parties, PlaceName};
 use crate::names::{AgentName, HumanName, OfficeName};
 
 /// Why the host refused to stamp a draft.
@@ -15,7 +15,7 @@ use crate::names::{AgentName, HumanName, OfficeName};
 pub enum StampError {
     /// The draft claims a human other than the one the machine knows is sending.
     #[error(
-        "the draft claims to be from human:{claimed}, but this session's human is human:{known}; drop the human claim or send as {known}"
+        "the draft claims to be from human:{claimed}, but this session's human is human:{known}; drop the human claim and the host fills in human:{known}"
     )]
     WrongHuman {
         /// The human the draft claimed.
@@ -134,12 +134,7 @@ pub fn stamp(
     Ok(Letter {
         id,
         at_ms,
-        from: Address::with_reader(
-            reader,
-            worktree.clone(),
-            claims.branch,
-            claims.repository,
-        ),
+        from: Address::with_reader(reader, worktree.clone(), claims.branch, claims.repository),
         to,
         subject,
         summary,
