@@ -312,10 +312,11 @@ impl Account {
         for unit in FuelUnit::ALL {
             let sum: u128 = live_children.iter().map(|c| u128::from(c.get(unit))).sum();
             // A sum past `u64::MAX` is certainly more than the loan.
-            *lent_out.get_mut(unit) = u64::try_from(sum).map_err(|_| BudgetError::Overcommitted {
-                unit,
-                loan: loan.get(unit),
-            })?;
+            *lent_out.get_mut(unit) =
+                u64::try_from(sum).map_err(|_| BudgetError::Overcommitted {
+                    unit,
+                    loan: loan.get(unit),
+                })?;
         }
         Self::from_parts(loan, own_spent, lent_out, retired_consumed)
     }
@@ -356,7 +357,11 @@ impl Account {
         // `child_consumed` fits in `child_loan` (checked above), so this is exact.
         let unspent = Fuel::from_units(|u| child_loan.get(u) - child_consumed.get(u));
         let mut next = self.clone();
-        transfer(&mut next.lent_out, &mut next.retired_consumed, &child_consumed)?;
+        transfer(
+            &mut next.lent_out,
+            &mut next.retired_consumed,
+            &child_consumed,
+        )?;
         transfer(&mut next.lent_out, &mut next.left, &unspent)?;
         *self = next;
         Ok(())
@@ -392,6 +397,166 @@ impl Account {
     /// consumed; the rest of its loan returns.
     pub fn consumed(&self) -> Fuel {
         // Both parts are bounded by the loan (the account identity), so the sum is exact.
-        Fuel::from_units(|u| self.spent.get(u).saturating_add(self.retired_consumed.get(u)))
+        Fuel::from_units(|u| {
+            self.spent
+                .get(u)
+                .saturating_add(self.retired_consumed.get(u))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fuel(model_calls: u64, bytes: u64, wakes: u64) -> Fuel {
+        Fuel {
+            model_calls,
+            bytes,
+            wakes,
+        }
+    }
+
+    /// The account identity, checked from the outside.
+    fn balanced(a: &Account) -> bool {
+        FuelUnit::ALL.into_iter().all(|u| {
+            u128::from(a.loan().get(u))
+                == u128::from(a.spent().get(u))
+                    + u128::from(a.lent_out().get(u))
+                    + u128::from(a.retired_consumed().get(u))
+                    + u128::from(a.left().get(u))
+        })
+    }
+
+    #[test]
+    fn lend_spend_and_settle_keep_the_identity() {
+        let mut a = Account::new(fuel(10, 1_000, 3));
+        a.spend(fuel(2, 100, 0)).unwrap();
+        a.lend(fuel(5, 500, 1)).unwrap();
+        assert_eq!(a.left(), fuel(3, 400, 2));
+        assert!(balanced(&a));
+        // The child consumed 1 call and 50 bytes of its loan; the rest returns.
+        a.settle_retired_child(fuel(5, 500, 1), fuel(1, 50, 0))
+            .unwrap();
+        assert_eq!(a.left(), fuel(7, 850, 3));
+        assert_eq!(a.consumed(), fuel(3, 150, 0));
+        assert_eq!(a.lent_out(), Fuel::ZERO);
+        assert!(balanced(&a));
+    }
+
+    #[test]
+    fn overdraft_names_the_unit_and_changes_nothing() {
+        let mut a = Account::new(fuel(10, 100, 0));
+        let before = a.clone();
+        let err = a.lend(fuel(11, 100, 0)).unwrap_err();
+        assert_eq!(
+            err,
+            BudgetError::Overdraft {
+                unit: FuelUnit::ModelCalls,
+                wanted: 11,
+                left: 10
+            }
+        );
+        assert!(err.to_string().contains("11 model calls"), "{err}");
+        let err = a.spend(fuel(0, 0, 1)).unwrap_err();
+        assert_eq!(err.unit(), FuelUnit::Wakes);
+        assert!(err.to_string().contains("1 wakes but only 0"), "{err}");
+        assert_eq!(a, before);
+        // Out of fuel: nothing more can be spent.
+        a.spend(fuel(10, 100, 0)).unwrap();
+        assert!(a.spend(fuel(1, 0, 0)).is_err());
+        assert!(a.spend(Fuel::ZERO).is_ok());
+    }
+
+    #[test]
+    fn settling_refuses_inconsistent_children() {
+        let mut a = Account::new(fuel(10, 10, 10));
+        a.lend(fuel(4, 4, 4)).unwrap();
+        let before = a.clone();
+        let err = a
+            .settle_retired_child(fuel(4, 4, 4), fuel(4, 5, 4))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            BudgetError::ConsumedBeyondLoan {
+                unit: FuelUnit::Bytes,
+                consumed: 5,
+                loan: 4
+            }
+        );
+        let err = a
+            .settle_retired_child(fuel(5, 4, 4), Fuel::ZERO)
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            BudgetError::NotLent {
+                unit: FuelUnit::ModelCalls,
+                loan: 5,
+                lent_out: 4
+            }
+        ));
+        assert!(err.to_string().contains("settled twice"), "{err}");
+        assert_eq!(a, before);
+    }
+
+    #[test]
+    fn rebuild_matches_the_operations_and_refuses_overcommitment() {
+        let mut live = Account::new(fuel(10, 10, 10));
+        live.spend(fuel(1, 1, 1)).unwrap();
+        live.lend(fuel(2, 2, 2)).unwrap();
+        live.lend(fuel(3, 0, 0)).unwrap();
+        live.lend(fuel(1, 1, 1)).unwrap();
+        live.settle_retired_child(fuel(1, 1, 1), fuel(1, 0, 0))
+            .unwrap();
+        let rebuilt = Account::rebuild(
+            fuel(10, 10, 10),
+            fuel(1, 1, 1),
+            &[fuel(2, 2, 2), fuel(3, 0, 0)],
+            fuel(1, 0, 0),
+        )
+        .unwrap();
+        assert_eq!(rebuilt, live);
+
+        let err = Account::rebuild(
+            fuel(5, 5, 5),
+            Fuel::ZERO,
+            &[fuel(3, 0, 0), fuel(3, 0, 0)],
+            Fuel::ZERO,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            BudgetError::Overcommitted {
+                unit: FuelUnit::ModelCalls,
+                loan: 5
+            }
+        );
+        assert!(err.to_string().contains("inconsistent"), "{err}");
+        let huge = fuel(0, u64::MAX, 0);
+        let err = Account::rebuild(huge, Fuel::ZERO, &[huge, huge], Fuel::ZERO).unwrap_err();
+        assert_eq!(err.unit(), FuelUnit::Bytes);
+        let err = Account::rebuild(huge, huge, &[], huge).unwrap_err();
+        assert_eq!(err.unit(), FuelUnit::Bytes);
+    }
+
+    #[test]
+    fn stored_accounts_are_checked_when_read() {
+        let mut a = Account::new(fuel(10, 10, 10));
+        a.lend(fuel(3, 3, 3)).unwrap();
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(
+            json.contains("\"lent-out\"") && !json.contains("\"left\""),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Account>(&json).unwrap(), a);
+        let forged = json.replace(
+            "\"spent\":{\"model_calls\":0",
+            "\"spent\":{\"model_calls\":8",
+        );
+        let err = serde_json::from_str::<Account>(&forged).unwrap_err();
+        assert!(
+            err.to_string().contains("more model calls than its loan"),
+            "{err}"
+        );
     }
 }

@@ -27,8 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{Account, BudgetError, Fuel};
 use crate::grant::{
-    Grant, RegrantRefusal, SpawnRefusal, SpawnRequest, admit_regrant, admit_root_spawn,
-    admit_spawn,
+    Grant, RegrantRefusal, SpawnRefusal, SpawnRequest, admit_regrant, admit_root_spawn, admit_spawn,
 };
 use crate::names::{AgentName, Entity, HumanName, PersonaName, ServiceName};
 use crate::wire_format::{self, LineError};
@@ -490,13 +489,14 @@ impl Ledger {
             error,
         };
         let mut account = entry.account.clone();
-        let extra = spent
-            .checked_sub(&account.spent())
-            .ok_or_else(|| LedgerError::SpendBelowCharged {
-                agent: agent.clone(),
-                reported: spent,
-                charged: account.spent(),
-            })?;
+        let extra =
+            spent
+                .checked_sub(&account.spent())
+                .ok_or_else(|| LedgerError::SpendBelowCharged {
+                    agent: agent.clone(),
+                    reported: spent,
+                    charged: account.spent(),
+                })?;
         account.spend(extra).map_err(budget)?;
         let parent_account = match &entry.parent {
             Entity::Agent(parent) => {
@@ -641,5 +641,378 @@ impl Ledger {
             .collect();
         subtree.sort_by(|a, b| b.depth().cmp(&a.depth()).then_with(|| a.cmp(b)));
         subtree
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::axis::Axis;
+    use crate::grant::SpawnLevel;
+
+    fn agent(s: &str) -> AgentName {
+        AgentName::parse(s).unwrap()
+    }
+
+    fn entity(s: &str) -> Entity {
+        Entity::parse(s).unwrap()
+    }
+
+    fn calls(n: u64) -> Fuel {
+        Fuel {
+            model_calls: n,
+            ..Fuel::ZERO
+        }
+    }
+
+    fn persist() -> Grant {
+        Grant {
+            spawn: SpawnLevel::Persist,
+            ..Grant::default()
+        }
+    }
+
+    fn register(human: &str) -> LedgerRow {
+        LedgerRow::RegisterHuman {
+            human: HumanName::parse(human).unwrap(),
+            grant: persist(),
+            at_ms: 1,
+        }
+    }
+
+    fn spawn(parent: &str, child: &str, loan: u64) -> LedgerRow {
+        LedgerRow::Spawn {
+            parent: entity(parent),
+            child: agent(child),
+            grant: persist(),
+            loan: calls(loan),
+            driven: false,
+            persona: None,
+            at_ms: 2,
+        }
+    }
+
+    fn retire(a: &str, spent: u64) -> LedgerRow {
+        LedgerRow::Retire {
+            agent: agent(a),
+            spent: calls(spent),
+            at_ms: 3,
+        }
+    }
+
+    fn collect(a: &str) -> LedgerRow {
+        LedgerRow::Collect {
+            agent: agent(a),
+            at_ms: 4,
+        }
+    }
+
+    /// A hub with alice (100 calls) and her child alice/w (30 calls).
+    fn hub() -> Ledger {
+        Ledger::replay(&[
+            register("alice"),
+            spawn("human:alice", "alice", 100),
+            spawn("alice", "alice/w", 30),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn the_first_row_registers_a_human() {
+        let err = Ledger::new()
+            .apply(&spawn("human:alice", "alice", 1))
+            .unwrap_err();
+        assert!(
+            matches!(err, LedgerError::NoHumanYet { kind: "spawn" }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("register a human first"), "{err}");
+        let mut l = Ledger::new();
+        l.apply(&register("alice")).unwrap();
+        assert_eq!(
+            l.human_grant(&HumanName::parse("alice").unwrap()),
+            Some(&persist())
+        );
+    }
+
+    #[test]
+    fn spawns_build_the_tree_and_lend_fuel() {
+        let l = hub();
+        assert_eq!(l.parent(&agent("alice")), Some(&entity("human:alice")));
+        assert_eq!(l.parent(&agent("alice/w")), Some(&entity("alice")));
+        assert_eq!(l.children(&agent("alice")), vec![agent("alice/w")]);
+        assert_eq!(l.account(&agent("alice")).unwrap().left(), calls(70));
+        assert_eq!(l.account(&agent("alice/w")).unwrap().loan(), calls(30));
+        assert!(l.is_live(&agent("alice/w")));
+        assert_eq!(l.live_agents().count(), 2);
+    }
+
+    #[test]
+    fn spawn_refusals_are_reported_and_change_nothing() {
+        let mut l = hub();
+        let before = l.clone();
+        let cases = [
+            (spawn("human:bob", "bob", 1), "human:bob is not registered"),
+            (spawn("alice", "alice/w", 1), "already exists"),
+            (spawn("alice", "alice/v", 71), "cannot lend"),
+            (spawn("alice", "bob/v", 1), "not a direct child"),
+            (spawn("human:alice", "bob/v", 1), "not a root agent"),
+            (spawn("svc:postmaster", "bob", 1), "cannot spawn"),
+            (spawn("alice/nobody", "alice/nobody/x", 1), "does not exist"),
+        ];
+        for (row, text) in cases {
+            let err = l.apply(&row).unwrap_err();
+            assert!(err.to_string().contains(text), "{row:?}: {err}");
+            assert_eq!(l, before);
+        }
+        let mut wide = spawn("alice", "alice/v", 1);
+        if let LedgerRow::Spawn { grant, .. } = &mut wide {
+            grant.build = true;
+        }
+        match l.apply(&wide).unwrap_err() {
+            LedgerError::Spawn { refusal, .. } => assert_eq!(refusal.axis(), Some(Axis::Build)),
+            other => panic!("expected a spawn refusal, got {other}"),
+        }
+    }
+
+    #[test]
+    fn the_gate_reads_the_parents_current_grant_and_account() {
+        let mut l = hub();
+        l.charge(&agent("alice"), calls(60)).unwrap();
+        let err = l.apply(&spawn("alice", "alice/v", 11)).unwrap_err();
+        assert!(err.to_string().contains("only 10 are left"), "{err}");
+        l.apply(&LedgerRow::Regrant {
+            issuer: entity("human:alice"),
+            subject: agent("alice"),
+            grant: Grant::default(),
+            at_ms: 5,
+        })
+        .unwrap();
+        let err = l.apply(&spawn("alice", "alice/v", 1)).unwrap_err();
+        assert!(err.to_string().contains("`off`"), "{err}");
+    }
+
+    #[test]
+    fn charge_is_refused_past_the_loan_or_after_retiring() {
+        let mut l = hub();
+        let err = l.charge(&agent("alice/w"), calls(31)).unwrap_err();
+        assert!(matches!(err, LedgerError::Budget { .. }), "{err}");
+        l.apply(&retire("alice/w", 0)).unwrap();
+        let err = l.charge(&agent("alice/w"), calls(1)).unwrap_err();
+        assert!(matches!(err, LedgerError::NotLive { .. }), "{err}");
+    }
+
+    #[test]
+    fn retiring_settles_the_loan_deepest_first() {
+        let mut l = hub();
+        let err = l.apply(&retire("alice", 0)).unwrap_err();
+        assert!(
+            matches!(&err, LedgerError::LiveChildren { child, .. } if *child == agent("alice/w")),
+            "{err}"
+        );
+        l.charge(&agent("alice/w"), calls(5)).unwrap();
+        let err = l.apply(&retire("alice/w", 4)).unwrap_err();
+        assert!(
+            matches!(err, LedgerError::SpendBelowCharged { .. }),
+            "{err}"
+        );
+        let err = l.apply(&retire("alice/w", 31)).unwrap_err();
+        assert!(matches!(err, LedgerError::Budget { .. }), "{err}");
+        l.apply(&retire("alice/w", 12)).unwrap();
+        let alice = l.account(&agent("alice")).unwrap();
+        assert_eq!(alice.left(), calls(88), "18 unspent calls returned");
+        assert_eq!(alice.consumed(), calls(12));
+        assert_eq!(
+            l.grant(&agent("alice/w")),
+            None,
+            "retiring removes authority"
+        );
+        let err = l.apply(&retire("alice/w", 12)).unwrap_err();
+        assert!(matches!(err, LedgerError::NotLive { .. }), "{err}");
+        let err = l.apply(&retire("alice/x", 0)).unwrap_err();
+        assert!(matches!(err, LedgerError::UnknownAgent { .. }), "{err}");
+    }
+
+    #[test]
+    fn retire_subtree_yields_rows_deepest_first() {
+        let mut l = hub();
+        for row in [
+            spawn("alice/w", "alice/w/x", 10),
+            spawn("alice", "alice/v", 10),
+        ] {
+            l.apply(&row).unwrap();
+        }
+        l.charge(&agent("alice/w/x"), calls(3)).unwrap();
+        assert_eq!(
+            l.live_subtree_deepest_first(&agent("alice")),
+            vec![
+                agent("alice/w/x"),
+                agent("alice/v"),
+                agent("alice/w"),
+                agent("alice")
+            ]
+        );
+        let rows = l.retire_subtree(&agent("alice/w"), 9).unwrap();
+        let at_9 = |a: &str, spent: u64| LedgerRow::Retire {
+            agent: agent(a),
+            spent: calls(spent),
+            at_ms: 9,
+        };
+        assert_eq!(rows, vec![at_9("alice/w/x", 3), at_9("alice/w", 0)]);
+        for row in &rows {
+            l.apply(row).unwrap();
+        }
+        assert_eq!(l.children(&agent("alice")), vec![agent("alice/v")]);
+        // 60 left after both loans, plus alice/w's 30 less the 3 its child consumed.
+        assert_eq!(l.account(&agent("alice")).unwrap().left(), calls(87));
+        assert_eq!(l.account(&agent("alice")).unwrap().consumed(), calls(3));
+        assert!(l.retire_subtree(&agent("alice/w"), 9).is_err());
+    }
+
+    #[test]
+    fn collecting_needs_a_retired_agent_and_frees_the_name() {
+        let mut l = hub();
+        let err = l.apply(&collect("alice/w")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LedgerError::NotRetired {
+                    life: Life::Live,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        l.apply(&retire("alice/w", 0)).unwrap();
+        let err = l.apply(&spawn("alice", "alice/w", 1)).unwrap_err();
+        assert!(
+            err.to_string().contains("retire and collect it first"),
+            "{err}"
+        );
+        l.apply(&collect("alice/w")).unwrap();
+        let err = l.apply(&collect("alice/w")).unwrap_err();
+        assert!(matches!(
+            err,
+            LedgerError::NotRetired {
+                life: Life::Collected { .. },
+                ..
+            }
+        ));
+        l.apply(&spawn("alice", "alice/w", 1)).unwrap();
+        assert!(l.is_live(&agent("alice/w")));
+    }
+
+    #[test]
+    fn regrants_are_gated_by_the_issuer() {
+        let mut l = hub();
+        l.apply(&spawn("alice/w", "alice/w/x", 1)).unwrap();
+        let regrant = |issuer: &str, subject: &str, grant: Grant| LedgerRow::Regrant {
+            issuer: entity(issuer),
+            subject: agent(subject),
+            grant,
+            at_ms: 5,
+        };
+        // A grandparent regrants within its own expanded grant.
+        let own_reads = Grant::default().expand_own(&agent("alice"));
+        l.apply(&regrant("alice", "alice/w/x", own_reads.clone()))
+            .unwrap();
+        assert_eq!(l.grant(&agent("alice/w/x")), Some(&own_reads));
+        let before = l.clone();
+        let cases = [
+            (
+                regrant("alice/w", "alice/w", Grant::default()),
+                "its own grant",
+            ),
+            (
+                regrant("alice/w/x", "alice/w", Grant::default()),
+                "only its own descendants",
+            ),
+            (
+                regrant("svc:postmaster", "alice/w", Grant::default()),
+                "services never issue",
+            ),
+            (
+                regrant("human:bob", "alice/w", Grant::default()),
+                "not registered",
+            ),
+            (
+                regrant("alice", "alice/nobody", Grant::default()),
+                "does not exist",
+            ),
+            (
+                regrant(
+                    "alice",
+                    "alice/w",
+                    Grant {
+                        run: true,
+                        ..Grant::default()
+                    },
+                ),
+                "`run`",
+            ),
+        ];
+        for (row, text) in cases {
+            let err = l.apply(&row).unwrap_err();
+            assert!(err.to_string().contains(text), "{row:?}: {err}");
+            assert_eq!(l, before);
+        }
+        l.apply(&retire("alice/w/x", 0)).unwrap();
+        let err = l
+            .apply(&regrant("alice", "alice/w/x", Grant::default()))
+            .unwrap_err();
+        assert!(matches!(err, LedgerError::NotLive { .. }), "{err}");
+    }
+
+    #[test]
+    fn services_register_and_rows_round_trip_as_json_lines() {
+        let rows = vec![
+            register("alice"),
+            LedgerRow::RegisterService {
+                service: ServiceName::parse("postmaster").unwrap(),
+                grant: Grant {
+                    postman: true,
+                    ..Grant::default()
+                },
+                at_ms: 1,
+            },
+            spawn("human:alice", "alice", 100),
+            spawn("alice", "alice/w", 30),
+            retire("alice/w", 3),
+            collect("alice/w"),
+        ];
+        let blob = wire_format::to_lines(&rows).unwrap();
+        let first = blob.lines().next().unwrap();
+        assert!(first.contains("\"kind\":\"register-human\"") && first.contains("\"at-ms\":1"));
+        assert!(first.contains("\"v\":1"), "{first}");
+        assert_eq!(wire_format::from_lines::<LedgerRow>(&blob).unwrap(), rows);
+        let l = Ledger::replay_lines(&blob).unwrap();
+        assert_eq!(l, Ledger::replay(&rows).unwrap());
+        assert!(
+            l.service_grant(&ServiceName::parse("postmaster").unwrap())
+                .unwrap()
+                .postman
+        );
+        assert_eq!(
+            l.agent(&agent("alice/w")).unwrap().life,
+            Life::Collected { at_ms: 4 }
+        );
+
+        let err = Ledger::replay_lines("{\"v\":1,\"kind\":\"spawn\"}").unwrap_err();
+        assert!(
+            matches!(err, LedgerError::Line(LineError::Malformed { line: 1, .. })),
+            "{err}"
+        );
+        let bad_order = wire_format::to_lines(&rows[2..]).unwrap();
+        let err = Ledger::replay_lines(&bad_order).unwrap_err();
+        assert!(matches!(&err, LedgerError::AtRow { index: 0, .. }), "{err}");
+        assert!(err.to_string().starts_with("row 0: "), "{err}");
+    }
+
+    #[test]
+    fn human_only_rows_are_marked() {
+        assert!(register("alice").is_human_only());
+        assert!(spawn("human:alice", "alice", 1).is_human_only());
+        assert!(!spawn("alice", "alice/w", 1).is_human_only());
+        assert!(!retire("alice", 0).is_human_only() && !collect("alice").is_human_only());
     }
 }
