@@ -1002,6 +1002,12 @@ mod tests {
             matches!(err, LedgerError::Line(LineError::Malformed { line: 1, .. })),
             "{err}"
         );
+        let smuggled = first.replace("\"at-ms\":1", "\"at-ms\":1,\"issuer\":\"alice\"");
+        let err = Ledger::replay_lines(&smuggled).unwrap_err();
+        assert!(
+            err.to_string().contains("issuer"),
+            "unknown fields are refused: {err}"
+        );
         let bad_order = wire_format::to_lines(&rows[2..]).unwrap();
         let err = Ledger::replay_lines(&bad_order).unwrap_err();
         assert!(matches!(&err, LedgerError::AtRow { index: 0, .. }), "{err}");
