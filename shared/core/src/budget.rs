@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// An amount of fuel in each of its units.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Fuel {
     /// Model calls.
     pub model_calls: u64,
@@ -550,8 +551,8 @@ mod tests {
         );
         assert_eq!(serde_json::from_str::<Account>(&json).unwrap(), a);
         let forged = json.replace(
-            "\"spent\":{\"model_calls\":0",
-            "\"spent\":{\"model_calls\":8",
+            "\"spent\":{\"model-calls\":0",
+            "\"spent\":{\"model-calls\":8",
         );
         let err = serde_json::from_str::<Account>(&forged).unwrap_err();
         assert!(
