@@ -384,3 +384,18 @@ fn files_boundary_journal_refuses_a_forged_entry_that_climbs() {
     assert!(matches!(err, FilesError::Harness { .. }), "{err}");
     assert_eq!(hub.world(), world);
 }
+
+#[test]
+fn files_boundary_hard_link_is_replaced_never_written_through() {
+    let hub = Hub::new();
+    // A hard link planted in the workspace to a file outside (same filesystem).
+    std::fs::hard_link(hub.outside.join("secret"), hub.ws("linked")).unwrap();
+    let before = hub.beyond();
+    files::write(&hub.token, "workspace/linked", b"pwned", hub.journal()).unwrap();
+    assert_eq!(hub.beyond(), before, "the write went through the hard link");
+    assert_eq!(std::fs::read(hub.ws("linked")).unwrap(), b"pwned");
+    // and rewinding it restores the workspace's name, still without touching the outside file
+    files::restore(&hub.token, &hub.journal.entries().unwrap()).unwrap();
+    assert_eq!(std::fs::read(hub.ws("linked")).unwrap(), SECRET);
+    assert_eq!(hub.beyond(), before);
+}

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use cap_std::fs::{Dir, OpenOptions, Permissions, PermissionsExt};
 
+use super::open::Overwrite;
 use super::{FilesError, NodeKind, open, scope};
 use crate::journal::{EntryId, Prior, UndoEntry, UndoJournal};
 use crate::path::RelPath;
@@ -235,9 +236,36 @@ impl<'a> Target<'a> {
         Ok(entries.next().is_none())
     }
 
-    /// Replaces the leaf with `bytes` atomically: a new file in the same directory, renamed
-    /// over the leaf (a rename replaces a link rather than following it).
+    /// Makes the leaf hold `bytes` (with permission bits `mode`, if given). An existing regular
+    /// file with one link is truncated and written in place: a rename over it would cost ext4 a
+    /// data flush per write (its `auto_da_alloc`), and the journal already holds its prior
+    /// content. A new file, or one with other hard links (which an in-place write would write
+    /// through), is written beside the leaf and renamed into place; a rename replaces a link
+    /// rather than following it.
     fn replace(&self, bytes: &[u8], mode: Option<u32>, id: EntryId) -> Result<(), FilesError> {
+        match open::for_overwrite(&self.parent, &self.leaf, self.path)? {
+            Overwrite::InPlace(mut file, meta) => {
+                let current = meta.permissions().mode() & MODE_MASK;
+                file.set_len(0)
+                    .and_then(|()| file.write_all(bytes))
+                    .and_then(|()| match mode {
+                        Some(mode) if mode & MODE_MASK != current => {
+                            file.set_permissions(Permissions::from_mode(mode & MODE_MASK))
+                        }
+                        _ => Ok(()),
+                    })
+                    .map_err(self.io("write"))
+            }
+            Overwrite::Absent | Overwrite::Linked => self.replace_by_rename(bytes, mode, id),
+        }
+    }
+
+    fn replace_by_rename(
+        &self,
+        bytes: &[u8],
+        mode: Option<u32>,
+        id: EntryId,
+    ) -> Result<(), FilesError> {
         let temp = temp_name(id);
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);

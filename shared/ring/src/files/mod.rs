@@ -10,12 +10,14 @@
 //!   a call cannot redirect it;
 //! - **file type**: fifos, sockets and devices, checked on the open handle before any byte moves.
 //!
-//! Edits ([`write`], [`remove`], [`mkdir`]) record an [`UndoEntry`](crate::journal::UndoEntry)
+//! Edits ([`write()`], [`remove`], [`mkdir`]) record an [`UndoEntry`](crate::journal::UndoEntry)
 //! with the path's prior state *before* changing it; [`restore`] puts entries back, newest
-//! first. A write goes to a temporary file in the same directory and is renamed over the target,
-//! so readers see the old bytes or the new, never a mix, and a hard link to the old file is never
-//! written through. The write itself is not fsynced: its undo entry is durable, which is what
-//! rewind needs; a write lost in a crash is one the journal can still undo.
+//! first. A new file is written beside its name and renamed into place, so it appears whole; an
+//! existing regular file is truncated and rewritten in place, after its type and link count are
+//! checked on the open handle (a file with other hard links is replaced by a rename instead, so
+//! nothing is ever written through a link). A reader racing a write may see it partly done; a
+//! crash mid-write leaves a file that rewind restores. The write itself is not fsynced: its undo
+//! entry is durable, which is what rewind needs.
 
 mod edit;
 mod error;

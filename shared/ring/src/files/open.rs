@@ -12,7 +12,7 @@
 use std::io;
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsMaybeDirExt};
-use cap_std::fs::{Dir, File, Metadata, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{Dir, File, Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
 
 use super::{FilesError, NodeKind};
 use crate::path::RelPath;
@@ -20,8 +20,23 @@ use crate::path::RelPath;
 /// What a caller expects at the end of the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {
+    /// A regular file, to read.
     File,
+    /// A directory.
     Dir,
+    /// A regular file, to overwrite in place.
+    Overwrite,
+}
+
+/// How an existing leaf may be overwritten.
+pub(super) enum Overwrite {
+    /// Nothing is there: the new file is created beside it and renamed into place.
+    Absent,
+    /// A regular file with one link, opened for writing: it is truncated and written in place.
+    InPlace(File, Metadata),
+    /// A regular file with other hard links: writing in place would write through them, so
+    /// it is replaced by a rename instead.
+    Linked,
 }
 
 /// Opens the regular file `rel` beneath `dir`; `shown` is the ACR-relative path for errors.
@@ -30,9 +45,33 @@ pub(super) fn file(
     rel: &RelPath,
     shown: &RelPath,
 ) -> Result<(File, Metadata), FilesError> {
-    let file = beneath(dir, rel, Want::File)
+    regular(dir, rel, shown, Want::File)
+}
+
+/// Opens the leaf `rel` of `dir` for overwriting, if a regular file is there.
+pub(super) fn for_overwrite(
+    dir: &Dir,
+    rel: &RelPath,
+    shown: &RelPath,
+) -> Result<Overwrite, FilesError> {
+    match regular(dir, rel, shown, Want::Overwrite) {
+        Err(FilesError::NotFound { .. }) => Ok(Overwrite::Absent),
+        Err(e) => Err(e),
+        Ok((_, meta)) if meta.nlink() > 1 => Ok(Overwrite::Linked),
+        Ok((file, meta)) => Ok(Overwrite::InPlace(file, meta)),
+    }
+}
+
+/// Opens a regular file and checks its type on the open handle, before any byte moves.
+fn regular(
+    dir: &Dir,
+    rel: &RelPath,
+    shown: &RelPath,
+    want: Want,
+) -> Result<(File, Metadata), FilesError> {
+    let file = beneath(dir, rel, want)
         .map(File::from_std)
-        .map_err(|e| diagnose(dir, rel, shown, Want::File, e))?;
+        .map_err(|e| diagnose(dir, rel, shown, want, e))?;
     let meta = file.metadata().map_err(|source| FilesError::Io {
         path: shown.to_string(),
         op: "stat the open file",
@@ -40,7 +79,7 @@ pub(super) fn file(
     })?;
     match NodeKind::of(meta.file_type()) {
         NodeKind::File => Ok((file, meta)),
-        kind => Err(unexpected(shown, shown.to_string(), kind, Want::File)),
+        kind => Err(unexpected(shown, shown.to_string(), kind, want)),
     }
 }
 
@@ -77,7 +116,8 @@ fn by_walk(dir: &Dir, rel: &RelPath, want: Want) -> io::Result<std::fs::File> {
     // the result can be listed, synced and chmod-ed like the `openat2` one.
     let mut options = OpenOptions::new();
     options
-        .read(true)
+        .read(want != Want::Overwrite)
+        .write(want == Want::Overwrite)
         .follow(FollowSymlinks::No)
         .maybe_dir(want == Want::Dir)
         .custom_flags(last_flags(want));
@@ -85,11 +125,11 @@ fn by_walk(dir: &Dir, rel: &RelPath, want: Want) -> io::Result<std::fs::File> {
 }
 
 /// Flags for the last component: a fifo must not block the open, nor a tty adopt the process;
-/// a directory must be one.
+/// a directory must be one. (Never `O_TRUNC`: the type is checked before anything changes.)
 fn last_flags(want: Want) -> i32 {
     use rustix::fs::OFlags;
     let flags = match want {
-        Want::File => OFlags::NONBLOCK | OFlags::NOCTTY,
+        Want::File | Want::Overwrite => OFlags::NONBLOCK | OFlags::NOCTTY,
         Want::Dir => OFlags::DIRECTORY,
     };
     flags.bits() as i32
@@ -156,9 +196,9 @@ fn unexpected(shown: &RelPath, at: String, kind: NodeKind, want: Want) -> FilesE
     let path = shown.to_string();
     match (kind, want) {
         (NodeKind::Symlink, _) => FilesError::Symlink { path, at },
-        (NodeKind::Dir, Want::File) => FilesError::NotAFile { path },
+        (NodeKind::Dir, Want::File | Want::Overwrite) => FilesError::NotAFile { path },
         (_, Want::Dir) => FilesError::NotADirectory { path, at },
-        (kind, Want::File) => FilesError::SpecialFile { path, kind },
+        (kind, Want::File | Want::Overwrite) => FilesError::SpecialFile { path, kind },
     }
 }
 
@@ -182,7 +222,11 @@ mod linux {
         let last = OFlags::from_bits_retain(super::last_flags(want) as _);
         let resolve =
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | last;
+        let access = match want {
+            Want::Overwrite => OFlags::WRONLY,
+            Want::File | Want::Dir => OFlags::RDONLY,
+        };
+        let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC | last;
         let fd = openat2(dir, path, flags, Mode::empty(), resolve)?;
         Ok(std::fs::File::from(fd))
     }
