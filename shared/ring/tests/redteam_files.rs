@@ -399,3 +399,19 @@ fn files_boundary_hard_link_is_replaced_never_written_through() {
     assert_eq!(std::fs::read(hub.ws("linked")).unwrap(), SECRET);
     assert_eq!(hub.beyond(), before);
 }
+
+#[test]
+fn files_boundary_symlink_refusal_names_the_path_and_the_link() {
+    let hub = Hub::new();
+    symlink(&hub.outside, hub.ws("escape")).unwrap();
+    let err = files::write(&hub.token, "workspace/escape/deep/x", b"x", hub.journal()).unwrap_err();
+    match err {
+        FilesError::Symlink { path, at } => {
+            assert_eq!(
+                (path.as_str(), at.as_str()),
+                ("workspace/escape/deep/x", "workspace/escape")
+            );
+        }
+        other => panic!("unexpected refusal {other}"),
+    }
+}

@@ -81,7 +81,10 @@ pub fn mkdir(token: &FilesToken, path: &str, journal: &dyn UndoJournal) -> Resul
 
 /// Puts back what `entries` recorded, newest first, so the tree is as it was before the oldest
 /// of them. Every path is checked against the token before anything changes. A temporary file
-/// an interrupted write left behind is removed with its entry.
+/// an interrupted write left behind is removed with its entry. Restore stops at the first entry
+/// it cannot put back (say, a symlink someone planted at its path), leaving the newer ones
+/// restored; once the obstacle is gone, restoring the same entries again finishes the job, since
+/// putting back an entry already put back changes nothing.
 pub fn restore(token: &FilesToken, entries: &[UndoEntry]) -> Result<(), FilesError> {
     for entry in entries {
         scope::check_writable(token, &entry.path)?;
@@ -90,11 +93,7 @@ pub fn restore(token: &FilesToken, entries: &[UndoEntry]) -> Result<(), FilesErr
         let target = Target::open(token, &entry.path)?;
         target.remove_stale_temp(entry.id)?;
         match (&entry.prior, target.kind()?) {
-            (_, Some(kind @ (NodeKind::Symlink | NodeKind::Fifo | NodeKind::Socket)))
-            | (
-                _,
-                Some(kind @ (NodeKind::CharDevice | NodeKind::BlockDevice | NodeKind::Unknown)),
-            ) => {
+            (_, Some(kind)) if !matches!(kind, NodeKind::File | NodeKind::Dir) => {
                 return Err(refusal(&entry.path, kind));
             }
             (Prior::Absent, None) => {}
@@ -175,10 +174,12 @@ impl<'a> Target<'a> {
         let (parent_path, leaf) = path.split_leaf().ok_or_else(|| FilesError::NotAFile {
             path: path.to_string(),
         })?;
+        // Refusals on the way name the path asked for, and the component that refused it.
+        let full = path.to_string();
         let parent = open::dir(token.acr(), &parent_path, &parent_path).map_err(|e| match e {
-            FilesError::NotFound { .. } => FilesError::NotFound {
-                path: path.to_string(),
-            },
+            FilesError::NotFound { .. } => FilesError::NotFound { path: full },
+            FilesError::Symlink { at, .. } => FilesError::Symlink { path: full, at },
+            FilesError::NotADirectory { at, .. } => FilesError::NotADirectory { path: full, at },
             other => other,
         })?;
         Ok(Self {

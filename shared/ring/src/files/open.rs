@@ -6,8 +6,9 @@
 //! `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, which the kernel checks atomically;
 //! where `openat2` is missing, the path is walked one component at a time with `O_NOFOLLOW`
 //! (cap-fs-ext's `open_dir_nofollow`), holding each directory open, which is just as strict.
-//! Files are opened `O_NONBLOCK | O_NOCTTY` and their type is checked on the open handle before
-//! a byte is read, so a fifo or device swapped in after any earlier check is still refused.
+//! Files are opened `O_NONBLOCK | O_NOCTTY`, never `O_TRUNC`, and their type is checked on the
+//! open handle before a byte is read or written, so a fifo or device swapped in after any
+//! earlier check is still refused.
 
 use std::io;
 
