@@ -1,1 +1,60 @@
-//! `l3m-ring`: capability tokens and their providers (being written).
+//! `l3m-ring`: the capability ring, the only code that touches the OS on behalf of tools.
+//!
+//! A tool body never touches the world directly: it calls a provider, and every provider call
+//! takes a capability token whose scope the provider checks again on each call. This crate holds
+//! both halves. Tokens ([`tokens`]) are values only this crate can construct — minted once at
+//! boot by [`tokens::mint`], one per conferred axis, narrowed but never widened. Providers
+//! ([`files`], and later git, HTTP and sandboxed processes) are the one place a class meets the
+//! operating system. Tame edits are journaled before they happen ([`journal`]), which is what
+//! rewind restores from.
+//!
+//! **Must never**: be bypassed. Tool crates must not use `std::fs`, `std::process`, `std::net`,
+//! `std::env`, or cap-std's ambient authority (the sealing linter's `disallowed-methods`); this
+//! crate is the only one that does, and only through capability handles rooted at the ACR.
+//!
+//! Limitations of this slice: only the files provider exists; the git, HTTP and shell providers
+//! come later. Tokens are minted from a [`tokens::MintInput`] until `l3m_core::grant::Grant`
+//! lands. Providers are Unix-only (they rely on `O_NOFOLLOW`, and on Linux on `openat2`).
+//!
+//! # Layout
+//! - [`path`]: ACR-relative paths, parsed once (`..`, absolute and NUL refused).
+//! - [`tokens`]: the capability tokens and `mint`.
+//! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
+//! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
+//!
+//! # Example
+//! ```
+//! use l3m_ring::{ambient_authority, files, journal::LocalJournal, tokens};
+//!
+//! let acr = tempfile::tempdir()?;
+//! std::fs::create_dir(acr.path().join("workspace"))?;
+//! let input = tokens::MintInput {
+//!     acr: acr.path().into(),
+//!     files: Some(vec!["workspace".into()]),
+//!     ..Default::default()
+//! };
+//! let minted = tokens::mint(&input, ambient_authority())?;
+//! let token = minted.files.as_ref().unwrap();
+//! let journal = LocalJournal::open(acr.path(), ambient_authority())?;
+//!
+//! files::write(token, "workspace/notes.md", b"hello", &journal)?;
+//! assert_eq!(files::read(token, "workspace/notes.md")?, b"hello");
+//! assert!(files::write(token, "../elsewhere", b"x", &journal).is_err());
+//! assert!(files::read(token, ".l3m/undo.journal").is_err());
+//!
+//! files::restore(token, &journal.entries()?)?;
+//! assert!(files::read(token, "workspace/notes.md").is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod files;
+pub mod journal;
+pub mod path;
+pub mod tokens;
+
+/// cap-std's marker for an act that uses ambient authority (opening a path from the process's
+/// view of the filesystem). Minting and opening the journal take it, so the sealing linter can
+/// forbid `ambient_authority()` everywhere but the harness.
+pub use cap_std::{AmbientAuthority, ambient_authority};

@@ -1,0 +1,195 @@
+//! The undo journal: what a path held before each tame edit, recorded before the edit happens.
+//!
+//! Every tame write, remove and mkdir first appends an [`UndoEntry`] — the path and its
+//! [`Prior`] state — to an [`UndoJournal`], and only once `record` returns (durably) does the
+//! edit touch the disk. Rewind is then [`crate::files::restore`] over a suffix of the entries,
+//! newest first. [`LocalJournal`] is the real journal: an append-only file in the harness's
+//! `.l3m/`, length-prefixed and checksummed, fsynced per record, whose torn tail after a crash is
+//! detected and cut, never misread.
+//!
+//! Entries serialise as JSON lines through `l3m_core::wire_format` (bytes in base64), so the
+//! sequencer can mirror them to the hub's undo ref unchanged.
+
+mod codec;
+mod local;
+
+use std::path::PathBuf;
+
+use l3m_core::wire_format::LineError;
+use serde::{Deserialize, Serialize};
+
+use crate::path::RelPath;
+
+pub use local::{JOURNAL_FILE, LocalJournal};
+
+/// Identifies one entry within its journal; assigned by the journal, increasing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EntryId(pub u64);
+
+impl std::fmt::Display for EntryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One journaled edit: what `path` held just before it was changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndoEntry {
+    /// The entry's id in its journal.
+    pub id: EntryId,
+    /// The path edited, relative to the ACR.
+    pub path: RelPath,
+    /// Its state before the edit; restoring puts exactly this back.
+    pub prior: Prior,
+    /// When the entry was recorded, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// The state of a path before an edit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Prior {
+    /// Nothing was there; restoring removes what the edit created.
+    Absent,
+    /// A regular file with these bytes and permission bits (`0o777` mask).
+    File {
+        /// The file's content.
+        #[serde(with = "base64_bytes")]
+        bytes: Vec<u8>,
+        /// Permission bits; setuid, setgid and sticky are never recorded or written.
+        mode: u32,
+    },
+    /// An empty directory with these permission bits (a removed empty directory).
+    Dir {
+        /// Permission bits.
+        mode: u32,
+    },
+}
+
+/// Where undo entries go before the edits they describe. `record` must be durable on return:
+/// the edit happens right after, and a crash in between must leave the entry behind.
+pub trait UndoJournal: Send + Sync {
+    /// Reserves the id for the next entry.
+    fn next_id(&self) -> Result<EntryId, JournalError>;
+    /// Appends `entry`, durably, before the edit it describes.
+    fn record(&self, entry: &UndoEntry) -> Result<(), JournalError>;
+}
+
+/// Why the journal could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// The OS refused an operation on the journal file.
+    #[error("undo journal `{}`: {op} failed: {source}", path.display())]
+    Io {
+        /// The journal file (or its directory).
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A record before the end fails its checksum: the journal was damaged, not torn by a crash.
+    #[error(
+        "undo journal damaged at byte {offset}: {reason}; this is not a torn tail, so nothing after it is trusted (restore the journal from the hub's undo ref)"
+    )]
+    Corrupt {
+        /// Byte offset of the damaged record.
+        offset: u64,
+        /// What check failed.
+        reason: &'static str,
+    },
+    /// A record's checksum holds but its payload is not an entry this build reads.
+    #[error("undo journal record at byte {offset}: {source}")]
+    Decode {
+        /// Byte offset of the record.
+        offset: u64,
+        /// What the parser said.
+        source: LineError,
+    },
+    /// An entry could not be rendered as a JSON line.
+    #[error("undo entry could not be encoded: {0}")]
+    Encode(LineError),
+    /// A record would exceed the largest the journal frames.
+    #[error("undo record of {len} bytes exceeds the journal's limit of {max} bytes")]
+    TooLarge {
+        /// The record's payload length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A previous append panicked while holding the journal; its state is unknown.
+    #[error("undo journal `{}` was left mid-append by a panic; reopen it", path.display())]
+    Poisoned {
+        /// The journal file.
+        path: PathBuf,
+    },
+}
+
+/// Serde for byte strings as standard base64, so entries stay one readable JSON line.
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use l3m_core::wire_format::{from_line, to_line};
+    use proptest::prelude::*;
+
+    fn prior() -> impl Strategy<Value = Prior> {
+        prop_oneof![
+            Just(Prior::Absent),
+            (proptest::collection::vec(any::<u8>(), 0..64), 0u32..0o1000)
+                .prop_map(|(bytes, mode)| Prior::File { bytes, mode }),
+            (0u32..0o1000).prop_map(|mode| Prior::Dir { mode }),
+        ]
+    }
+
+    #[test]
+    fn entry_renders_as_a_versioned_kebab_tagged_line() {
+        let e = UndoEntry {
+            id: EntryId(7),
+            path: RelPath::parse("workspace/a").unwrap(),
+            prior: Prior::File {
+                bytes: b"hi\n".to_vec(),
+                mode: 0o644,
+            },
+            at_ms: 12,
+        };
+        let line = to_line(&e).unwrap();
+        assert_eq!(
+            line,
+            r#"{"v":1,"id":7,"path":"workspace/a","prior":{"kind":"file","bytes":"aGkK","mode":420},"at_ms":12}"#
+        );
+        assert_eq!(from_line::<UndoEntry>(&line, 1).unwrap(), e);
+    }
+
+    #[test]
+    fn a_line_with_a_climbing_path_or_bad_base64_is_refused() {
+        let climbing = r#"{"v":1,"id":1,"path":"../x","prior":{"kind":"absent"},"at_ms":0}"#;
+        assert!(from_line::<UndoEntry>(climbing, 1).is_err());
+        let bad = r#"{"v":1,"id":1,"path":"a","prior":{"kind":"file","bytes":"!!","mode":420},"at_ms":0}"#;
+        assert!(from_line::<UndoEntry>(bad, 1).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn entry_line_round_trips(id in any::<u64>(), at_ms in any::<u64>(), prior in prior(), path in "[a-z]{1,5}(/[a-z]{1,5}){0,3}") {
+            let e = UndoEntry { id: EntryId(id), path: RelPath::parse(&path).unwrap(), prior, at_ms };
+            let line = to_line(&e).unwrap();
+            prop_assert_eq!(from_line::<UndoEntry>(&line, 1).unwrap(), e);
+        }
+    }
+}
