@@ -225,3 +225,38 @@ fn find_binary() -> Result<PathBuf, NatsServerError> {
 fn is_file(path: &Path) -> bool {
     path.metadata().map(|m| m.is_file()).unwrap_or(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_says_how_to_install_it() {
+        let err = NatsServerError::NotInstalled {
+            searched: FALLBACK_LOCATIONS.iter().map(PathBuf::from).collect(),
+        };
+        assert!(
+            err.to_string().contains("apt-get install -y nats-server"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_config_is_reported_with_the_servers_log() {
+        let err = NatsServer::start_with("this is { not config").unwrap_err();
+        assert!(matches!(err, NatsServerError::Exited { .. }), "{err}");
+        assert!(
+            !err.to_string().ends_with("its log:\n"),
+            "the log is included: {err}"
+        );
+    }
+
+    #[test]
+    fn the_server_is_gone_after_drop() {
+        let server = NatsServer::start().unwrap();
+        let address = server.url().trim_start_matches("nats://").to_owned();
+        assert!(TcpStream::connect(&address).is_ok());
+        drop(server);
+        assert!(TcpStream::connect(&address).is_err());
+    }
+}

@@ -167,7 +167,7 @@ where
             };
             let handler = Arc::clone(&handler);
             in_flight.spawn(async move {
-                answer(request, handler.as_ref(), &limits).await;
+                answer(request, &handler, &limits).await;
                 drop(slot);
             });
             while in_flight.try_join_next().is_some() {}
@@ -202,11 +202,11 @@ where
 
 /// Checks, decodes, handles and answers one request. It always sends an answer unless the
 /// request has nowhere to send it or the bus refuses it, which is logged.
-async fn answer<Req, Resp, H, Fut>(request: Request, handler: &H, limits: &Limits)
+async fn answer<Req, Resp, H, Fut>(request: Request, handler: &Arc<H>, limits: &Limits)
 where
-    Req: Message,
+    Req: Message + Send + 'static,
     Resp: Message + Send + 'static,
-    H: Fn(TypedRequest<Req>) -> Fut,
+    H: Fn(TypedRequest<Req>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply<Resp>> + Send + 'static,
 {
     let reply: Reply<Resp> = match decode::<Req>(&request.payload, limits) {
@@ -215,17 +215,21 @@ where
             Err(RemoteError::from_wire(&e))
         }
         Ok(body) => {
-            let call = handler(TypedRequest {
+            let typed = TypedRequest {
                 subject: request.subject.clone(),
                 body,
-            });
-            // A separate task, so that a panicking handler still gets its caller an answer.
-            tokio::spawn(call).await.unwrap_or_else(|e| {
-                Err(RemoteError::new(
-                    ErrorCode::Internal,
-                    format!("the handler for `{}` failed: {e}", Req::KIND),
-                ))
-            })
+            };
+            // A separate task, so that a handler that panics (while building its future or
+            // while running it) still gets its caller an answer.
+            let handler = Arc::clone(handler);
+            tokio::spawn(async move { handler(typed).await })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(RemoteError::new(
+                        ErrorCode::Internal,
+                        format!("the handler for `{}` failed: {e}", Req::KIND),
+                    ))
+                })
         }
     };
     let bytes = encode_reply(&reply, limits).or_else(|e| {

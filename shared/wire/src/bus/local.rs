@@ -144,22 +144,22 @@ impl LocalBus {
             let turn = turns.entry(key).or_default();
             let start = *turn;
             *turn = turn.wrapping_add(1);
-            let mut delivered = false;
-            for step in 0..members.len() {
-                let sub = &subs[members[(start + step) % members.len()]];
+            // Starting at this turn's member, the first one with room takes the message.
+            let rotation =
+                (0..members.len()).map(|step| &subs[members[(start + step) % members.len()]]);
+            let mut taken = false;
+            for sub in rotation {
                 match sub.offer(&message) {
                     Offer::Taken => {
-                        delivered = true;
+                        taken = true;
                         break;
                     }
                     Offer::Full => {}
                     Offer::Gone => gone.push(sub.id),
                 }
             }
-            if !delivered {
-                if let Some(&first) = members.first() {
-                    slow_consumer(&subs[first], &message);
-                }
+            if let (false, Some(&first)) = (taken, members.first()) {
+                slow_consumer(&subs[first], &message);
             }
         }
         subs.retain(|s| !gone.contains(&s.id));

@@ -125,7 +125,7 @@ pub trait Bus: Send + Sync + fmt::Debug {
         queue_group: Option<&'a str>,
     ) -> BusFuture<'a, RequestStream>;
 
-    /// Returns once everything published so far has left this process (reached nats-server, or
-    /// the in-process subscribers' queues).
+    /// Returns once everything published so far has been processed by the router (nats-server,
+    /// or the in-process routing table): from then on it is in its subscribers' queues.
     fn flush(&self) -> BusFuture<'_, ()>;
 }

@@ -20,6 +20,9 @@ use super::{Bus, BusFuture, BusMessage, MessageStream, Request, RequestStream};
 use crate::error::WireError;
 use crate::subjects::{Filter, check_publish, check_queue_group};
 
+/// How long [`NatsBus::sync`] waits for the server to confirm it has caught up.
+const SYNC_WITHIN: Duration = Duration::from_secs(10);
+
 /// How many asynchronous server errors are kept for a slow reader of [`NatsBus::server_errors`].
 const SERVER_ERROR_BACKLOG: usize = 64;
 
@@ -93,18 +96,47 @@ impl NatsBus {
     }
 
     /// Errors nats-server sent after the fact, as its text (e.g. ``Permissions Violation for
-    /// Publish to "l3m.t.x"``). Only errors reported after this call are received.
+    /// Publish to "l3m.t.x"``). Only errors reported after this call are received. A client
+    /// not allowed to publish under `_INBOX.` also sees the refusals of its own subscription
+    /// barriers here (see `sync`); they are expected and harmless.
     pub fn server_errors(&self) -> broadcast::Receiver<String> {
         self.server_errors.subscribe()
     }
 
-    /// Makes sure the server has processed everything sent so far (a PING/PONG round trip), so
-    /// a subscription is live before `subscribe` or `serve` returns.
+    /// Returns once nats-server has processed everything this connection sent before, so that
+    /// a subscription is live at the server before `subscribe` or `serve` returns.
+    ///
+    /// async-nats's own `flush` only empties the socket buffer; the server reads each connection
+    /// on its own, so another connection's publish could still overtake our SUB. The barrier is
+    /// a request to a fresh subject under our own inbox: the server answers it in order, either
+    /// with a no-responders status or, if our permissions forbid publishing there, with a
+    /// permissions error naming the subject. Either answer proves the earlier commands were
+    /// processed, so the barrier needs no permission beyond receiving replies (`_INBOX.>`).
     async fn sync(&self, op: impl FnOnce() -> String) -> Result<(), WireError> {
-        self.client
-            .flush()
-            .await
-            .map_err(|e| WireError::transport(op(), e))
+        let probe = format!("{}.sync", self.client.new_inbox());
+        let mut errors = self.server_errors.subscribe();
+        let refused = async {
+            loop {
+                match errors.recv().await {
+                    Ok(text) if text.contains(&probe) => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    // `self` holds the sender, so the channel cannot close under us.
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+                }
+            }
+        };
+        let answered = self.client.send_request(
+            probe.clone(),
+            async_nats::Request::new().timeout(Some(SYNC_WITHIN)),
+        );
+        tokio::select! {
+            () = refused => Ok(()),
+            result = answered => match result {
+                Ok(_) => Ok(()),
+                Err(e) if matches!(e.kind(), RequestErrorKind::NoResponders) => Ok(()),
+                Err(e) => Err(WireError::transport(op(), e)),
+            },
+        }
     }
 
     fn to_message(message: async_nats::Message) -> BusMessage {
@@ -222,6 +254,12 @@ impl Bus for NatsBus {
     }
 
     fn flush(&self) -> BusFuture<'_, ()> {
-        Box::pin(self.sync(|| "flush".to_owned()))
+        Box::pin(async move {
+            self.client
+                .flush()
+                .await
+                .map_err(|e| WireError::transport("flush", e))?;
+            self.sync(|| "confirm the flush".to_owned()).await
+        })
     }
 }
