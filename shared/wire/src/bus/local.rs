@@ -46,8 +46,9 @@ struct Inner {
 #[derive(Debug, Default)]
 struct Routes {
     subs: Vec<Subscription>,
-    /// Per (filter, queue group): how many messages the group has been offered, for round-robin.
-    turns: HashMap<(String, String), usize>,
+    /// How many messages have been offered to queue groups: the rotation that spreads a group's
+    /// messages over its members (exact round-robin for one group, a fair spread for several).
+    turn: usize,
 }
 
 #[derive(Debug)]
@@ -119,20 +120,20 @@ impl LocalBus {
     /// whether any subscription matched at all (the no-responders test).
     fn route(&self, message: BusMessage) -> bool {
         let mut routes = self.inner.routes();
-        let Routes { subs, turns } = &mut *routes;
+        let Routes { subs, turn } = &mut *routes;
         let mut matched = false;
-        let mut groups: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let mut groups: HashMap<(&str, &str), Vec<&Subscription>> = HashMap::new();
         let mut gone = Vec::new();
-        for (index, sub) in subs.iter().enumerate() {
+        for sub in subs.iter() {
             if !sub.filter.matches(&message.subject) {
                 continue;
             }
             matched = true;
             match &sub.queue_group {
                 Some(group) => groups
-                    .entry((sub.filter.as_str().to_owned(), group.clone()))
+                    .entry((sub.filter.as_str(), group.as_str()))
                     .or_default()
-                    .push(index),
+                    .push(sub),
                 None => match sub.offer(&message) {
                     Offer::Taken => {}
                     Offer::Full => slow_consumer(sub, &message),
@@ -140,13 +141,11 @@ impl LocalBus {
                 },
             }
         }
-        for (key, members) in groups {
-            let turn = turns.entry(key).or_default();
+        for members in groups.into_values() {
             let start = *turn;
             *turn = turn.wrapping_add(1);
             // Starting at this turn's member, the first one with room takes the message.
-            let rotation =
-                (0..members.len()).map(|step| &subs[members[(start + step) % members.len()]]);
+            let rotation = (0..members.len()).map(|step| members[(start + step) % members.len()]);
             let mut taken = false;
             for sub in rotation {
                 match sub.offer(&message) {
@@ -158,8 +157,8 @@ impl LocalBus {
                     Offer::Gone => gone.push(sub.id),
                 }
             }
-            if let (false, Some(&first)) = (taken, members.first()) {
-                slow_consumer(&subs[first], &message);
+            if let (false, Some(first)) = (taken, members.first()) {
+                slow_consumer(first, &message);
             }
         }
         subs.retain(|s| !gone.contains(&s.id));
@@ -282,5 +281,65 @@ impl Bus for LocalBus {
     fn flush(&self) -> BusFuture<'_, ()> {
         // Delivery is synchronous: everything published is already in its subscribers' queues.
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_subscriber_loses_the_message_and_never_blocks_the_publisher() {
+        let bus = LocalBus::with_capacity(1);
+        let mut slow = bus.subscribe("a").await.unwrap();
+        bus.publish("a", Bytes::from_static(b"1")).await.unwrap();
+        bus.publish("a", Bytes::from_static(b"2")).await.unwrap();
+        assert_eq!(slow.next().await.unwrap().payload, "1");
+        assert!(
+            slow.next().now_or_never().is_none(),
+            "the second was dropped"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_group_member_is_skipped_for_one_with_room() {
+        let bus = LocalBus::with_capacity(1);
+        let mut first = bus.serve("a", Some("g")).await.unwrap();
+        let mut second = bus.serve("a", Some("g")).await.unwrap();
+        for n in 0..2u8 {
+            bus.publish("a", Bytes::from(vec![n])).await.unwrap();
+        }
+        // Both queues are now full; a third message finds no room and is dropped.
+        bus.publish("a", Bytes::from_static(b"x")).await.unwrap();
+        let got = [first.next().await.unwrap(), second.next().await.unwrap()];
+        let mut payloads: Vec<_> = got.iter().map(|r| r.payload.clone()).collect();
+        payloads.sort();
+        assert_eq!(payloads, [Bytes::from(vec![0]), Bytes::from(vec![1])]);
+        assert!(first.next().now_or_never().is_none());
+        assert!(second.next().now_or_never().is_none());
+    }
+
+    #[tokio::test]
+    async fn dropping_a_stream_removes_its_subscription() {
+        let bus = LocalBus::new();
+        let requests = bus.serve("a", None).await.unwrap();
+        drop(requests);
+        let err = bus
+            .request("a", Bytes::new(), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, WireError::NoResponders { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn dropping_every_handle_ends_the_streams() {
+        let bus = LocalBus::new();
+        let mut messages = bus.subscribe("a").await.unwrap();
+        let mut requests = bus.serve("b", None).await.unwrap();
+        drop(bus);
+        assert!(messages.next().await.is_none());
+        assert!(requests.next().await.is_none());
     }
 }
