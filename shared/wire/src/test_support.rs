@@ -1,0 +1,262 @@
+//! A real nats-server for tests, here and in other crates (feature `test-support`).
+//!
+//! [`NatsServer::start`] launches the `nats-server` binary on a free loopback port chosen by the
+//! server itself (`listen: 127.0.0.1:-1`, read back from its ports file, so there is no race
+//! for the port), with a temporary configuration, waits until it accepts connections, and kills
+//! it when dropped. [`NatsServer::start_with`] adds configuration text, e.g. an `authorization`
+//! block with users and permissions.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+/// How long a server may take to become ready before start gives up.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// How often readiness is polled while waiting.
+const POLL_EVERY: Duration = Duration::from_millis(10);
+
+/// Where `nats-server` is looked for after `PATH` (Debian installs it in `/usr/sbin`).
+const FALLBACK_LOCATIONS: &[&str] = &["/usr/sbin/nats-server", "/usr/local/bin/nats-server"];
+
+/// Why a test nats-server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum NatsServerError {
+    /// No `nats-server` binary was found.
+    #[error(
+        "nats-server is not installed (looked on PATH and in {searched:?}); \
+         install it: apt-get install -y nats-server"
+    )]
+    NotInstalled {
+        /// The fallback locations that were tried after `PATH`.
+        searched: Vec<PathBuf>,
+    },
+    /// A file or process operation failed.
+    #[error("could not {what} ({path}): {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or binary involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server exited before it became ready.
+    #[error("nats-server exited with {status} before it was ready; its log:\n{log}")]
+    Exited {
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// What it wrote.
+        log: String,
+    },
+    /// The server did not become ready in time.
+    #[error("nats-server was not ready within {waited:?}; its log:\n{log}")]
+    NotReady {
+        /// How long start waited.
+        waited: Duration,
+        /// What it wrote.
+        log: String,
+    },
+}
+
+/// A running nats-server, killed on drop.
+#[derive(Debug)]
+pub struct NatsServer {
+    /// The server process.
+    child: Child,
+    /// `nats://127.0.0.1:<port>`.
+    url: String,
+    /// Holds the configuration, ports file and log; removed with the server.
+    dir: tempfile::TempDir,
+}
+
+/// The JSON nats-server writes to its ports file once it listens.
+#[derive(Deserialize)]
+struct PortsFile {
+    nats: Vec<String>,
+}
+
+impl NatsServer {
+    /// Starts a server with no authorization.
+    pub fn start() -> Result<Self, NatsServerError> {
+        Self::start_with("")
+    }
+
+    /// Starts a server whose configuration is the defaults plus `extra_config` (nats-server's
+    /// config syntax, e.g. `authorization { users = [ ... ] }`).
+    pub fn start_with(extra_config: &str) -> Result<Self, NatsServerError> {
+        let binary = find_binary()?;
+        let dir = tempfile::tempdir().map_err(|source| NatsServerError::Io {
+            what: "create a temporary directory",
+            path: std::env::temp_dir(),
+            source,
+        })?;
+        let config_path = dir.path().join("nats.conf");
+        let config = format!(
+            "listen: \"127.0.0.1:-1\"\nports_file_dir: {dir:?}\n{extra_config}\n",
+            dir = dir.path().display().to_string()
+        );
+        std::fs::write(&config_path, config).map_err(|source| NatsServerError::Io {
+            what: "write the server configuration",
+            path: config_path.clone(),
+            source,
+        })?;
+        let log_path = dir.path().join("nats.log");
+        let log = std::fs::File::create(&log_path).map_err(|source| NatsServerError::Io {
+            what: "create the server log",
+            path: log_path.clone(),
+            source,
+        })?;
+        let child = Command::new(&binary)
+            .arg("-c")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|source| NatsServerError::Io {
+                what: "start nats-server",
+                path: binary.clone(),
+                source,
+            })?;
+        let mut server = NatsServer {
+            child,
+            url: String::new(),
+            dir,
+        };
+        server.url = server.wait_until_ready()?;
+        Ok(server)
+    }
+
+    /// The URL clients connect to, `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Waits for the ports file, then for the port to accept a connection.
+    fn wait_until_ready(&mut self) -> Result<String, NatsServerError> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self
+                .child
+                .try_wait()
+                .map_err(|source| NatsServerError::Io {
+                    what: "check on nats-server",
+                    path: self.dir.path().to_owned(),
+                    source,
+                })?
+            {
+                return Err(NatsServerError::Exited {
+                    status,
+                    log: self.log(),
+                });
+            }
+            if let Some(url) = self.listening_url() {
+                let address = url.trim_start_matches("nats://");
+                if TcpStream::connect(address).is_ok() {
+                    return Ok(url);
+                }
+            }
+            if started.elapsed() > READY_WITHIN {
+                return Err(NatsServerError::NotReady {
+                    waited: READY_WITHIN,
+                    log: self.log(),
+                });
+            }
+            std::thread::sleep(POLL_EVERY);
+        }
+    }
+
+    /// The client URL from the ports file (`<executable>_<pid>.ports`), once the server has
+    /// written it; `None` until then, including while it is half written.
+    fn listening_url(&self) -> Option<String> {
+        let suffix = format!("_{}.ports", self.child.id());
+        let path = std::fs::read_dir(self.dir.path())
+            .ok()?
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .find(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.ends_with(&suffix))
+            })?;
+        let ports: PortsFile = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        ports.nats.into_iter().next()
+    }
+
+    /// What the server has logged so far, for error messages.
+    fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = std::fs::File::open(self.dir.path().join("nats.log")) {
+            // A log that cannot be read leaves the message without it, nothing worse.
+            let _ = file.read_to_string(&mut text);
+        }
+        text
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        // Already-exited servers make kill fail; either way the process is gone after wait.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Finds `nats-server` on `PATH`, then in the fallback locations.
+fn find_binary() -> Result<PathBuf, NatsServerError> {
+    let on_path = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .map(|dir| dir.join("nats-server"))
+        .chain(FALLBACK_LOCATIONS.iter().map(PathBuf::from))
+        .find(|p| is_file(p))
+        .ok_or_else(|| NatsServerError::NotInstalled {
+            searched: FALLBACK_LOCATIONS.iter().map(PathBuf::from).collect(),
+        })
+}
+
+fn is_file(path: &Path) -> bool {
+    path.metadata().map(|m| m.is_file()).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_says_how_to_install_it() {
+        let err = NatsServerError::NotInstalled {
+            searched: FALLBACK_LOCATIONS.iter().map(PathBuf::from).collect(),
+        };
+        assert!(
+            err.to_string().contains("apt-get install -y nats-server"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_config_is_reported_with_the_servers_log() {
+        let err = NatsServer::start_with("this is { not config").unwrap_err();
+        assert!(matches!(err, NatsServerError::Exited { .. }), "{err}");
+        assert!(
+            !err.to_string().ends_with("its log:\n"),
+            "the log is included: {err}"
+        );
+    }
+
+    #[test]
+    fn the_server_is_gone_after_drop() {
+        let server = NatsServer::start().unwrap();
+        let address = server.url().trim_start_matches("nats://").to_owned();
+        assert!(TcpStream::connect(&address).is_ok());
+        drop(server);
+        assert!(TcpStream::connect(&address).is_err());
+    }
+}
