@@ -536,9 +536,7 @@ pub enum LogError {
         to: u64,
     },
     /// A compaction whose span is empty or reaches past itself.
-    #[error(
-        "compaction at seq {seq} spans [{from}, {to}]; it needs from <= to < {seq}"
-    )]
+    #[error("compaction at seq {seq} spans [{from}, {to}]; it needs from <= to < {seq}")]
     CompactionSpan {
         /// The compaction's own seq.
         seq: u64,
@@ -860,14 +858,23 @@ mod tests {
                 },
             )
             .unwrap_err();
-        assert_eq!(err, LogError::DuplicateToolUse { seq: 1, id: id("t") });
+        assert_eq!(
+            err,
+            LogError::DuplicateToolUse {
+                seq: 1,
+                id: id("t")
+            }
+        );
     }
 
     #[test]
     fn refuses_bad_ids_and_bad_lines_on_decode() {
         assert!(matches!(
             CallId::new(""),
-            Err(LogError::BadId { reason: "it is empty", .. })
+            Err(LogError::BadId {
+                reason: "it is empty",
+                ..
+            })
         ));
         assert!(ToolUseId::new("a b").is_err());
         assert!(EventId::new("x".repeat(MAX_ID_LEN + 1)).is_err());

@@ -8,11 +8,14 @@
 //! # Rules
 //! - **Epochs.** A `system-prompt` without `continues` starts a fresh conversation: the view
 //!   shows only what follows it. With `continues` it only replaces the system text.
-//! - **Rewinds are retracted.** Every seq names a state: the view just after that record.
-//!   `rewind{to}` returns to the state named by `to`, and later records apply on top. This
-//!   composes with nested rewinds, and rewinding *into* a span an earlier rewind retracted is
-//!   well defined: the state named by a seq never changes, so such a rewind restores the
+//! - **Rewinds are retracted.** Every seq names a state: the conversation just after that
+//!   record. `rewind{to}` returns to the state named by `to`, and later records apply on top.
+//!   This composes with nested rewinds, and rewinding *into* a span an earlier rewind retracted
+//!   is well defined: the state named by a seq never changes, so such a rewind restores the
 //!   conversation exactly as it was just after that record, retracted span and all (a redo).
+//!   The rewind then settles that state, since nothing it was waiting for will come: its tool
+//!   uses still without a result get a "rewound" result, and parts it held back for an open call
+//!   show. So the view after `rewind{to: t}` is the view after `t` followed by `rewind{to: t}`.
 //!   A rewind whose target names no earlier record of the slice lowers to nothing (a checked
 //!   [`Log`](crate::log::Log) never holds one).
 //! - **Compaction.** `compaction{from, to}` replaces every element of the current view that came
@@ -27,13 +30,20 @@
 //!   decision yet is not shown. With no hook the sequencer journals the harness's own decision
 //!   ([`Disposition::without_hook`](crate::log::Disposition::without_hook)), so every shown event
 //!   has a decision a replay can read.
-//! - **Bookkeeping lowers to nothing**: call-started, call-failed, tool-call, tool-started,
-//!   review, turn-end, out-of-fuel, token usage. `interrupted` shows nothing of its own.
+//! - **What arrives while the model is answering waits for its answer.** Between `call-started`
+//!   and the call's reply, new text parts (lines, narration) are held back and shown after the
+//!   reply, so the model never sees, before its own reply, a line it had not yet read, and the
+//!   next call's view ends with that line. A `call-failed` or `interrupted` shows what was held
+//!   in place (the retry reads it). Held parts are not visible, so a compaction leaves them be.
+//! - **Bookkeeping lowers to nothing**: tool-call, tool-started, review, turn-end, out-of-fuel,
+//!   token usage, stop reasons ([`lowers_to_nothing`]). `call-started`, `call-failed` and
+//!   `interrupted` show nothing of their own; they only decide when held parts show and close
+//!   tool uses, as above and below.
 //! - **Pairing.** A tool result is shown only for a tool use of the last assistant message that
 //!   has none yet. `interrupted` gives each tool use it closes a result saying so. A tool use
 //!   still waiting when the next reply arrives gets a "no result was recorded" result; one left
-//!   waiting by a rewind gets a "rewound" result from the first record the view folds after the
-//!   rewind. So the model never sees a tool use without exactly one result after it.
+//!   waiting by a rewind gets a "rewound" result. So the model never sees a tool use without
+//!   exactly one result after it.
 //! - Consecutive user parts merge into one user message; empty texts and empty replies are
 //!   dropped (providers refuse them).
 
@@ -92,13 +102,12 @@ pub enum Part {
     },
 }
 
-/// Whether a record never changes the view, whatever precedes it: the harness's bookkeeping.
+/// Whether a record never changes the view, whatever precedes or follows it: the harness's
+/// bookkeeping.
 pub fn lowers_to_nothing(body: &RecordBody) -> bool {
     matches!(
         body,
-        RecordBody::CallStarted { .. }
-            | RecordBody::CallFailed { .. }
-            | RecordBody::ToolCall { .. }
+        RecordBody::ToolCall { .. }
             | RecordBody::ToolStarted { .. }
             | RecordBody::Review { .. }
             | RecordBody::TurnEnd
@@ -140,18 +149,15 @@ impl ViewFold {
     /// Folds in the next record.
     pub fn advance(&mut self, record: &Record) {
         match self.chain.push(record) {
-            Step::Inert => {}
-            Step::Applied(node) => {
-                self.kept.push(record.clone());
-                self.now.apply_node(&self.chain.nodes[node], record);
-            }
-            Step::Jumped { from, to } => {
-                if from != to {
-                    let kept = &self.kept;
-                    self.now = replay(&self.chain, to, |node| &kept[node]);
-                }
+            Step::Inert => return,
+            Step::Applied => {}
+            Step::Refold(base) => {
+                let kept = &self.kept;
+                self.now = replay(&self.chain, base, |node| &kept[node]);
             }
         }
+        self.kept.push(record.clone());
+        self.now.apply(record.seq, &record.body);
     }
 
     /// The view after the records folded so far.
@@ -170,11 +176,9 @@ impl ViewFold {
 struct Node {
     /// Its position among the records.
     pos: usize,
-    /// The node whose state it was applied on; `None` for the empty conversation.
+    /// The node whose state it was applied on; `None` for the empty conversation. For a rewind,
+    /// the state its target names, so the retracted span is off the path.
     parent: Option<usize>,
-    /// Whether a rewind came between its parent and it (it closes tool uses the rewind left
-    /// waiting).
-    after_jump: bool,
     /// Whether it starts an epoch, so nothing before it matters.
     epoch: bool,
 }
@@ -186,21 +190,17 @@ struct Chain {
     after: Vec<(u64, Option<usize>)>,
     /// The records that change the view.
     nodes: Vec<Node>,
-    /// Whether a rewind happened since the last node.
-    jumped: bool,
 }
 
 /// What pushing one record did to the chain.
 enum Step {
     /// Nothing changed.
     Inert,
-    /// The record is a new node, applied on the previous state.
-    Applied(usize),
-    /// A rewind moved the state from one node to another (possibly the same).
-    Jumped {
-        from: Option<usize>,
-        to: Option<usize>,
-    },
+    /// The record is a new node, applied on the current state.
+    Applied,
+    /// The record is a rewind to a state other than the current one: refold that state, then
+    /// apply it.
+    Refold(Option<usize>),
 }
 
 impl Chain {
@@ -211,34 +211,41 @@ impl Chain {
     fn push(&mut self, record: &Record) -> Step {
         let pos = self.after.len();
         let head = self.head();
-        let (step, after) = match &record.body {
+        let (parent, step) = match &record.body {
             RecordBody::Rewind { to, .. } => match self.position_of(*to, pos) {
                 Some(target) => {
-                    self.jumped = true;
-                    let to = self.after[target].1;
-                    (Step::Jumped { from: head, to }, to)
+                    let base = self.after[target].1;
+                    let step = if base == head {
+                        Step::Applied
+                    } else {
+                        Step::Refold(base)
+                    };
+                    (base, step)
                 }
-                None => (Step::Inert, head),
+                None => {
+                    self.after.push((record.seq, head));
+                    return Step::Inert;
+                }
             },
-            body if lowers_to_nothing(body) => (Step::Inert, head),
-            body => {
-                let node = self.nodes.len();
-                self.nodes.push(Node {
-                    pos,
-                    parent: head,
-                    after_jump: std::mem::take(&mut self.jumped),
-                    epoch: matches!(
-                        body,
-                        RecordBody::SystemPrompt {
-                            continues: false,
-                            ..
-                        }
-                    ),
-                });
-                (Step::Applied(node), Some(node))
+            body if lowers_to_nothing(body) => {
+                self.after.push((record.seq, head));
+                return Step::Inert;
             }
+            _ => (head, Step::Applied),
         };
-        self.after.push((record.seq, after));
+        let node = self.nodes.len();
+        self.nodes.push(Node {
+            pos,
+            parent,
+            epoch: matches!(
+                record.body,
+                RecordBody::SystemPrompt {
+                    continues: false,
+                    ..
+                }
+            ),
+        });
+        self.after.push((record.seq, Some(node)));
         step
     }
 
@@ -266,7 +273,8 @@ fn replay<'a>(
     }
     let mut conversation = Conversation::default();
     for &node in path.iter().rev() {
-        conversation.apply_node(&chain.nodes[node], record_of(node));
+        let record = record_of(node);
+        conversation.apply(record.seq, &record.body);
     }
     conversation
 }
@@ -284,16 +292,13 @@ struct Conversation {
     leading_results: usize,
     /// Events journaled and not yet decided: their seq and narration.
     undecided: HashMap<EventId, (u64, String)>,
+    /// Whether a model call is open, so new text parts wait for its reply.
+    holding: bool,
+    /// Text parts that arrived while the call was open, with their origins.
+    held: Vec<(u64, Part)>,
 }
 
 impl Conversation {
-    fn apply_node(&mut self, node: &Node, record: &Record) {
-        if node.after_jump {
-            self.close_awaiting(record.seq, narrate::REWOUND);
-        }
-        self.apply(record.seq, &record.body);
-    }
-
     fn apply(&mut self, seq: u64, body: &RecordBody) {
         match body {
             RecordBody::SystemPrompt {
@@ -304,7 +309,7 @@ impl Conversation {
                 *self = Self::default();
                 self.view.system.clone_from(text);
             }
-            RecordBody::UserLine { text, .. } => self.push_part(seq, text_part(text.clone())),
+            RecordBody::UserLine { text, .. } => self.add_text(seq, text.clone()),
             RecordBody::AssistantReply {
                 text, tool_uses, ..
             } => self.push_reply(seq, text, tool_uses),
@@ -323,7 +328,10 @@ impl Conversation {
                 for id in closed_tools {
                     self.resolve(seq, id, &output, true);
                 }
+                self.release();
             }
+            RecordBody::CallStarted { .. } => self.holding = true,
+            RecordBody::CallFailed { .. } => self.release(),
             RecordBody::Event { id, source, text } => {
                 self.undecided
                     .insert(id.clone(), (seq, narrate::event(source, text)));
@@ -332,23 +340,27 @@ impl Conversation {
                 if let Some((origin, text)) = self.undecided.remove(event)
                     && *disposition == Disposition::Show
                 {
-                    self.push_part(origin, text_part(text));
+                    self.add_text(origin, text);
                 }
             }
             RecordBody::GrantChange { summary, .. } => {
-                self.push_part(seq, text_part(narrate::grants(summary)));
+                self.add_text(seq, narrate::grants(summary));
             }
             RecordBody::BudgetChange { left, summary } => {
-                self.push_part(seq, text_part(narrate::budget(summary, left)));
+                self.add_text(seq, narrate::budget(summary, left));
             }
             RecordBody::Compaction { from, to, summary } => {
                 self.compact(seq, *from..=*to, summary);
             }
-            // Rewinds are resolved by the chain; bookkeeping never reaches here.
-            RecordBody::Rewind { .. }
-            | RecordBody::CallStarted { .. }
-            | RecordBody::CallFailed { .. }
-            | RecordBody::ToolCall { .. }
+            // Applied on the state its target names (the chain sees to that): nothing that
+            // state waited for will come, so its waiting tool uses are closed and what it held
+            // back shows.
+            RecordBody::Rewind { .. } => {
+                self.close_awaiting(seq, narrate::REWOUND);
+                self.release();
+            }
+            // Bookkeeping never reaches here (the chain skips it); it shows nothing anyway.
+            RecordBody::ToolCall { .. }
             | RecordBody::ToolStarted { .. }
             | RecordBody::Review { .. }
             | RecordBody::TurnEnd
@@ -358,16 +370,33 @@ impl Conversation {
 
     fn push_reply(&mut self, seq: u64, text: &str, tool_uses: &[ToolUse]) {
         self.close_awaiting(seq, narrate::NO_RESULT);
-        if text.is_empty() && tool_uses.is_empty() {
-            return;
+        if !text.is_empty() || !tool_uses.is_empty() {
+            self.awaiting = tool_uses.iter().map(|u| u.id.clone()).collect();
+            self.view.messages.push(Message::Assistant {
+                text: text.to_owned(),
+                tool_uses: tool_uses.to_vec(),
+            });
+            self.origins.push(vec![seq]);
+            self.leading_results = 0;
         }
-        self.awaiting = tool_uses.iter().map(|u| u.id.clone()).collect();
-        self.view.messages.push(Message::Assistant {
-            text: text.to_owned(),
-            tool_uses: tool_uses.to_vec(),
-        });
-        self.origins.push(vec![seq]);
-        self.leading_results = 0;
+        self.release();
+    }
+
+    /// Adds a text part to the next user turn, or holds it while a call is open.
+    fn add_text(&mut self, origin: u64, text: String) {
+        if self.holding {
+            self.held.push((origin, text_part(text)));
+        } else {
+            self.push_part(origin, text_part(text));
+        }
+    }
+
+    /// The open call is over: what waited for it shows now.
+    fn release(&mut self) {
+        self.holding = false;
+        for (origin, part) in std::mem::take(&mut self.held) {
+            self.push_part(origin, part);
+        }
     }
 
     /// Shows the result of an awaited tool use; a result for anything else shows nothing.
@@ -665,7 +694,10 @@ mod tests {
             decide("e1", Disposition::Show),
         ]);
         let v = fold_both(&recs);
-        assert_eq!(v.messages, vec![user(vec![text("(l3m) deadline reached: e1")])]);
+        assert_eq!(
+            v.messages,
+            vec![user(vec![text("(l3m) deadline reached: e1")])]
+        );
     }
 
     #[test]
@@ -707,7 +739,10 @@ mod tests {
         ]);
         let v = fold_both(&recs);
         assert_eq!(v.messages.len(), 3);
-        assert_eq!(v.messages[1], user(vec![res("t1", narrate::NO_RESULT, true)]));
+        assert_eq!(
+            v.messages[1],
+            user(vec![res("t1", narrate::NO_RESULT, true)])
+        );
     }
 
     #[test]
@@ -734,7 +769,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rewind_that_leaves_uses_waiting_closes_them_at_the_next_record() {
+    fn a_rewind_settles_what_its_target_waited_for() {
         let recs = records(vec![
             prompt("p", false),
             line("go"),
@@ -746,11 +781,53 @@ mod tests {
             },
             line("again"),
         ]);
-        assert_eq!(fold_both(&recs[..5]), view(&recs[..3]));
+        let rewound = fold_both(&recs[..5]);
+        assert_eq!(rewound.messages[..2], view(&recs[..3]).messages[..]);
+        assert_eq!(
+            rewound.messages[2],
+            user(vec![res("t1", narrate::REWOUND, true)])
+        );
+        assert_eq!(
+            fold_both(&recs).messages[2],
+            user(vec![res("t1", narrate::REWOUND, true), text("again")])
+        );
+    }
+
+    #[test]
+    fn what_arrives_while_the_model_answers_shows_after_its_reply() {
+        let started = || RecordBody::CallStarted {
+            call: CallId::new("c").unwrap(),
+            provider: "p".into(),
+            model: "m".into(),
+            attempt: 1,
+            fallback_of: None,
+        };
+        let recs = records(vec![
+            prompt("p", false),
+            line("first"),
+            started(),
+            line("second"),
+            reply("answer", &[]),
+            started(),
+            line("third"),
+            RecordBody::CallFailed {
+                call: CallId::new("c").unwrap(),
+                error: "529".into(),
+                retryable: true,
+            },
+        ]);
+        assert_eq!(fold_both(&recs[..4]), view(&recs[..2]));
         let v = fold_both(&recs);
         assert_eq!(
-            v.messages[2],
-            user(vec![res("t1", narrate::REWOUND, true), text("again")])
+            v.messages,
+            vec![
+                user(vec![text("first")]),
+                Message::Assistant {
+                    text: "answer".into(),
+                    tool_uses: vec![]
+                },
+                user(vec![text("second"), text("third")]),
+            ]
         );
     }
 
