@@ -18,12 +18,15 @@
 //!   show. So the view after `rewind{to: t}` is the view after `t` followed by `rewind{to: t}`.
 //!   A rewind whose target names no earlier record of the slice lowers to nothing (a checked
 //!   [`Log`](crate::log::Log) never holds one).
-//! - **Compaction.** `compaction{from, to}` replaces every element of the current view that came
-//!   from a record in `[from, to]` by one text part holding the summary, at the place of the
-//!   first such element. A tool use and its result go together: an assistant message goes if it
-//!   or any of its results came from the span, and its results go with it. A span with nothing
-//!   visible adds nothing. The summary's own origin is the compaction record, so a later
-//!   compaction can swallow it.
+//! - **Compaction.** `compaction{from, to}` replaces one unbroken stretch of the current view by
+//!   one text part holding the summary: from the first element that came from a record in
+//!   `[from, to]` to the last one, widened so that a tool use and its results go together. In a
+//!   view shown in record order that stretch is exactly what the span showed. Where the view
+//!   shows something out of record order (a line that came while the model was answering, shown
+//!   after the reply; an event shown when its decision came), what lies inside the stretch goes
+//!   too, so the summary always stands for one stretch and the view keeps its shape (a view
+//!   that ended with a user turn still does). A span with nothing visible adds nothing. The
+//!   summary's own origin is the compaction record, so a later compaction can swallow it.
 //! - **Narration.** Grant changes, budget changes and shown events become neutral text parts of
 //!   the next user turn, in record order, after that turn's tool results (providers want results
 //!   first). An event is shown where its `hook-decision{show}` is journaled; an event with no
@@ -279,13 +282,22 @@ fn replay<'a>(
     conversation
 }
 
+/// Where the elements of one message came from.
+#[derive(Debug, Clone, Default)]
+struct Origins {
+    /// The seq each element came from: one per user part, one for an assistant message.
+    seqs: Vec<u64>,
+    /// The largest seq in this message or any before it. It never decreases along the
+    /// messages, so a compaction finds by binary search where its span starts to show.
+    peak: u64,
+}
+
 /// The fold state: the view, where each of its elements came from, and what is pending.
 #[derive(Debug, Clone, Default)]
 struct Conversation {
     view: View,
-    /// Parallel to `view.messages`: the seq each element came from (one per user part; one for
-    /// an assistant message).
-    origins: Vec<Vec<u64>>,
+    /// Parallel to `view.messages`: where each message's elements came from.
+    origins: Vec<Origins>,
     /// Tool uses of the last assistant message that have no result yet, in its order.
     awaiting: Vec<ToolUseId>,
     /// How many tool results lead the last message, when it is a user message.
@@ -372,12 +384,11 @@ impl Conversation {
         self.close_awaiting(seq, narrate::NO_RESULT);
         if !text.is_empty() || !tool_uses.is_empty() {
             self.awaiting = tool_uses.iter().map(|u| u.id.clone()).collect();
-            self.view.messages.push(Message::Assistant {
+            let message = Message::Assistant {
                 text: text.to_owned(),
                 tool_uses: tool_uses.to_vec(),
-            });
-            self.origins.push(vec![seq]);
-            self.leading_results = 0;
+            };
+            self.open_message(message, vec![seq]);
         }
         self.release();
     }
@@ -414,6 +425,23 @@ impl Conversation {
         }
     }
 
+    /// Starts a new message.
+    fn open_message(&mut self, message: Message, seqs: Vec<u64>) {
+        let before = self.origins.last().map_or(0, |o| o.peak);
+        let peak = seqs.iter().copied().fold(before, u64::max);
+        self.view.messages.push(message);
+        self.origins.push(Origins { seqs, peak });
+        self.leading_results = self.last_leading_results();
+    }
+
+    /// The user turn being built and its origins, if the last message is a user message.
+    fn last_user(&mut self) -> Option<(&mut Vec<Part>, &mut Origins)> {
+        match (self.view.messages.last_mut(), self.origins.last_mut()) {
+            (Some(Message::User { content }), Some(origins)) => Some((content, origins)),
+            _ => None,
+        }
+    }
+
     /// Puts a result after the results already leading the user turn being built.
     fn push_result(&mut self, seq: u64, id: ToolUseId, output: &str, is_error: bool) {
         let part = Part::ToolResult {
@@ -421,18 +449,20 @@ impl Conversation {
             output: output.to_owned(),
             is_error,
         };
-        if let (Some(Message::User { content }), Some(origins)) =
-            (self.view.messages.last_mut(), self.origins.last_mut())
-        {
-            content.insert(self.leading_results, part);
-            origins.insert(self.leading_results, seq);
+        let at = self.leading_results;
+        if let Some((content, origins)) = self.last_user() {
+            content.insert(at, part);
+            origins.seqs.insert(at, seq);
+            origins.peak = origins.peak.max(seq);
+            self.leading_results += 1;
         } else {
-            self.view.messages.push(Message::User {
-                content: vec![part],
-            });
-            self.origins.push(vec![seq]);
+            self.open_message(
+                Message::User {
+                    content: vec![part],
+                },
+                vec![seq],
+            );
         }
-        self.leading_results += 1;
     }
 
     /// Appends a part at the end of the user turn being built, starting one if needed.
@@ -440,84 +470,105 @@ impl Conversation {
         if matches!(&part, Part::Text { text } if text.is_empty()) {
             return;
         }
-        if let (Some(Message::User { content }), Some(origins)) =
-            (self.view.messages.last_mut(), self.origins.last_mut())
-        {
+        if let Some((content, origins)) = self.last_user() {
             content.push(part);
-            origins.push(origin);
+            origins.seqs.push(origin);
+            origins.peak = origins.peak.max(origin);
         } else {
-            self.leading_results = usize::from(matches!(part, Part::ToolResult { .. }));
-            self.view.messages.push(Message::User {
-                content: vec![part],
-            });
-            self.origins.push(vec![origin]);
+            self.open_message(
+                Message::User {
+                    content: vec![part],
+                },
+                vec![origin],
+            );
         }
     }
 
     fn compact(&mut self, seq: u64, span: RangeInclusive<u64>, summary: &str) {
-        let touched = |origins: &[u64]| origins.iter().any(|s| span.contains(s));
-        let mut gone = vec![false; self.view.messages.len()];
-        for (i, (message, origins)) in self.view.messages.iter().zip(&self.origins).enumerate() {
-            match message {
-                Message::Assistant { .. } => gone[i] = touched(origins),
-                Message::User { content } => {
-                    let result_in_span = content
-                        .iter()
-                        .zip(origins)
-                        .any(|(p, s)| matches!(p, Part::ToolResult { .. }) && span.contains(s));
-                    if result_in_span && i > 0 {
-                        gone[i - 1] = true;
-                    }
-                }
-            }
-        }
-        if !self.origins.iter().any(|o| touched(o)) {
+        let Some((from, to)) = self.stretch(&span) else {
             return;
-        }
+        };
+        let inside = |at: (usize, usize)| from <= at && at <= to;
         let last_assistant = self
             .view
             .messages
             .iter()
             .rposition(|m| matches!(m, Message::Assistant { .. }));
-        if last_assistant.is_some_and(|i| gone[i]) {
+        if last_assistant.is_some_and(|i| inside((i, 0))) {
             self.awaiting.clear();
         }
-        let messages = std::mem::take(&mut self.view.messages);
-        let origins = std::mem::take(&mut self.origins);
+        let messages = self.view.messages.split_off(from.0);
+        let origins = self.origins.split_off(from.0);
         let mut summary = Some(text_part(narrate::summary(summary)));
-        for (i, (message, origins)) in messages.into_iter().zip(origins).enumerate() {
+        for (i, (message, origins)) in (from.0..).zip(messages.into_iter().zip(origins)) {
             match message {
-                Message::Assistant { .. } if gone[i] => {
+                Message::Assistant { .. } if inside((i, 0)) => {
                     if let Some(part) = summary.take() {
                         self.push_part(seq, part);
                     }
                 }
-                Message::Assistant { .. } => {
-                    self.view.messages.push(message);
-                    self.origins.push(origins);
-                }
+                Message::Assistant { .. } => self.open_message(message, origins.seqs),
                 Message::User { content } => {
-                    let answers_gone = i > 0 && gone[i - 1];
-                    for (part, origin) in content.into_iter().zip(origins) {
-                        let is_result = matches!(part, Part::ToolResult { .. });
-                        if span.contains(&origin) || (is_result && answers_gone) {
-                            if let Some(part) = summary.take() {
-                                self.push_part(seq, part);
-                            }
-                        } else {
+                    for (j, (part, origin)) in content.into_iter().zip(origins.seqs).enumerate() {
+                        if !inside((i, j)) {
                             self.push_part(origin, part);
+                        } else if let Some(part) = summary.take() {
+                            self.push_part(seq, part);
                         }
                     }
                 }
             }
         }
-        self.leading_results = match self.view.messages.last() {
+        self.leading_results = self.last_leading_results();
+    }
+
+    /// The stretch of the view a compaction of `span` replaces, as (message, part) positions:
+    /// from the first element that came from the span to the last, widened so that a tool use
+    /// and its results go together. `None` when nothing from the span shows.
+    fn stretch(&self, span: &RangeInclusive<u64>) -> Option<((usize, usize), (usize, usize))> {
+        // No message before the first whose peak reaches the span holds anything from it.
+        let first_message = self.origins.partition_point(|o| o.peak < *span.start());
+        let mut touched = self
+            .origins
+            .iter()
+            .enumerate()
+            .skip(first_message)
+            .flat_map(|(i, o)| o.seqs.iter().enumerate().map(move |(j, s)| ((i, j), s)))
+            .filter(|(_, s)| span.contains(s))
+            .map(|(at, _)| at);
+        let mut from = touched.next()?;
+        let mut to = touched.next_back().unwrap_or(from);
+        let results_of = |i: usize| match self.view.messages.get(i) {
             Some(Message::User { content }) => content
                 .iter()
                 .take_while(|p| matches!(p, Part::ToolResult { .. }))
                 .count(),
             _ => 0,
         };
+        // A result's tool use is in the assistant message just before its user message.
+        if from.1 < results_of(from.0) && from.0 > 0 {
+            from = (from.0 - 1, 0);
+        }
+        let end_message = &self.view.messages[to.0];
+        if matches!(end_message, Message::Assistant { .. }) {
+            if results_of(to.0 + 1) > 0 {
+                to = (to.0 + 1, results_of(to.0 + 1) - 1);
+            }
+        } else if to.1 < results_of(to.0) {
+            to.1 = results_of(to.0) - 1;
+        }
+        Some((from, to))
+    }
+
+    /// How many tool results lead the last message, if it is a user message.
+    fn last_leading_results(&self) -> usize {
+        match self.view.messages.last() {
+            Some(Message::User { content }) => content
+                .iter()
+                .take_while(|p| matches!(p, Part::ToolResult { .. }))
+                .count(),
+            _ => 0,
+        }
     }
 }
 

@@ -282,13 +282,14 @@ fn elems(v: &View) -> Vec<Elem> {
     out
 }
 
+fn elem_tag(e: &Elem) -> Option<u64> {
+    match e {
+        Elem::Assistant(t, _) | Elem::Text(t) | Elem::Result(_, t, _) => *t,
+    }
+}
+
 fn tags(v: &View) -> Vec<u64> {
-    elems(v)
-        .into_iter()
-        .filter_map(|e| match e {
-            Elem::Assistant(t, _) | Elem::Text(t) | Elem::Result(_, t, _) => t,
-        })
-        .collect()
+    elems(v).iter().filter_map(elem_tag).collect()
 }
 
 /// The shape every view must have. With `strict` (a view sent to the model), every tool use has
@@ -734,70 +735,48 @@ proptest! {
         }
     }
 
-    /// A compaction replaces what the view showed of its span by one summary, at the place of
-    /// the first element it replaces: nothing from the span remains, the summary appears once
-    /// (when the span showed anything), everything else keeps its order, and what goes besides
-    /// the span are tool uses and results whose partner was in it.
+    /// A compaction replaces one unbroken stretch of the view by its summary: the stretch runs
+    /// from the first element the span showed to the last, widened so that a tool use and its
+    /// results go together, and everything before and after it stays as it was. So nothing the
+    /// span showed remains, and a span that showed nothing changes nothing.
     #[test]
     fn compaction_replaces_span(records in arbitrary_log()) {
         let views = incremental_views(&records);
         for (c, record) in records.iter().enumerate() {
             let RecordBody::Compaction { from, to, .. } = record.body else { continue };
             let (before, after) = (elems(&views[c]), elems(&views[c + 1]));
-            let in_span = |t: &Option<u64>| t.is_some_and(|s| from <= s && s <= to);
-            let summary = Some(c as u64);
-            let summaries = after.iter().filter(|e| **e == Elem::Text(summary)).count();
-            let showed = before.iter().any(|e| match e {
-                Elem::Assistant(t, _) | Elem::Text(t) | Elem::Result(_, t, _) => in_span(t),
-            });
-            prop_assert!(summaries <= 1);
-            prop_assert!(!showed || summaries == 1, "compaction {} showed its span but no summary", c);
-            for e in &after {
-                let (Elem::Assistant(t, _) | Elem::Text(t) | Elem::Result(_, t, _)) = e;
-                prop_assert!(!in_span(t), "element {:?} of span survived compaction {}", e, c);
-            }
-            // The survivors are `before` with some elements removed, in order.
-            let rest: Vec<&Elem> = after.iter().filter(|e| **e != Elem::Text(summary)).collect();
-            let mut kept = vec![false; before.len()];
-            let mut i = 0;
-            for e in &rest {
-                while i < before.len() && before[i] != **e {
-                    i += 1;
-                }
-                prop_assert!(i < before.len(), "compaction {} invented or reordered {:?}", c, e);
-                kept[i] = true;
-                i += 1;
-            }
-            // What went is from the span, or a tool use / result going with its partner.
+            let in_span = |e: &Elem| elem_tag(e).is_some_and(|s| from <= s && s <= to);
+            let summary = Elem::Text(Some(c as u64));
+            let Some(a) = after.iter().position(|e| *e == summary) else {
+                prop_assert!(!before.iter().any(in_span), "compaction {} showed its span but no summary", c);
+                prop_assert_eq!(&before, &after);
+                continue;
+            };
+            prop_assert!(after.len() <= before.len(), "compaction {} replaced nothing", c);
+            let b = a + before.len() - after.len();
+            prop_assert_eq!(&after[..a], &before[..a]);
+            prop_assert_eq!(&after[a + 1..], &before[b + 1..]);
             for (k, e) in before.iter().enumerate() {
-                if kept[k] {
-                    continue;
-                }
-                match e {
-                    Elem::Text(t) => prop_assert!(in_span(t), "text {:?} went though outside the span", e),
-                    Elem::Assistant(t, uses) => prop_assert!(in_span(t) || !uses.is_empty()),
-                    Elem::Result(..) => {
-                        let reply = before[..k].iter().rposition(|x| matches!(x, Elem::Assistant(..)));
-                        prop_assert!(reply.is_some_and(|r| !kept[r]), "result {:?} went without its tool use", e);
-                    }
-                }
-                if let Elem::Assistant(_, uses) = e {
-                    for (j, x) in before.iter().enumerate().skip(k + 1) {
-                        match x {
-                            Elem::Assistant(..) => break,
-                            Elem::Result(id, _, _) if uses.contains(id) => {
-                                prop_assert!(!kept[j], "result {:?} stayed without its tool use", x);
-                            }
-                            _ => {}
-                        }
-                    }
-                }
+                prop_assert!(!in_span(e) || (a <= k && k <= b), "{:?} of the span survived compaction {}", e, c);
             }
-            // The summary stands where the first element that went stood.
-            if let Some(first_gone) = kept.iter().position(|k| !k) {
-                let at = after.iter().position(|e| *e == Elem::Text(summary));
-                let kept_before = kept[..first_gone].iter().filter(|k| **k).count();
-                prop_assert_eq!(at, Some(kept_before));
+            prop_assert!(!matches!(before[a], Elem::Result(..)), "compaction {} split a reply from its results", c);
+            prop_assert!(!matches!(before.get(b + 1), Some(Elem::Result(..))), "compaction {} split results", c);
+            // Where every element's origin is known from its tag, the stretch is exactly the
+            // span's, widened over pairs.
+            if let (true, Some(first), Some(last)) = (
+                before.iter().all(|e| elem_tag(e).is_some()),
+                before.iter().position(in_span),
+                before.iter().rposition(in_span),
+            ) {
+                let mut x = first;
+                if matches!(before[x], Elem::Result(..)) {
+                    x = before[..x].iter().rposition(|e| matches!(e, Elem::Assistant(..))).unwrap_or(x);
+                }
+                let mut y = last;
+                while matches!(before.get(y + 1), Some(Elem::Result(..))) {
+                    y += 1;
+                }
+                prop_assert_eq!((a, b), (x, y), "compaction {} of [{}, {}]", c, from, to);
             }
         }
     }
