@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use l3m_core::effects::{EffectClass, Reversibility, ToolDecl};
 use l3m_ring::effects::{FsRead, Granted};
-use l3m_ring::files::NodeKind;
+use l3m_ring::files::{FilesError, Listing, NodeKind};
 use serde_json::{Value, json};
 
 use crate::args::{Args, bad};
@@ -62,10 +62,7 @@ impl Tool for SearchFiles {
         let max = args
             .opt_count("max_results", MAX_RESULTS)?
             .unwrap_or(DEFAULT_MAX_RESULTS);
-        let fs = fx.fs_read()?;
-        // The root itself must be listable: a bad root is the caller's error, not a skip.
-        fs.list(root)?;
-        let found = search(fs, root, pattern, max);
+        let found = search(fx.fs_read()?, root, pattern, max)?;
         Ok(ToolOutput::text(found.render(root, max)))
     }
 }
@@ -92,14 +89,14 @@ struct Found {
     cut: Option<Cut>,
 }
 
-fn search(fs: &dyn FsRead, root: &str, pattern: &str, max: usize) -> Found {
+/// Walks `root` breadth-first. A root that cannot be listed is the caller's error; a directory
+/// below it that cannot be listed is counted as skipped.
+fn search(fs: &dyn FsRead, root: &str, pattern: &str, max: usize) -> Result<Found, FilesError> {
     let mut found = Found::default();
-    let mut dirs = VecDeque::from([root.to_owned()]);
-    while let Some(dir) = dirs.pop_front() {
-        let Ok(listing) = fs.list(&dir) else {
-            found.skipped += 1;
-            continue;
-        };
+    let mut dirs = VecDeque::new();
+    let mut listing = fs.list(root)?;
+    let mut dir = root.to_owned();
+    loop {
         found.skipped += listing.unaddressable;
         for entry in listing.entries {
             let path = join(&dir, &entry.name);
@@ -108,7 +105,7 @@ fn search(fs: &dyn FsRead, root: &str, pattern: &str, max: usize) -> Found {
                 NodeKind::File => {
                     if found.files == MAX_FILES {
                         found.cut = Some(Cut::Files);
-                        return found;
+                        return Ok(found);
                     }
                     found.files += 1;
                     match fs.read(&path).map(String::from_utf8) {
@@ -120,7 +117,7 @@ fn search(fs: &dyn FsRead, root: &str, pattern: &str, max: usize) -> Found {
                                         .push(format!("{path}:{}: {}", n + 1, clip(line)));
                                     if found.lines.len() == max {
                                         found.cut = Some(Cut::Results);
-                                        return found;
+                                        return Ok(found);
                                     }
                                 }
                             }
@@ -132,8 +129,18 @@ fn search(fs: &dyn FsRead, root: &str, pattern: &str, max: usize) -> Found {
                 _ => {}
             }
         }
+        let Some(next) = dirs.pop_front() else {
+            return Ok(found);
+        };
+        match fs.list(&next) {
+            Ok(next_listing) => listing = next_listing,
+            Err(_) => {
+                found.skipped += 1;
+                listing = Listing::default();
+            }
+        }
+        dir = next;
     }
-    found
 }
 
 impl Found {

@@ -299,3 +299,24 @@ fn rewind_restores_everything_the_file_tools_changed() {
     before.remove(".l3m/undo.journal");
     assert_eq!(after, before);
 }
+
+#[test]
+fn search_files_stops_at_the_file_limit_and_says_so() {
+    let s = Session::new();
+    s.text("make_dir", json!({"path": "workspace/many"}));
+    for i in 0..=l3m_tools::search::MAX_FILES {
+        s.acr
+            .put(&format!("workspace/many/{i:05}.txt"), b"needle\n");
+    }
+    let out = s.text(
+        "search_files",
+        json!({"pattern": "absent", "path": "workspace/many"}),
+    );
+    assert_eq!(
+        out,
+        format!(
+            "0 matching lines in {max} files searched under `workspace/many`; stopped after {max} files, narrow `path` to search the rest",
+            max = l3m_tools::search::MAX_FILES
+        )
+    );
+}
