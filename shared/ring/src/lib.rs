@@ -21,6 +21,8 @@
 //! - [`tokens`]: the capability tokens and `mint`.
 //! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
 //! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
+//! - [`effects`]: the effect-class traits tool bodies are written over, and the `Effects` bundle
+//!   that grants a call exactly the classes its footprint names.
 //!
 //! # Example
 //! ```
@@ -49,6 +51,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod effects;
 pub mod files;
 pub mod journal;
 pub mod path;

@@ -1,0 +1,102 @@
+//! The contract every tool body implements, what it returns, and how it fails.
+
+use l3m_core::effects::{EffectClass, ToolDecl};
+use l3m_ring::effects::{EffectsError, Granted};
+use l3m_ring::files::FilesError;
+use serde_json::Value;
+
+/// A tool the model may call. Its body reaches the world only through `fx`, which holds exactly
+/// the classes [`Tool::decl`] names; it is object-safe so a table can hold any mix of tools.
+pub trait Tool: Send + Sync {
+    /// Name, footprint and claimed reversibility; the table computes the tier from it.
+    fn decl(&self) -> ToolDecl;
+    /// What the tool does, as the model is told.
+    fn description(&self) -> &str;
+    /// The JSON Schema of the tool's input, as the model is shown it.
+    fn input_schema(&self) -> Value;
+    /// What a call with `input` would change and where, for a review card. The default names
+    /// the footprint's classes and their ceilings; wild tools should say more.
+    fn effect(&self, input: &Value) -> String {
+        let _ = input;
+        let classes: Vec<String> = self
+            .decl()
+            .footprint
+            .0
+            .iter()
+            .map(|c: &EffectClass| format!("{c} ({})", c.ceiling()))
+            .collect();
+        format!("uses {}", classes.join(", "))
+    }
+    /// Runs the tool on `input` with the granted effects.
+    fn call(&self, input: Value, fx: &Granted<'_>) -> Result<ToolOutput, ToolError>;
+}
+
+/// What a tool call returns to the model.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolOutput {
+    /// The result as text, the form every model provider accepts.
+    pub text: String,
+}
+
+impl ToolOutput {
+    /// An output of `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into() }
+    }
+}
+
+/// Why a tool call did not produce an output; the text goes back to the model.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The input does not fit the tool's schema.
+    #[error("bad input at `{field}`: {reason}")]
+    BadInput {
+        /// The field at fault (`input` for the whole value).
+        field: String,
+        /// What is wrong with it, and what was expected.
+        reason: String,
+    },
+    /// The file provider refused or failed the call; its text names the boundary.
+    #[error("the file provider refused: {0}")]
+    Files(#[from] FilesError),
+    /// The tool's effects could not be granted, or it reached for a class it did not declare.
+    #[error("effects not granted: {0}")]
+    Effects(#[from] EffectsError),
+    /// `edit_file`'s `old` text does not occur in the file.
+    #[error("`old` does not occur in `{path}`; read the file and quote the text exactly")]
+    NoMatch {
+        /// The file.
+        path: String,
+    },
+    /// `edit_file`'s `old` text occurs more than once, so the edit is ambiguous.
+    #[error(
+        "`old` occurs {count} times in `{path}`; include more surrounding text so it matches once"
+    )]
+    Ambiguous {
+        /// The file.
+        path: String,
+        /// How many times it occurs (overlapping occurrences count).
+        count: usize,
+    },
+    /// The file is not UTF-8 text, which is all these tools read.
+    #[error("`{path}` is not UTF-8 text ({len} bytes); this tool reads text only")]
+    NotText {
+        /// The file.
+        path: String,
+        /// Its size.
+        len: usize,
+    },
+}
+
+/// A declaration of `name` over `classes`, claiming `claims` (the table checks the claim).
+pub(crate) fn declare(
+    name: &str,
+    classes: impl IntoIterator<Item = EffectClass>,
+    claims: l3m_core::effects::Reversibility,
+) -> ToolDecl {
+    ToolDecl {
+        name: name.to_owned(),
+        footprint: l3m_core::effects::Footprint::of(classes),
+        claims,
+    }
+}
