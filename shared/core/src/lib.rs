@@ -22,6 +22,7 @@
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
+//! - [`string_form`]: the one string form of every validated text type.
 //!
 //! # Example
 //! ```
@@ -48,5 +49,6 @@ pub mod mail;
 pub mod names;
 pub mod owed;
 pub mod refs;
+pub mod string_form;
 pub mod view;
 pub mod wire_format;

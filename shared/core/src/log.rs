@@ -52,26 +52,14 @@ macro_rules! record_id {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
-        }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+            /// [`Self::new`] for text already borrowed, as the string form expects.
+            fn parse(id: &str) -> Result<Self, LogError> {
+                Self::new(id)
             }
         }
 
-        impl TryFrom<String> for $ty {
-            type Error = LogError;
-            fn try_from(s: String) -> Result<Self, LogError> {
-                Self::new(s)
-            }
-        }
-
-        impl From<$ty> for String {
-            fn from(id: $ty) -> String {
-                id.0
-            }
-        }
+        crate::string_form!($ty, LogError, display);
     };
 }
 

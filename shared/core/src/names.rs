@@ -202,31 +202,7 @@ impl AgentName {
     }
 }
 
-impl fmt::Display for AgentName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for AgentName {
-    type Error = NameError;
-    fn try_from(s: String) -> Result<Self, NameError> {
-        Self::parse(&s)
-    }
-}
-
-impl From<AgentName> for String {
-    fn from(n: AgentName) -> String {
-        n.0
-    }
-}
-
-impl std::str::FromStr for AgentName {
-    type Err = NameError;
-    fn from_str(s: &str) -> Result<Self, NameError> {
-        Self::parse(s)
-    }
-}
+crate::string_form!(AgentName, NameError, display);
 
 /// Declares a single-segment name type (humans, services, personas, offices).
 macro_rules! simple_name {
@@ -252,31 +228,7 @@ macro_rules! simple_name {
             }
         }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl TryFrom<String> for $ty {
-            type Error = NameError;
-            fn try_from(s: String) -> Result<Self, NameError> {
-                Self::parse(&s)
-            }
-        }
-
-        impl From<$ty> for String {
-            fn from(n: $ty) -> String {
-                n.0
-            }
-        }
-
-        impl std::str::FromStr for $ty {
-            type Err = NameError;
-            fn from_str(s: &str) -> Result<Self, NameError> {
-                Self::parse(s)
-            }
-        }
+        crate::string_form!($ty, NameError, display);
     };
 }
 
@@ -344,25 +296,7 @@ impl fmt::Display for Entity {
     }
 }
 
-impl TryFrom<String> for Entity {
-    type Error = NameError;
-    fn try_from(s: String) -> Result<Self, NameError> {
-        Self::parse(&s)
-    }
-}
-
-impl From<Entity> for String {
-    fn from(e: Entity) -> String {
-        e.to_string()
-    }
-}
-
-impl std::str::FromStr for Entity {
-    type Err = NameError;
-    fn from_str(s: &str) -> Result<Self, NameError> {
-        Self::parse(s)
-    }
-}
+crate::string_form!(Entity, NameError);
 
 #[cfg(test)]
 mod tests {

@@ -74,7 +74,7 @@ impl fmt::Display for AcrPath {
     }
 }
 
-string_form!(AcrPath);
+crate::string_form!(AcrPath, GrantError);
 
 /// A ref name or ref-name prefix such as `refs/heads/l3m/alice/`.
 ///
@@ -172,7 +172,7 @@ impl fmt::Display for RefPrefix {
     }
 }
 
-string_form!(RefPrefix);
+crate::string_form!(RefPrefix, GrantError);
 
 /// The name of a Git remote an agent may push to, such as `origin`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -221,7 +221,7 @@ impl fmt::Display for RemoteName {
     }
 }
 
-string_form!(RemoteName);
+crate::string_form!(RemoteName, GrantError);
 
 /// A network host rule: one host, or every subdomain of a domain.
 ///
@@ -347,7 +347,7 @@ impl fmt::Display for HostPattern {
     }
 }
 
-string_form!(HostPattern);
+crate::string_form!(HostPattern, GrantError);
 
 /// Whom an agent may write to: one element of the mail axis.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -435,7 +435,7 @@ impl fmt::Display for MailCover {
     }
 }
 
-string_form!(MailCover);
+crate::string_form!(MailCover, GrantError);
 
 /// The default mail axis of `agent` (DESIGN §4): its own subtree and each ancestor's inbox, so
 /// siblings cannot mail each other unless a grant says so.
@@ -489,7 +489,7 @@ impl fmt::Display for WildClass {
     }
 }
 
-string_form!(WildClass);
+crate::string_form!(WildClass, GrantError);
 
 /// How far an agent may spawn: ordered, so a child's level must be at most its parent's.
 #[derive(

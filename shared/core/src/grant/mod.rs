@@ -125,31 +125,6 @@ pub trait Within {
     fn within(&self, bound: &Self) -> bool;
 }
 
-/// Gives a validated element type its one string form for serde and `str::parse`.
-macro_rules! string_form {
-    ($ty:ident) => {
-        impl TryFrom<String> for $ty {
-            type Error = GrantError;
-            fn try_from(s: String) -> Result<Self, GrantError> {
-                Self::parse(&s)
-            }
-        }
-
-        impl From<$ty> for String {
-            fn from(v: $ty) -> String {
-                v.to_string()
-            }
-        }
-
-        impl std::str::FromStr for $ty {
-            type Err = GrantError;
-            fn from_str(s: &str) -> Result<Self, GrantError> {
-                Self::parse(s)
-            }
-        }
-    };
-}
-
 mod elements;
 mod file;
 mod gates;

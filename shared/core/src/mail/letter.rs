@@ -6,8 +6,6 @@
 //! write every line-breaking or control character as a visible escape, so no subject or body can
 //! pose as a second letter or as another field.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use super::address::Address;
@@ -72,24 +70,7 @@ impl LetterId {
     }
 }
 
-impl fmt::Display for LetterId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for LetterId {
-    type Error = LetterError;
-    fn try_from(s: String) -> Result<Self, LetterError> {
-        Self::parse(&s)
-    }
-}
-
-impl From<LetterId> for String {
-    fn from(id: LetterId) -> String {
-        id.0
-    }
-}
+crate::string_form!(LetterId, LetterError, display);
 
 /// A stamped letter. Build one with [`stamp`](super::stamp); store it with
 /// [`Letter::render_line`], never with a bare serialiser, which would leave some line breaks raw.

@@ -114,24 +114,7 @@ impl PlaceName {
     }
 }
 
-impl fmt::Display for PlaceName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for PlaceName {
-    type Error = AddressError;
-    fn try_from(s: String) -> Result<Self, AddressError> {
-        Self::parse(&s)
-    }
-}
-
-impl From<PlaceName> for String {
-    fn from(p: PlaceName) -> String {
-        p.0
-    }
-}
+crate::string_form!(PlaceName, AddressError, display);
 
 /// Every party an address may name, unstarred: the input to [`Address::new`](super::Address::new) and the sender's
 /// claims in a [`Draft`](super::Draft).

@@ -72,24 +72,7 @@ macro_rules! token_name {
             }
         }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl TryFrom<String> for $ty {
-            type Error = SubjectError;
-            fn try_from(s: String) -> Result<Self, SubjectError> {
-                Self::parse(&s)
-            }
-        }
-
-        impl From<$ty> for String {
-            fn from(t: $ty) -> String {
-                t.0
-            }
-        }
+        l3m_core::string_form!($ty, SubjectError, display);
     };
 }
 
