@@ -1,0 +1,334 @@
+//! Placing objects and moving refs in `hub.git`, durably and by compare-and-swap.
+//!
+//! gix encodes the objects and reads refs, but neither gix-odb nor gix-ref fsyncs anything, and
+//! both create a fresh file per object and per lock on the write path. So this module places the
+//! bytes itself, keeping git's on-disk protocol exactly:
+//!
+//! 1. **Lock.** The new ref value is written into a spare file, which is renamed to
+//!    `<ref>.lock` with `RENAME_NOREPLACE`: like git's `O_CREAT|O_EXCL`, it fails if any writer
+//!    (git itself included) holds the lock. Under the lock the current value is read (loose or
+//!    packed, through gix) and compared with the expected one; a mismatch is
+//!    [`StoreError::Stale`] and the lock is removed, having written nothing the ref can reach.
+//! 2. **Objects.** Each loose object is written into a spare and renamed to
+//!    `objects/xx/yyyy…`; an object already present is left as it is.
+//! 3. **Barrier 1** ([`Durability::Fsync`] only). Writeback of every new file (objects and the
+//!    lock) is started first (`posix_fadvise(DONTNEED)`), then each is fsynced, so the journal
+//!    commits them together rather than one commit per file; directories this write created
+//!    (a new fan-out directory, new ref folders) have their parents fsynced too.
+//! 4. **Publish.** `<ref>.lock` is renamed over `<ref>`.
+//! 5. **Barrier 2** ([`Durability::Fsync`] only). The ref's directory is fsynced; only then does
+//!    the write return `Ok`.
+//!
+//! Because barrier 1 completes before the rename, a crash at any point leaves the ref either at
+//! its old value or at a commit whose objects are all on disk; at worst some unreachable objects
+//! and a stale lock remain, which [`Hub::open`](super::Hub::open) and `git gc` clean up.
+//! An entry for a new name in an already existing directory is made durable by the fsync of the
+//! file itself on journaling filesystems (ext4, xfs), where the journal commit that persists the
+//! file also persists every earlier namespace operation; that is the one assumption made here.
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+use gix::refs::Target;
+use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+
+use super::object::{LooseObject, NewCommit};
+use super::spare::{Spare, SparePool};
+use super::{StoreError, Tip};
+
+/// Whether an acknowledged write is on stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A write returns only after its objects and its ref are fsynced, in that order.
+    #[default]
+    Fsync,
+    /// The same writes and renames without any fsync: safe against a crashed process, not
+    /// against a crashed machine. For tests and throwaway hubs.
+    Relaxed,
+}
+
+/// The writing half of the store: where `hub.git` is, how durable writes are, and the spares.
+#[derive(Debug)]
+pub(crate) struct Disk {
+    git_dir: PathBuf,
+    objects_dir: PathBuf,
+    durability: Durability,
+    spares: SparePool,
+}
+
+impl Disk {
+    /// Starts writing into the bare repository at `git_dir`, with spares under `spare_dir`.
+    pub(crate) fn new(
+        git_dir: PathBuf,
+        spare_dir: PathBuf,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            objects_dir: git_dir.join("objects"),
+            git_dir,
+            durability,
+            spares: SparePool::start(spare_dir)?,
+        })
+    }
+
+    /// Writes `new`'s objects and moves `refname` from `expected` to `new.commit` (steps 1–5).
+    pub(crate) fn publish(
+        &self,
+        refs: &gix::refs::file::Store,
+        refname: &str,
+        expected: Tip,
+        new: &NewCommit,
+    ) -> Result<(), StoreError> {
+        let ref_path = self.git_dir.join(refname);
+        let ref_dir = parent_of(&ref_path)?;
+        let mut created_dirs = Vec::new();
+        create_dirs(ref_dir, &mut created_dirs)?;
+
+        let lock = self.lock_ref(refname, &ref_path, new.commit)?;
+        let actual = read_tip(refs, refname)?;
+        if actual != expected {
+            return Err(StoreError::Stale {
+                refname: refname.to_owned(),
+                expected,
+                actual,
+            });
+        }
+        let mut written = Vec::with_capacity(new.objects.len() + 1);
+        for object in &new.objects {
+            if let Some(file) = self.place_object(object, &mut created_dirs)? {
+                written.push(file);
+            }
+        }
+        if self.durability == Durability::Fsync {
+            let mut files: Vec<(&File, &Path)> =
+                written.iter().map(|(f, p)| (f, p.as_path())).collect();
+            files.push((&lock.file, &lock.path));
+            sync_files(&files)?;
+            sync_parents_of(&created_dirs)?;
+        }
+        lock.commit(&ref_path)?;
+        if self.durability == Durability::Fsync {
+            sync_dir(ref_dir)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes `refname` if it is at `expected`, through a gix ref transaction (which also
+    /// removes a packed copy), then fsyncs the ref's directory.
+    pub(crate) fn delete(
+        &self,
+        refs: &gix::refs::file::Store,
+        refname: &str,
+        expected: ObjectId,
+    ) -> Result<(), StoreError> {
+        let edit =
+            RefEdit {
+                change: Change::Delete {
+                    expected: PreviousValue::MustExistAndMatch(Target::Object(expected)),
+                    log: RefLog::AndReference,
+                },
+                name: refname.try_into().map_err(
+                    |err: gix::validate::reference::name::Error| StoreError::BadRefName {
+                        refname: refname.to_owned(),
+                        reason: err.to_string(),
+                    },
+                )?,
+                deref: false,
+            };
+        let fail = gix::lock::acquire::Fail::Immediately;
+        let outcome = refs
+            .transaction()
+            .prepare([edit], fail, fail)
+            .and_then(|transaction| transaction.commit(None));
+        if let Err(err) = outcome {
+            // Tell a lost compare-and-swap from a failure by looking under the ref again.
+            let actual = read_tip(refs, refname)?;
+            if actual != Tip::At(expected) {
+                return Err(StoreError::Stale {
+                    refname: refname.to_owned(),
+                    expected: Tip::At(expected),
+                    actual,
+                });
+            }
+            return Err(StoreError::git(format!("delete the ref {refname}"))(err));
+        }
+        if self.durability == Durability::Fsync {
+            sync_dir(parent_of(&self.git_dir.join(refname))?)?;
+        }
+        Ok(())
+    }
+
+    /// Step 1: a spare holding `new` renamed to `<ref>.lock`, failing if the lock is held.
+    fn lock_ref(
+        &self,
+        refname: &str,
+        ref_path: &Path,
+        new: ObjectId,
+    ) -> Result<RefLock, StoreError> {
+        let Spare { mut file, path } = self.spares.take()?;
+        file.write_all(format!("{new}\n").as_bytes())
+            .map_err(StoreError::io("write a ref lock", &path))?;
+        let lock_path = lock_path_of(ref_path);
+        match rename_no_replace(&path, &lock_path) {
+            Ok(()) => Ok(RefLock {
+                file,
+                path: lock_path,
+                committed: false,
+            }),
+            Err(err) => {
+                // The spare is spent either way; it must not linger with a ref value in it.
+                let _ = fs::remove_file(&path);
+                if err.kind() == std::io::ErrorKind::AlreadyExists {
+                    Err(StoreError::RefLocked {
+                        refname: refname.to_owned(),
+                        lock: lock_path,
+                    })
+                } else {
+                    Err(StoreError::io("take the ref lock", lock_path)(err))
+                }
+            }
+        }
+    }
+
+    /// Step 2: writes one loose object unless it is already there; returns the file written.
+    fn place_object(
+        &self,
+        object: &LooseObject,
+        created_dirs: &mut Vec<PathBuf>,
+    ) -> Result<Option<(File, PathBuf)>, StoreError> {
+        let hex = object.id.to_string();
+        let (fan_out, rest) = hex.split_at(2);
+        let dir = self.objects_dir.join(fan_out);
+        let path = dir.join(rest);
+        if path.exists() {
+            return Ok(None);
+        }
+        create_dirs(&dir, created_dirs)?;
+        let Spare {
+            mut file,
+            path: spare_path,
+        } = self.spares.take()?;
+        file.write_all(&object.compressed)
+            .map_err(StoreError::io("write a loose object", &spare_path))?;
+        fs::rename(&spare_path, &path).map_err(StoreError::io("place a loose object", &path))?;
+        Ok(Some((file, path)))
+    }
+}
+
+/// Reads where `refname` points now (loose or packed).
+pub(crate) fn read_tip(refs: &gix::refs::file::Store, refname: &str) -> Result<Tip, StoreError> {
+    let found = refs
+        .try_find(refname)
+        .map_err(StoreError::git(format!("read the ref {refname}")))?;
+    match found.map(|reference| reference.target) {
+        None => Ok(Tip::Absent),
+        Some(Target::Object(id)) => Ok(Tip::At(id)),
+        Some(Target::Symbolic(name)) => Err(StoreError::NotACommit {
+            refname: refname.to_owned(),
+            problem: format!("it is a symbolic ref to {}", name.as_bstr()),
+        }),
+    }
+}
+
+/// A held `<ref>.lock`; dropping it without [`RefLock::commit`] removes it.
+#[derive(Debug)]
+struct RefLock {
+    file: File,
+    path: PathBuf,
+    committed: bool,
+}
+
+impl RefLock {
+    /// Step 4: renames the lock over the ref.
+    fn commit(mut self, ref_path: &Path) -> Result<(), StoreError> {
+        fs::rename(&self.path, ref_path).map_err(StoreError::io("move the ref", ref_path))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for RefLock {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Nothing reachable was changed; a lock that cannot be removed is reported by the
+            // next writer as `RefLocked` and cleaned up by `Hub::open`.
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Barrier 1 for files: start writeback of all, then fsync each, so one journal commit can
+/// carry them all.
+fn sync_files(files: &[(&File, &Path)]) -> Result<(), StoreError> {
+    for (file, _) in files {
+        // Only a hint: if the kernel ignores it, the fsync below still does the work.
+        let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
+    }
+    for (file, path) in files {
+        file.sync_all().map_err(StoreError::io("fsync", *path))?;
+    }
+    Ok(())
+}
+
+/// Barrier 1 for directories: the parent of each directory this write created.
+fn sync_parents_of(created_dirs: &[PathBuf]) -> Result<(), StoreError> {
+    let mut parents: Vec<&Path> = created_dirs.iter().filter_map(|d| d.parent()).collect();
+    parents.sort();
+    parents.dedup();
+    parents.into_iter().try_for_each(sync_dir)
+}
+
+/// Fsyncs a directory, making the names in it durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StoreError::io("fsync the directory", dir))
+}
+
+/// `mkdir -p dir`, recording each directory it created, outermost first.
+pub(crate) fn create_dirs(dir: &Path, created: &mut Vec<PathBuf>) -> Result<(), StoreError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs(parent, created)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {
+            created.push(dir.to_path_buf());
+            Ok(())
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(err) => Err(StoreError::io("create the directory", dir)(err)),
+    }
+}
+
+/// Renames `from` to `to`, failing with `AlreadyExists` if `to` exists.
+fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        // Filesystems without renameat2 flags: a hard link is just as exclusive.
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            fs::hard_link(from, to)?;
+            fs::remove_file(from)
+        }
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+fn lock_path_of(ref_path: &Path) -> PathBuf {
+    let mut name = OsString::from(ref_path.as_os_str());
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+fn parent_of(path: &Path) -> Result<&Path, StoreError> {
+    path.parent().ok_or_else(|| StoreError::BadRefName {
+        refname: path.display().to_string(),
+        reason: "a ref needs a parent directory".into(),
+    })
+}
