@@ -108,6 +108,12 @@ pub struct Hub {
     _process_lock: File,
 }
 
+/// `Hub` is shared by reference across threads; keep it that way.
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Hub>();
+};
+
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hub")
