@@ -179,11 +179,7 @@ impl Hub {
         }
         let process_lock = layout::lock_hub(root, &git_dir)?;
         layout::remove_stale_ref_locks(&git_dir)?;
-        let disk = Disk::new(
-            git_dir.clone(),
-            layout::spare_dir(&git_dir),
-            options.durability,
-        )?;
+        let disk = Disk::new(git_dir.clone(), options.durability)?;
         let chains = index_all_chains(&repo)?;
         Ok(Hub {
             root: root.to_path_buf(),

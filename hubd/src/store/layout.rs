@@ -5,7 +5,6 @@
 //! HUB/
 //!   hub.git/              bare repository: all durable state
 //!     hubd/lock           flock held by the one process that has the hub open
-//!     hubd/spare/         empty files waiting to become objects and ref locks
 //!   forest/               ACRs, nested by agent name
 //!   settings/             checkout of refs/l3m/settings (settings.toml)
 //!   cache/                content-addressed blobs and artifacts
@@ -18,7 +17,7 @@
 //! - `known_repos`: the repositories agents may claim (empty: none).
 
 use std::fs::{self, File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use l3m_core::refs::paths::{CACHE_DIR, FOREST_DIR, HUB_GIT, SETTINGS_DIR};
 
@@ -92,11 +91,6 @@ pub(crate) fn check(root: &Path) -> Result<(), StoreError> {
         }),
         None => Ok(()),
     }
-}
-
-/// Where hubd keeps its spares.
-pub(crate) fn spare_dir(git_dir: &Path) -> PathBuf {
-    git_dir.join(HUBD_DIR).join("spare")
 }
 
 /// Takes the hub's process lock; held until the returned file is closed (or the process dies).

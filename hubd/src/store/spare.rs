@@ -1,38 +1,35 @@
-//! A pool of empty files created ahead of time, so a write never waits on inode creation.
+//! A pool of unnamed files made ahead of time, so a write never waits on inode creation.
 //!
-//! Measured on the hub's ext4 disk, creating a file (`open(O_CREAT|O_EXCL)`) took from 15 µs on
-//! a quiet machine to 600 µs while other processes wrote to the same disk — more than a whole
-//! durable append costs otherwise. A write takes its loose objects and its ref lock file from
-//! this pool, fills them, and renames them into place; a background thread keeps the pool full.
-//! When the pool runs dry the file is created on the spot, so the pool only ever saves time.
+//! Measured on the hub's ext4 disk, creating a file took from 15 µs on a quiet machine to
+//! 600 µs while other processes wrote to the same disk — more than a whole durable append costs
+//! otherwise. So a background thread keeps a few dozen files ready, created with `O_TMPFILE`:
+//! an inode with no name in any directory. A write fills one and gives it its final name with
+//! `linkat`, which, like `O_CREAT|O_EXCL`, fails if the name exists.
 //!
-//! Spares live in `hub.git/hubd/spare/`, on the same filesystem as the objects and refs they
-//! become. They are created read-only (`0444`), like git's own objects; the creating handle can
-//! still write. Leftovers from a previous process are removed when the pool starts.
+//! Unnamed files have two more virtues: making them takes no directory lock, so the filler
+//! never stalls a writer naming its files; and a process that dies leaves nothing behind, since
+//! the kernel frees unnamed inodes when their last descriptor closes (or, after a machine
+//! crash, when the filesystem is mounted again).
+//!
+//! Linux only, on a filesystem with `O_TMPFILE` (ext4, xfs, btrfs, tmpfs), with `/proc`
+//! mounted. [`SparePool::start`] checks both and says so if either is missing.
 
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::fs::File;
+use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rustix::fs::{AtFlags, CWD, Mode, OFlags};
+
 use super::StoreError;
 
-/// How many spares the background thread keeps ready (four are used per append).
+/// How many spares the background thread keeps ready (a chain append uses four).
 const TARGET: usize = 64;
 /// How long the filler waits before trying again after failing to create a file.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
-
-/// An empty file, opened for writing, at a path inside the spare directory.
-#[derive(Debug)]
-pub(crate) struct Spare {
-    /// The open handle; it stays valid after the file is renamed.
-    pub(crate) file: File,
-    /// Where the file is until it is renamed.
-    pub(crate) path: PathBuf,
-}
 
 /// The pool and its filler thread; dropping it stops the thread.
 #[derive(Debug)]
@@ -43,25 +40,34 @@ pub(crate) struct SparePool {
 
 #[derive(Debug)]
 struct Shared {
+    /// The directory whose filesystem the files are made on.
     dir: PathBuf,
-    ready: Mutex<Vec<Spare>>,
+    ready: Mutex<Vec<File>>,
     /// Signalled when spares are taken, and on shutdown.
     wanted: Condvar,
     stop: AtomicBool,
-    next_name: AtomicU64,
 }
 
 impl SparePool {
-    /// Empties `dir` of a previous process's spares and starts filling it.
+    /// Starts keeping unnamed files ready on the filesystem of `dir`.
     pub(crate) fn start(dir: PathBuf) -> Result<Self, StoreError> {
-        clear_dir(&dir)?;
         let shared = Arc::new(Shared {
-            dir,
             ready: Mutex::new(Vec::with_capacity(TARGET)),
             wanted: Condvar::new(),
             stop: AtomicBool::new(false),
-            next_name: AtomicU64::new(0),
+            dir,
         });
+        // Fail here, with a clear reason, rather than on the first write.
+        let probe = shared.create()?;
+        let proc_path = proc_fd_path(&probe);
+        if !proc_path.exists() {
+            return Err(StoreError::Io {
+                op: "find an open file under /proc (the store names unnamed files through it)",
+                path: proc_path,
+                source: std::io::ErrorKind::NotFound.into(),
+            });
+        }
+        shared.lock_ready().push(probe);
         let for_thread = Arc::clone(&shared);
         let filler = std::thread::Builder::new()
             .name("hubd-spares".into())
@@ -76,15 +82,32 @@ impl SparePool {
         })
     }
 
-    /// An empty file from the pool, or a new one if the pool is empty.
-    pub(crate) fn take(&self) -> Result<Spare, StoreError> {
+    /// An empty unnamed file from the pool, or a new one if the pool is empty.
+    pub(crate) fn take(&self) -> Result<File, StoreError> {
         let spare = self.shared.lock_ready().pop();
         self.shared.wanted.notify_one();
         match spare {
-            Some(spare) => Ok(spare),
+            Some(file) => Ok(file),
             None => self.shared.create(),
         }
     }
+}
+
+/// Gives the unnamed `file` the name `target`; fails with `AlreadyExists` if it is taken and
+/// with `NotFound` if its directory does not exist.
+pub(crate) fn link_into_place(file: &File, target: &Path) -> std::io::Result<()> {
+    rustix::fs::linkat(
+        CWD,
+        proc_fd_path(file),
+        CWD,
+        target,
+        AtFlags::SYMLINK_FOLLOW,
+    )
+    .map_err(Into::into)
+}
+
+fn proc_fd_path(file: &File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
 impl Drop for SparePool {
@@ -102,36 +125,28 @@ impl Drop for SparePool {
             // A filler that panicked has nothing left to clean up.
             let _ = handle.join();
         }
-        // Unused spares are empty; removing them leaves the hub tidy. A failure leaves an empty
-        // file that the next start removes.
-        for spare in self.shared.lock_ready().drain(..) {
-            let _ = fs::remove_file(&spare.path);
-        }
     }
 }
 
 impl Shared {
-    fn lock_ready(&self) -> MutexGuard<'_, Vec<Spare>> {
+    fn lock_ready(&self) -> MutexGuard<'_, Vec<File>> {
         // The vector stays consistent even if a holder panicked: every push is complete.
         self.ready.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn create(&self) -> Result<Spare, StoreError> {
-        loop {
-            let n = self.next_name.fetch_add(1, Ordering::Relaxed);
-            let path = self.dir.join(format!("{n}"));
-            match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o444)
-                .open(&path)
-            {
-                Ok(file) => return Ok(Spare { file, path }),
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(err) => return Err(StoreError::io("create a spare file", path)(err)),
-            }
-        }
+    fn create(&self) -> Result<File, StoreError> {
+        rustix::fs::openat(
+            CWD,
+            &self.dir,
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o444),
+        )
+        .map(File::from)
+        .map_err(|errno| StoreError::Io {
+            op: "create an unnamed file (O_TMPFILE) in",
+            path: self.dir.clone(),
+            source: errno.into(),
+        })
     }
 
     fn fill_until_stopped(&self) {
@@ -150,7 +165,7 @@ impl Shared {
             let created = self.create();
             ready = self.lock_ready();
             match created {
-                Ok(spare) => ready.push(spare),
+                Ok(file) => ready.push(file),
                 Err(_) => {
                     // The writer that runs dry creates its own file and reports the error.
                     ready = self
@@ -164,48 +179,46 @@ impl Shared {
     }
 }
 
-/// Creates `dir` if needed and removes every file in it.
-fn clear_dir(dir: &Path) -> Result<(), StoreError> {
-    fs::create_dir_all(dir).map_err(StoreError::io("create the spare directory", dir))?;
-    let entries = fs::read_dir(dir).map_err(StoreError::io("list the spare directory", dir))?;
-    for entry in entries {
-        let path = entry
-            .map_err(StoreError::io("list the spare directory", dir))?
-            .path();
-        fs::remove_file(&path).map_err(StoreError::io("remove a leftover spare file", &path))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
+    use std::io::{Read as _, Seek as _, Write as _};
 
     #[test]
-    fn spares_are_empty_writable_files_and_leftovers_are_removed() {
+    fn spares_are_empty_unnamed_files_that_take_a_name_once() {
         let dir = tempfile::tempdir().unwrap();
-        let spare_dir = dir.path().join("spare");
-        fs::create_dir(&spare_dir).unwrap();
-        fs::write(spare_dir.join("leftover"), b"half-written").unwrap();
-        let pool = SparePool::start(spare_dir.clone()).unwrap();
-        assert!(!spare_dir.join("leftover").exists());
-        let mut taken = Vec::new();
-        for _ in 0..(TARGET + 5) {
-            let mut spare = pool.take().unwrap();
-            assert_eq!(spare.file.metadata().unwrap().len(), 0);
-            spare.file.write_all(b"x").unwrap();
-            taken.push(spare.path);
+        let pool = SparePool::start(dir.path().to_path_buf()).unwrap();
+        let mut named = Vec::new();
+        for i in 0..(TARGET + 5) {
+            let mut file = pool.take().unwrap();
+            assert_eq!(file.metadata().unwrap().len(), 0);
+            file.write_all(format!("{i}").as_bytes()).unwrap();
+            let target = dir.path().join(format!("f{i}"));
+            link_into_place(&file, &target).unwrap();
+            let taken = link_into_place(&file, &target).unwrap_err();
+            assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
+            named.push((file, target));
         }
-        taken.sort();
-        taken.dedup();
-        assert_eq!(taken.len(), TARGET + 5, "a spare was handed out twice");
+        for (i, (mut file, target)) in named.into_iter().enumerate() {
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), format!("{i}"));
+            let mut again = String::new();
+            file.rewind().unwrap();
+            file.read_to_string(&mut again).unwrap();
+            assert_eq!(again, format!("{i}"));
+        }
         drop(pool);
-        let left: Vec<_> = fs::read_dir(&spare_dir).unwrap().collect();
         assert_eq!(
-            left.len(),
+            std::fs::read_dir(dir.path()).unwrap().count(),
             TARGET + 5,
-            "only the taken spares remain: {left:?}"
+            "only the named files are left"
         );
+    }
+
+    #[test]
+    fn naming_into_a_missing_directory_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = SparePool::start(dir.path().to_path_buf()).unwrap();
+        let err = link_into_place(&pool.take().unwrap(), &dir.path().join("no/such")).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     }
 }
