@@ -236,6 +236,26 @@ fn a_chain_moved_behind_the_stores_back_is_reindexed_on_stale() {
     assert_eq!(hub.read_range(LOG, 1, 2).unwrap(), [r#"{"by":"git"}"#]);
 }
 
+#[test]
+fn a_chain_rewritten_behind_the_stores_back_is_indexed_from_scratch() {
+    let (_dir, hub) = new_hub();
+    fill(&hub, LOG, &[2, 2]);
+    let other = "refs/l3m/a/bob/_/log";
+    fill(&hub, other, &[1]);
+    let stale_tip = hub.tip(LOG).unwrap();
+    let Tip::At(other_tip) = hub.tip(other).unwrap() else {
+        panic!("no tip")
+    };
+    git(&hub.git_dir(), &["update-ref", LOG, &other_tip.to_string()]);
+
+    match hub.append(LOG, stale_tip, &["{}".into()], "late") {
+        Err(StoreError::Stale { actual, .. }) => assert_eq!(actual, Tip::At(other_tip)),
+        other => panic!("expected Stale, got {other:?}"),
+    }
+    assert_eq!(hub.len(LOG).unwrap(), 1);
+    assert_eq!(hub.read_range(LOG, 0, 1).unwrap(), entries("b0", 1));
+}
+
 fn git_command_stdin(git_dir: &std::path::Path, args: &[&str], stdin: &str) -> String {
     use std::io::Write as _;
     let mut child = store_common::git_command(git_dir, args)

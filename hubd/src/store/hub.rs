@@ -15,7 +15,7 @@ use super::index::ChainIndex;
 use super::input::{commit_message, file_tree, records_blob};
 use super::layout::{self, INITIAL_SETTINGS, SETTINGS_FILE};
 use super::object::{NewCommit, chain_commit, files_commit};
-use super::read::{count_lines, index_chain, read_object};
+use super::read::{count_lines, read_object, resync_chain};
 use super::refname::{RefKind, classify};
 use super::{StoreError, Tip};
 
@@ -239,7 +239,7 @@ impl Hub {
             }
             Err(err) => {
                 // The disk is the truth: after any failure, index what it holds now.
-                *index = self.reindex(refname)?;
+                self.resync(refname, &mut index)?;
                 match err {
                     StoreError::Stale { .. } => Err(StoreError::Stale {
                         refname: refname.to_owned(),
@@ -314,10 +314,10 @@ impl Hub {
                 let slot = self.chains.get(refname);
                 let mut index = lock(&slot);
                 let outcome = self.disk.delete(&self.repo.refs, refname, expected);
-                *index = match &outcome {
-                    Ok(()) => ChainIndex::empty(),
-                    Err(_) => self.reindex(refname)?,
-                };
+                match &outcome {
+                    Ok(()) => *index = ChainIndex::empty(),
+                    Err(_) => self.resync(refname, &mut index)?,
+                }
                 outcome
             }
         }
@@ -333,26 +333,27 @@ impl Hub {
 
     /// Number of entries in the chain `refname`, from the index.
     pub fn len(&self, refname: &str) -> Result<u64, StoreError> {
-        let index = self.existing_chain(refname)?;
-        Ok(index.len())
+        self.with_existing_chain(refname, ChainIndex::len)
     }
 
     /// Entries `from..to` of the chain `refname`, oldest first, reading only the blobs of the
     /// commits that hold them.
     pub fn read_range(&self, refname: &str, from: u64, to: u64) -> Result<Vec<String>, StoreError> {
-        let index = self.existing_chain(refname)?;
-        if from > to || to > index.len() {
+        let (len, spans) = self.with_existing_chain(refname, |index| {
+            (index.len(), index.covering(from, to).to_vec())
+        })?;
+        if from > to || to > len {
             return Err(StoreError::RangeOutOfBounds {
                 refname: refname.to_owned(),
                 from,
                 to,
-                len: index.len(),
+                len,
             });
         }
         let repo = self.repo.to_thread_local();
         let mut buf = Vec::new();
         let mut entries = Vec::with_capacity((to - from) as usize);
-        for span in index.covering(from, to) {
+        for span in &spans {
             let malformed = |problem: String| StoreError::MalformedChain {
                 refname: refname.to_owned(),
                 commit: span.commit,
@@ -369,7 +370,8 @@ impl Hub {
             let text = std::str::from_utf8(data).map_err(|err| malformed(err.to_string()))?;
             let skip = from.saturating_sub(span.first_seq) as usize;
             let take = (to.min(span.end_seq()) - span.first_seq) as usize - skip;
-            entries.extend(text.lines().skip(skip).take(take).map(str::to_owned));
+            let lines = text.split_terminator('\n');
+            entries.extend(lines.skip(skip).take(take).map(str::to_owned));
         }
         Ok(entries)
     }
@@ -425,28 +427,34 @@ impl Hub {
             .collect()
     }
 
-    fn existing_chain(&self, refname: &str) -> Result<ChainIndex, StoreError> {
+    /// Runs `read` on the index of the chain `refname`, which must exist, under its lock.
+    fn with_existing_chain<T>(
+        &self,
+        refname: &str,
+        read: impl FnOnce(&ChainIndex) -> T,
+    ) -> Result<T, StoreError> {
         require_kind(refname, RefKind::Chain)?;
-        let index = lock(&self.chains.get(refname)).clone();
+        let slot = self.chains.get(refname);
+        let index = lock(&slot);
         if index.is_empty() {
             return Err(StoreError::UnknownRef {
                 refname: refname.to_owned(),
             });
         }
-        Ok(index)
+        Ok(read(&index))
     }
 
     fn disk_tip(&self, refname: &str) -> Result<Tip, StoreError> {
         read_tip(&self.repo.refs, refname)
     }
 
-    /// What a walk of `hub.git` finds for the chain `refname` now.
-    fn reindex(&self, refname: &str) -> Result<ChainIndex, StoreError> {
-        index_chain(
-            &self.repo.to_thread_local(),
-            refname,
-            self.disk_tip(refname)?,
-        )
+    /// Brings `index` up to what `hub.git` holds for the chain `refname` now.
+    fn resync(&self, refname: &str, index: &mut ChainIndex) -> Result<(), StoreError> {
+        let tip = self.disk_tip(refname)?;
+        if tip != index.tip() {
+            *index = resync_chain(&self.repo.to_thread_local(), refname, index, tip)?;
+        }
+        Ok(())
     }
 
     fn now(&self) -> gix::date::Time {
@@ -491,7 +499,7 @@ fn index_all_chains(
                 });
             }
         };
-        let index = index_chain(repo, &refname, tip)?;
+        let index = resync_chain(repo, &refname, &ChainIndex::empty(), tip)?;
         slots.insert(refname, Arc::new(Mutex::new(index)));
     }
     Ok(slots)

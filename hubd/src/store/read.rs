@@ -12,16 +12,25 @@ use super::index::ChainIndex;
 use super::object::RECORDS_FILE;
 use super::{StoreError, Tip};
 
-/// Builds the index of the chain whose tip is `tip`, reading each commit, tree and blob once.
-pub(crate) fn index_chain(
+/// The index of the chain whose tip is now `tip`, given what was known before (`known`).
+///
+/// Walks back from `tip` reading each commit, tree and blob once, and stops early where it
+/// meets `known`'s tip: a chain that only grew costs just its new commits. A chain that was
+/// rewritten or deleted is indexed from scratch.
+pub(crate) fn resync_chain(
     repo: &gix::Repository,
     refname: &str,
+    known: &ChainIndex,
     tip: Tip,
 ) -> Result<ChainIndex, StoreError> {
+    let stop_at = known.tip().id();
     let mut newest_first = Vec::new();
     let mut next = tip.id();
     let mut buf = Vec::new();
     while let Some(commit) = next {
+        if Some(commit) == stop_at {
+            break;
+        }
         let malformed = |problem: String| StoreError::MalformedChain {
             refname: refname.to_owned(),
             commit,
@@ -46,7 +55,11 @@ pub(crate) fn index_chain(
         newest_first.push((commit, records, count));
         next = parent;
     }
-    let mut index = ChainIndex::empty();
+    let mut index = if next.is_some() {
+        known.clone()
+    } else {
+        ChainIndex::empty()
+    };
     for (commit, records, count) in newest_first.into_iter().rev() {
         index.push(commit, records, count);
     }
