@@ -41,6 +41,7 @@ use gix::ObjectId;
 use gix::refs::Target;
 use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
 
+use super::barrier::{Syncer, sync_dir, sync_parents_of};
 use super::object::{LooseObject, NewCommit};
 use super::spare::{SparePool, link_into_place};
 use super::{StoreError, Tip};
@@ -63,14 +64,26 @@ pub(crate) struct Disk {
     objects_dir: PathBuf,
     durability: Durability,
     spares: SparePool,
+    syncer: Syncer,
 }
 
 impl Disk {
     /// Starts writing into the bare repository at `git_dir`.
+    ///
+    /// All 256 fan-out directories of `objects/` are made here, once, so that no write pays
+    /// for creating one (a directory is an inode too) and fsyncing its parent.
     pub(crate) fn new(git_dir: PathBuf, durability: Durability) -> Result<Self, StoreError> {
         let objects_dir = git_dir.join("objects");
+        let mut created = Vec::new();
+        for fan_out in 0..=u8::MAX {
+            create_dirs(&objects_dir.join(format!("{fan_out:02x}")), &mut created)?;
+        }
+        if durability == Durability::Fsync {
+            sync_parents_of(&created)?;
+        }
         Ok(Self {
             spares: SparePool::start(objects_dir.clone())?,
+            syncer: Syncer::start()?,
             objects_dir,
             git_dir,
             durability,
@@ -107,7 +120,7 @@ impl Disk {
             let mut files: Vec<(&File, &Path)> =
                 written.iter().map(|(f, p)| (f, p.as_path())).collect();
             files.push((&lock.file, &lock.path));
-            sync_files(&files)?;
+            self.syncer.sync_files(&files)?;
             sync_parents_of(&created_dirs)?;
         }
         lock.commit(&ref_path)?;
@@ -262,34 +275,6 @@ impl Drop for RefLock {
             let _ = fs::remove_file(&self.path);
         }
     }
-}
-
-/// Barrier 1 for files: start writeback of all, then fsync each, so one journal commit can
-/// carry them all.
-fn sync_files(files: &[(&File, &Path)]) -> Result<(), StoreError> {
-    for (file, _) in files {
-        // Only a hint: if the kernel ignores it, the fsync below still does the work.
-        let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
-    }
-    for (file, path) in files {
-        file.sync_all().map_err(StoreError::io("fsync", *path))?;
-    }
-    Ok(())
-}
-
-/// Barrier 1 for directories: the parent of each directory this write created.
-fn sync_parents_of(created_dirs: &[PathBuf]) -> Result<(), StoreError> {
-    let mut parents: Vec<&Path> = created_dirs.iter().filter_map(|d| d.parent()).collect();
-    parents.sort();
-    parents.dedup();
-    parents.into_iter().try_for_each(sync_dir)
-}
-
-/// Fsyncs a directory, making the names in it durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StoreError::io("fsync the directory", dir))
 }
 
 /// `mkdir -p dir`, recording each directory it created, outermost first.

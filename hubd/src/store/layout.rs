@@ -22,7 +22,7 @@ use std::path::Path;
 use l3m_core::refs::paths::{CACHE_DIR, FOREST_DIR, HUB_GIT, SETTINGS_DIR};
 
 use super::StoreError;
-use super::disk::sync_dir;
+use super::barrier::sync_dir;
 
 /// The file the settings ref holds, and its copy in `settings/`.
 pub const SETTINGS_FILE: &str = "settings.toml";

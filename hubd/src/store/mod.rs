@@ -13,6 +13,7 @@
 //! - `index`: per chain, which commit holds which entry sequence numbers ([`ChainIndex`]).
 //! - `read`: walking a chain once at open, and reading objects back.
 //! - `disk`: placing objects and moving refs durably by compare-and-swap ([`Durability`]).
+//! - `barrier`: fsyncing many files for the price of one.
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
 //!
@@ -46,6 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod barrier;
 mod disk;
 mod error;
 mod hub;
