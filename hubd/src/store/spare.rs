@@ -28,6 +28,9 @@ use super::StoreError;
 
 /// How many spares the background thread keeps ready (a chain append uses four).
 const TARGET: usize = 64;
+/// The filler is woken only when fewer spares than this are left, and then refills to
+/// [`TARGET`]: fewer wake-ups, and no inode creation racing every single write.
+const LOW_WATER: usize = TARGET / 2;
 /// How long the filler waits before trying again after failing to create a file.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
@@ -84,8 +87,13 @@ impl SparePool {
 
     /// An empty unnamed file from the pool, or a new one if the pool is empty.
     pub(crate) fn take(&self) -> Result<File, StoreError> {
-        let spare = self.shared.lock_ready().pop();
-        self.shared.wanted.notify_one();
+        let (spare, left) = {
+            let mut ready = self.shared.lock_ready();
+            (ready.pop(), ready.len())
+        };
+        if left < LOW_WATER {
+            self.shared.wanted.notify_one();
+        }
         match spare {
             Some(file) => Ok(file),
             None => self.shared.create(),
@@ -152,28 +160,31 @@ impl Shared {
     fn fill_until_stopped(&self) {
         let mut ready = self.lock_ready();
         loop {
-            while ready.len() >= TARGET && !self.stop.load(Ordering::SeqCst) {
+            while ready.len() >= LOW_WATER && !self.stop.load(Ordering::SeqCst) {
                 ready = self
                     .wanted
                     .wait(ready)
                     .unwrap_or_else(PoisonError::into_inner);
             }
+            // Refill all the way, then sleep until the writers have used up half.
+            while ready.len() < TARGET && !self.stop.load(Ordering::SeqCst) {
+                drop(ready);
+                let created = self.create();
+                ready = self.lock_ready();
+                match created {
+                    Ok(file) => ready.push(file),
+                    Err(_) => {
+                        // The writer that runs dry creates its own file and reports the error.
+                        ready = self
+                            .wanted
+                            .wait_timeout(ready, RETRY_AFTER_FAILURE)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
+                }
+            }
             if self.stop.load(Ordering::SeqCst) {
                 return;
-            }
-            drop(ready);
-            let created = self.create();
-            ready = self.lock_ready();
-            match created {
-                Ok(file) => ready.push(file),
-                Err(_) => {
-                    // The writer that runs dry creates its own file and reports the error.
-                    ready = self
-                        .wanted
-                        .wait_timeout(ready, RETRY_AFTER_FAILURE)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
             }
         }
     }
