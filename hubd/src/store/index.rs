@@ -112,6 +112,15 @@ mod tests {
         assert!(index.covering(0, 1).is_empty());
     }
 
+    #[test]
+    fn an_empty_range_needs_no_commit() {
+        let index = index_of(&[12, 3]);
+        assert!(index.covering(11, 11).is_empty());
+        assert!(index.covering(5, 2).is_empty());
+        assert_eq!(index.covering(11, 12).len(), 1);
+        assert_eq!(index.covering(11, 13).len(), 2);
+    }
+
     proptest! {
         /// Pushing commits numbers their entries consecutively: each span starts where the last
         /// ended, the length is the sum of the counts and the tip is the last commit pushed.
