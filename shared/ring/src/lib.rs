@@ -21,6 +21,7 @@
 //! - [`tokens`]: the capability tokens and `mint`.
 //! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
 //! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
+//! - [`net`]: the HTTP provider (GET/HEAD to the token's hosts, checked before, at connect, at redirects).
 //!
 //! # Example
 //! ```
@@ -51,6 +52,7 @@
 
 pub mod files;
 pub mod journal;
+pub mod net;
 pub mod path;
 pub mod tokens;
 
