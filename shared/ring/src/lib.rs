@@ -23,6 +23,7 @@
 //! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
 //! - [`effects`]: the effect-class traits tool bodies are written over, and the `Effects` bundle
 //!   that grants a call exactly the classes its footprint names.
+//! - [`net`]: the HTTP provider (GET/HEAD to the token's hosts, checked before, at connect, at redirects).
 //!
 //! # Example
 //! ```
@@ -54,6 +55,7 @@
 pub mod effects;
 pub mod files;
 pub mod journal;
+pub mod net;
 pub mod path;
 pub mod tokens;
 
