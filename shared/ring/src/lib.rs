@@ -22,6 +22,7 @@
 //! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
 //! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
 //! - [`net`]: the HTTP provider (GET/HEAD to the token's hosts, checked before, at connect, at redirects).
+//! - [`shell`]: the sandboxed shell (listed programs under bubblewrap: no network, a deadline).
 //!
 //! # Example
 //! ```
@@ -54,6 +55,7 @@ pub mod files;
 pub mod journal;
 pub mod net;
 pub mod path;
+pub mod shell;
 pub mod tokens;
 
 /// cap-std's marker for an act that uses ambient authority (opening a path from the process's
