@@ -22,7 +22,7 @@
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
-//! - [`string_form`]: the one string form of every validated text type.
+//! - [`string_form`](mod@string_form): the one string form of every validated text type.
 //!
 //! # Example
 //! ```

@@ -1,7 +1,7 @@
 //! One string form for every validated text type.
 //!
 //! Names, ids, ref prefixes and hosts are all strings with a rule. Each such type has a `parse`
-//! that checks the rule and a `Display` that writes it back; [`string_form!`](crate::string_form)
+//! that checks the rule and a `Display` that writes it back; [`string_form!`](macro@crate::string_form)
 //! derives the rest from those two: `FromStr`, `TryFrom<String>` — which
 //! `#[serde(try_from = "String", into = "String")]` uses, so every value read back from storage
 //! or the wire is checked again — and `From<T> for String`.

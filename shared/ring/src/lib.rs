@@ -4,7 +4,7 @@
 //! takes a capability token whose scope the provider checks again on each call. This crate holds
 //! both halves. Tokens ([`tokens`]) are values only this crate can construct — minted once at
 //! boot by [`tokens::mint`], one per conferred axis, narrowed but never widened. Providers
-//! ([`files`], and later git, HTTP and sandboxed processes) are the one place a class meets the
+//! ([`files`], [`net`], [`shell`]; git comes later) are the one place a class meets the
 //! operating system. Tame edits are journaled before they happen ([`journal`]), which is what
 //! rewind restores from.
 //!
@@ -12,9 +12,11 @@
 //! `std::env`, or cap-std's ambient authority (the sealing linter's `disallowed-methods`); this
 //! crate is the only one that does, and only through capability handles rooted at the ACR.
 //!
-//! Limitations of this slice: only the files provider exists; the git, HTTP and shell providers
-//! come later. Tokens are minted from a [`tokens::MintInput`] until `l3m_core::grant::Grant`
-//! lands. Providers are Unix-only (they rely on `O_NOFOLLOW`, and on Linux on `openat2`).
+//! Limitations of this slice: files, HTTP and the sandboxed shell have providers; the git
+//! provider comes later. Tokens are minted from a [`tokens::MintInput`]; filling it from an
+//! `l3m_core::grant::Grant` waits on the mail token learning human and office covers, so that no
+//! cover is dropped on the way. Providers are Linux-only (they rely on `O_NOFOLLOW`, `openat2`
+//! and bubblewrap).
 //!
 //! # Layout
 //! - [`path`]: ACR-relative paths, parsed once (`..`, absolute and NUL refused).
@@ -24,6 +26,7 @@
 //! - [`effects`]: the effect-class traits tool bodies are written over, and the `Effects` bundle
 //!   that grants a call exactly the classes its footprint names.
 //! - [`net`]: the HTTP provider (GET/HEAD to the token's hosts, checked before, at connect, at redirects).
+//! - [`shell`]: the sandboxed shell (listed programs under bubblewrap: no network, a deadline).
 //!
 //! # Example
 //! ```
@@ -57,6 +60,7 @@ pub mod files;
 pub mod journal;
 pub mod net;
 pub mod path;
+pub mod shell;
 pub mod tokens;
 
 /// cap-std's marker for an act that uses ambient authority (opening a path from the process's

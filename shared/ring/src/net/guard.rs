@@ -100,3 +100,41 @@ pub(super) fn redirect_policy(token: Arc<NetToken>, refusals: Refusals) -> Polic
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::{MintInput, mint};
+
+    fn resolver(hosts: &[&str]) -> TokenResolver {
+        let input = MintInput {
+            net: Some(hosts.iter().map(|h| h.to_string()).collect()),
+            ..MintInput::default()
+        };
+        let token = mint(&input, cap_std::ambient_authority())
+            .unwrap()
+            .net
+            .unwrap();
+        TokenResolver {
+            token: Arc::new(token),
+            refusals: Refusals::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_resolver_resolves_listed_names_and_refuses_the_rest() {
+        let r = resolver(&["localhost:8080"]);
+        let addrs: Vec<_> = r
+            .resolve("localhost".parse().unwrap())
+            .await
+            .unwrap()
+            .collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()) && !addrs.is_empty());
+        assert!(r.refusals.take().is_none());
+        assert!(r.resolve("example.org".parse().unwrap()).await.is_err());
+        assert!(matches!(
+            r.refusals.take(),
+            Some(NetError::ResolveRefused { ref host, .. }) if host == "example.org"
+        ));
+    }
+}
