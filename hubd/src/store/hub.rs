@@ -1,0 +1,518 @@
+//! [`Hub`]: an open hub, its chain indexes, and every read and write the store offers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gix::ObjectId;
+use l3m_core::refs::SETTINGS;
+use l3m_core::refs::paths::HUB_GIT;
+
+use super::disk::{Disk, Durability, read_tip};
+use super::index::ChainIndex;
+use super::input::{commit_message, file_tree, records_blob};
+use super::layout::{self, INITIAL_SETTINGS, SETTINGS_FILE};
+use super::object::{NewCommit, chain_commit, files_commit};
+use super::read::{count_lines, read_object, resync_chain};
+use super::refname::{RefKind, classify};
+use super::{StoreError, Tip};
+
+/// Where commit times come from.
+///
+/// The store reads the system clock here, at the shell, unless told otherwise; tests pass a
+/// fixed time so object ids repeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// The system clock, in whole seconds, UTC.
+    #[default]
+    System,
+    /// This many seconds since the Unix epoch, for every commit.
+    Fixed(i64),
+}
+
+/// How a hub is created or opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HubOptions {
+    /// Whether writes are fsynced before they are acknowledged.
+    pub durability: Durability,
+    /// Where commit times come from.
+    pub clock: Clock,
+}
+
+/// What a successful [`Hub::append`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The new commit, the chain's new tip.
+    pub commit: ObjectId,
+    /// Sequence number of the first entry appended.
+    pub first_seq: u64,
+    /// Number of entries in the chain after the append.
+    pub len: u64,
+}
+
+impl Appended {
+    /// The chain's new tip, to pass as the expected tip of the next append.
+    pub fn tip(&self) -> Tip {
+        Tip::At(self.commit)
+    }
+}
+
+/// Per-ref state, made on first use. Its mutex serializes writers of that ref in this process.
+#[derive(Debug)]
+struct Slots<T> {
+    map: RwLock<HashMap<String, Arc<Mutex<T>>>>,
+}
+
+impl<T: Default> Slots<T> {
+    fn new(map: HashMap<String, Arc<Mutex<T>>>) -> Self {
+        Self {
+            map: RwLock::new(map),
+        }
+    }
+
+    fn get(&self, refname: &str) -> Arc<Mutex<T>> {
+        if let Some(slot) = self
+            .map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(refname)
+        {
+            return Arc::clone(slot);
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(map.entry(refname.to_owned()).or_default())
+    }
+}
+
+fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A slot is replaced whole, never left half-updated, so a poisoned lock is still usable.
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An open hub: the only writer of its `hub.git`.
+///
+/// `Hub` is `Send + Sync`. Writes to one ref are serialized by that ref's lock and settled by
+/// compare-and-swap; writes to different refs run in parallel.
+pub struct Hub {
+    root: PathBuf,
+    repo: gix::ThreadSafeRepository,
+    disk: Disk,
+    clock: Clock,
+    /// The index of every chain, kept equal to what a walk of `hub.git` would find.
+    chains: Slots<ChainIndex>,
+    /// Writer locks of plain refs.
+    plain: Slots<()>,
+    /// Holds the hub's `flock` for as long as the hub is open.
+    _process_lock: File,
+}
+
+/// `Hub` is shared by reference across threads; keep it that way.
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Hub>();
+};
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("root", &self.root)
+            .field("disk", &self.disk)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    /// Creates a hub at `root` (absent or an empty directory): a bare `hub.git`, `forest/`,
+    /// `settings/`, `cache/`, and `refs/l3m/settings` with its first `settings.toml`.
+    pub fn create(root: impl AsRef<Path>, options: HubOptions) -> Result<Hub, StoreError> {
+        let root = root.as_ref();
+        layout::claim_empty(root)?;
+        let git_dir = root.join(HUB_GIT);
+        gix::init_bare(&git_dir).map_err(StoreError::git(format!(
+            "create the bare repository {}",
+            git_dir.display()
+        )))?;
+        layout::create_folders(root)?;
+        let hub = Self::open_unchecked(root, options)?;
+        hub.commit_files(
+            SETTINGS,
+            Tip::Absent,
+            &[(SETTINGS_FILE, INITIAL_SETTINGS.as_bytes())],
+            "hub created with empty settings",
+        )?;
+        if options.durability == Durability::Fsync {
+            layout::sync_tree(root)?;
+        }
+        Ok(hub)
+    }
+
+    /// Opens the hub at `root`, refusing a folder that is not one, and indexes every chain.
+    pub fn open(root: impl AsRef<Path>, options: HubOptions) -> Result<Hub, StoreError> {
+        let root = root.as_ref();
+        layout::check(root)?;
+        let hub = Self::open_unchecked(root, options)?;
+        if hub.tip(SETTINGS)? == Tip::Absent {
+            return Err(StoreError::NotAHub {
+                path: root.to_path_buf(),
+                missing: format!("the ref {SETTINGS}"),
+            });
+        }
+        Ok(hub)
+    }
+
+    fn open_unchecked(root: &Path, options: HubOptions) -> Result<Hub, StoreError> {
+        let git_dir = root.join(HUB_GIT);
+        let repo = gix::open_opts(&git_dir, gix::open::Options::isolated()).map_err(|_| {
+            StoreError::NotAHub {
+                path: root.to_path_buf(),
+                missing: format!("a git repository at {HUB_GIT}/"),
+            }
+        })?;
+        if !repo.is_bare() {
+            return Err(StoreError::NotAHub {
+                path: root.to_path_buf(),
+                missing: format!("a bare repository at {HUB_GIT}/"),
+            });
+        }
+        let process_lock = layout::lock_hub(root, &git_dir)?;
+        layout::remove_stale_ref_locks(&git_dir)?;
+        let disk = Disk::new(git_dir.clone(), options.durability)?;
+        let chains = index_all_chains(&repo)?;
+        Ok(Hub {
+            root: root.to_path_buf(),
+            repo: repo.into_sync(),
+            disk,
+            clock: options.clock,
+            chains: Slots::new(chains),
+            plain: Slots::new(HashMap::new()),
+            _process_lock: process_lock,
+        })
+    }
+
+    /// The hub's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The bare repository holding all durable state.
+    pub fn git_dir(&self) -> PathBuf {
+        self.root.join(HUB_GIT)
+    }
+
+    /// Appends `entries` (JSON lines, each without its newline) to the chain `refname` as one
+    /// commit whose message is `summary`, if the chain is at `expected`.
+    ///
+    /// The commit's tree holds only these entries, as `records.jsonl`; its parent is `expected`.
+    /// A chain not at `expected` is [`StoreError::Stale`] with the actual tip, and nothing is
+    /// written. The in-memory index moves only after the ref has moved.
+    pub fn append(
+        &self,
+        refname: &str,
+        expected: Tip,
+        entries: &[String],
+        summary: &str,
+    ) -> Result<Appended, StoreError> {
+        require_kind(refname, RefKind::Chain)?;
+        let records = records_blob(refname, entries)?;
+        let message = commit_message(summary)?;
+        let slot = self.chains.get(refname);
+        let mut index = lock(&slot);
+        if index.tip() != expected {
+            return Err(StoreError::Stale {
+                refname: refname.to_owned(),
+                expected,
+                actual: index.tip(),
+            });
+        }
+        let (new, records_id) = chain_commit(expected, &records, message, self.now())?;
+        match self.disk.publish(&self.repo.refs, refname, expected, &new) {
+            Ok(()) => {
+                let span = index.push(new.commit, records_id, entries.len() as u64);
+                Ok(Appended {
+                    commit: new.commit,
+                    first_seq: span.first_seq,
+                    len: span.end_seq(),
+                })
+            }
+            Err(err) => {
+                // The disk is the truth: after any failure, index what it holds now.
+                self.resync(refname, &mut index)?;
+                match err {
+                    StoreError::Stale { .. } => Err(StoreError::Stale {
+                        refname: refname.to_owned(),
+                        expected,
+                        actual: index.tip(),
+                    }),
+                    other => Err(other),
+                }
+            }
+        }
+    }
+
+    /// Commits exactly `files` (paths relative to the tree's root, and their bytes) as the new
+    /// tip of the plain ref `refname`, if it is at `expected`; returns the new commit.
+    ///
+    /// The tree is a whole snapshot: files of the previous commit that are not listed are gone.
+    pub fn commit_files(
+        &self,
+        refname: &str,
+        expected: Tip,
+        files: &[(&str, &[u8])],
+        summary: &str,
+    ) -> Result<ObjectId, StoreError> {
+        require_kind(refname, RefKind::Plain)?;
+        let tree = file_tree(files)?;
+        let message = commit_message(summary)?;
+        let slot = self.plain.get(refname);
+        let _writer = lock(&slot);
+        let new = files_commit(expected, &tree, message, self.now())?;
+        self.disk
+            .publish(&self.repo.refs, refname, expected, &new)?;
+        Ok(new.commit)
+    }
+
+    /// Points the plain ref `refname` at the existing commit `new`, if it is at `expected`.
+    ///
+    /// The commit's objects must already be durable (any written by this store are).
+    pub fn set_ref(&self, refname: &str, expected: Tip, new: ObjectId) -> Result<(), StoreError> {
+        require_kind(refname, RefKind::Plain)?;
+        let repo = self.repo.to_thread_local();
+        if let Err(problem) = read_object(&repo, new, gix::objs::Kind::Commit, &mut Vec::new()) {
+            return Err(if repo.has_object(new) {
+                StoreError::NotACommit {
+                    refname: refname.to_owned(),
+                    problem,
+                }
+            } else {
+                StoreError::MissingObject {
+                    refname: refname.to_owned(),
+                    id: new,
+                }
+            });
+        }
+        let slot = self.plain.get(refname);
+        let _writer = lock(&slot);
+        let new = NewCommit {
+            commit: new,
+            objects: Vec::new(),
+        };
+        self.disk.publish(&self.repo.refs, refname, expected, &new)
+    }
+
+    /// Deletes `refname` (a chain or a plain ref) if it is at `expected`.
+    pub fn delete_ref(&self, refname: &str, expected: ObjectId) -> Result<(), StoreError> {
+        match classify(refname)? {
+            RefKind::Plain => {
+                let slot = self.plain.get(refname);
+                let _writer = lock(&slot);
+                self.disk.delete(&self.repo.refs, refname, expected)
+            }
+            RefKind::Chain => {
+                let slot = self.chains.get(refname);
+                let mut index = lock(&slot);
+                let outcome = self.disk.delete(&self.repo.refs, refname, expected);
+                match &outcome {
+                    Ok(()) => *index = ChainIndex::empty(),
+                    Err(_) => self.resync(refname, &mut index)?,
+                }
+                outcome
+            }
+        }
+    }
+
+    /// Where `refname` points: for a chain from the index, for a plain ref from the disk.
+    pub fn tip(&self, refname: &str) -> Result<Tip, StoreError> {
+        match classify(refname)? {
+            RefKind::Chain => Ok(lock(&self.chains.get(refname)).tip()),
+            RefKind::Plain => self.disk_tip(refname),
+        }
+    }
+
+    /// Number of entries in the chain `refname`, from the index.
+    pub fn len(&self, refname: &str) -> Result<u64, StoreError> {
+        self.with_existing_chain(refname, ChainIndex::len)
+    }
+
+    /// Entries `from..to` of the chain `refname`, oldest first, reading only the blobs of the
+    /// commits that hold them.
+    pub fn read_range(&self, refname: &str, from: u64, to: u64) -> Result<Vec<String>, StoreError> {
+        let (len, spans) = self.with_existing_chain(refname, |index| {
+            (index.len(), index.covering(from, to).to_vec())
+        })?;
+        if from > to || to > len {
+            return Err(StoreError::RangeOutOfBounds {
+                refname: refname.to_owned(),
+                from,
+                to,
+                len,
+            });
+        }
+        let repo = self.repo.to_thread_local();
+        let mut buf = Vec::new();
+        let mut entries = Vec::with_capacity((to - from) as usize);
+        for span in &spans {
+            let malformed = |problem: String| StoreError::MalformedChain {
+                refname: refname.to_owned(),
+                commit: span.commit,
+                problem,
+            };
+            let data = read_object(&repo, span.records, gix::objs::Kind::Blob, &mut buf)
+                .map_err(malformed)?;
+            if count_lines(data) != Ok(span.count) {
+                return Err(malformed(format!(
+                    "its records.jsonl no longer holds {} whole lines",
+                    span.count
+                )));
+            }
+            let text = std::str::from_utf8(data).map_err(|err| malformed(err.to_string()))?;
+            let skip = from.saturating_sub(span.first_seq) as usize;
+            let take = (to.min(span.end_seq()) - span.first_seq) as usize - skip;
+            let lines = text.split_terminator('\n');
+            entries.extend(lines.skip(skip).take(take).map(str::to_owned));
+        }
+        Ok(entries)
+    }
+
+    /// The bytes of the file at `path` in the tree of the plain ref `refname`'s tip.
+    pub fn read_file(&self, refname: &str, path: &str) -> Result<Vec<u8>, StoreError> {
+        require_kind(refname, RefKind::Plain)?;
+        let Tip::At(commit) = self.disk_tip(refname)? else {
+            return Err(StoreError::UnknownRef {
+                refname: refname.to_owned(),
+            });
+        };
+        let repo = self.repo.to_thread_local();
+        let unknown = || StoreError::UnknownFile {
+            refname: refname.to_owned(),
+            path: path.to_owned(),
+        };
+        let not_a_commit = |err: gix::Error| StoreError::NotACommit {
+            refname: refname.to_owned(),
+            problem: err.to_string(),
+        };
+        let tree = repo
+            .find_commit(commit)
+            .and_then(|commit| commit.tree())
+            .map_err(not_a_commit)?;
+        let entry = tree
+            .lookup_entry_by_path(path)
+            .map_err(StoreError::git(format!("look up {path} in {refname}")))?
+            .ok_or_else(unknown)?;
+        if !entry.mode().is_blob() {
+            return Err(unknown());
+        }
+        let blob = entry
+            .object()
+            .map_err(StoreError::git(format!("read {path} in {refname}")))?;
+        Ok(blob.detach().data)
+    }
+
+    /// A copy of every non-empty chain's index, by refname.
+    ///
+    /// Lets tools and tests compare what the store believes with what a fresh walk of
+    /// `hub.git` finds (they must be equal).
+    pub fn index_snapshot(&self) -> BTreeMap<String, ChainIndex> {
+        let chains = self
+            .chains
+            .map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        chains
+            .iter()
+            .map(|(name, slot)| (name.clone(), lock(slot).clone()))
+            .filter(|(_, index)| !index.is_empty())
+            .collect()
+    }
+
+    /// Runs `read` on the index of the chain `refname`, which must exist, under its lock.
+    fn with_existing_chain<T>(
+        &self,
+        refname: &str,
+        read: impl FnOnce(&ChainIndex) -> T,
+    ) -> Result<T, StoreError> {
+        require_kind(refname, RefKind::Chain)?;
+        let slot = self.chains.get(refname);
+        let index = lock(&slot);
+        if index.is_empty() {
+            return Err(StoreError::UnknownRef {
+                refname: refname.to_owned(),
+            });
+        }
+        Ok(read(&index))
+    }
+
+    fn disk_tip(&self, refname: &str) -> Result<Tip, StoreError> {
+        read_tip(&self.repo.refs, refname)
+    }
+
+    /// Brings `index` up to what `hub.git` holds for the chain `refname` now.
+    fn resync(&self, refname: &str, index: &mut ChainIndex) -> Result<(), StoreError> {
+        let tip = self.disk_tip(refname)?;
+        if tip != index.tip() {
+            *index = resync_chain(&self.repo.to_thread_local(), refname, index, tip)?;
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> gix::date::Time {
+        let seconds = match self.clock {
+            Clock::Fixed(seconds) => seconds,
+            Clock::System => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        };
+        gix::date::Time { seconds, offset: 0 }
+    }
+}
+
+/// Indexes every chain under `refs/l3m/`; refs outside the layout are left alone.
+fn index_all_chains(
+    repo: &gix::Repository,
+) -> Result<HashMap<String, Arc<Mutex<ChainIndex>>>, StoreError> {
+    let platform = repo
+        .refs
+        .iter()
+        .map_err(StoreError::git("list the hub's refs"))?;
+    let prefix = "refs/l3m/"
+        .try_into()
+        .map_err(StoreError::git("name the refs/l3m/ prefix"))?;
+    let refs = platform.prefixed(prefix).map_err(StoreError::io(
+        "list refs under",
+        repo.path().join("refs/l3m"),
+    ))?;
+    let mut slots = HashMap::new();
+    for reference in refs {
+        let reference = reference.map_err(StoreError::git("read a ref under refs/l3m/"))?;
+        let refname = reference.name.as_bstr().to_string();
+        if classify(&refname).ok() != Some(RefKind::Chain) {
+            continue;
+        }
+        let tip = match reference.target {
+            gix::refs::Target::Object(id) => Tip::At(id),
+            gix::refs::Target::Symbolic(name) => {
+                return Err(StoreError::NotACommit {
+                    refname,
+                    problem: format!("it is a symbolic ref to {}", name.as_bstr()),
+                });
+            }
+        };
+        let index = resync_chain(repo, &refname, &ChainIndex::empty(), tip)?;
+        slots.insert(refname, Arc::new(Mutex::new(index)));
+    }
+    Ok(slots)
+}
+
+fn require_kind(refname: &str, expected: RefKind) -> Result<(), StoreError> {
+    let actual = classify(refname)?;
+    if actual != expected {
+        return Err(StoreError::WrongRefKind {
+            refname: refname.to_owned(),
+            expected,
+            actual,
+        });
+    }
+    Ok(())
+}

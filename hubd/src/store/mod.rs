@@ -1,0 +1,70 @@
+//! hubd's storage layer: the hub folder and its commit chains in `hub.git`.
+//!
+//! The store is generic over what it stores: chain entries are JSON lines as text (the typed
+//! rows come from `l3m-core`), plain refs hold whole trees of files. Every write states the tip
+//! it expects and loses cleanly, as [`StoreError::Stale`], if another writer got there first.
+//!
+//! # Layout
+//! - [`Hub`] (`hub`): create or open a hub; append to chains, commit files, move and delete
+//!   refs; read tips, lengths, entry ranges and files.
+//! - `refname`: which refs exist in the hub's layout and whether each is a chain ([`RefKind`]).
+//! - `input`: checks on entries, summaries and file paths, before anything is written.
+//! - `object`: the git objects a write adds, encoded and hashed in memory with gix.
+//! - `index`: per chain, which commit holds which entry sequence numbers ([`ChainIndex`]).
+//! - `read`: walking a chain once at open, and reading objects back.
+//! - `disk`: placing objects and moving refs durably by compare-and-swap ([`Durability`]).
+//! - `barrier`: fsyncing many files for the price of one.
+//! - `spare`: empty files made ahead of time so a write never waits on creating one.
+//! - `layout`: the hub folder on disk and the first `settings.toml`.
+//!
+//! # Chains
+//! The ledger and each agent's Log, inbox, outbox, undo journal and cards are chains. Each
+//! commit's tree holds only that append's entries, as one blob `records.jsonl` (one entry per
+//! line); its parent is the previous tip; its message is a one-line human summary. So the cost
+//! of an append does not grow with history, and `git log --oneline <chain>` reads as its story.
+//! Entry `n` of a chain is its `n`-th line over the whole chain, oldest first, 0-based.
+//!
+//! # Durability
+//! With [`Durability::Fsync`] a write returns `Ok` only once its objects and then its ref are on
+//! disk; a crash never leaves a ref pointing at a missing object. See `disk` for the protocol
+//! and what was measured.
+//!
+//! # Example
+//! ```
+//! use hubd::store::{Durability, Hub, HubOptions, Tip};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let options = HubOptions { durability: Durability::Relaxed, ..HubOptions::default() };
+//! let hub = Hub::create(dir.path().join("HUB"), options)?;
+//! let log = "refs/l3m/a/alice/_/log";
+//! let first = hub.append(log, Tip::Absent, &[r#"{"v":1,"kind":"boot"}"#.into()], "boot")?;
+//! hub.append(log, first.tip(), &[r#"{"v":1,"kind":"note"}"#.into()], "a note")?;
+//! assert_eq!(hub.len(log)?, 2);
+//! assert_eq!(hub.read_range(log, 1, 2)?, [r#"{"v":1,"kind":"note"}"#]);
+//! // A second writer from the old tip loses, and learns the actual one.
+//! let lost = hub.append(log, first.tip(), &["{}".into()], "late");
+//! assert!(matches!(lost, Err(hubd::store::StoreError::Stale { .. })));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod barrier;
+mod disk;
+mod error;
+mod hub;
+mod index;
+mod input;
+mod layout;
+mod object;
+mod read;
+mod refname;
+mod spare;
+mod tip;
+
+pub use disk::Durability;
+pub use error::StoreError;
+pub use hub::{Appended, Clock, Hub, HubOptions};
+pub use index::{ChainIndex, Span};
+pub use layout::{INITIAL_SETTINGS, SETTINGS_FILE};
+pub use object::{IDENTITY_EMAIL, IDENTITY_NAME, RECORDS_FILE};
+pub use refname::{RefKind, classify};
+pub use tip::Tip;
