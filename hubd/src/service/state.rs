@@ -184,7 +184,7 @@ impl State {
         if actual != expected {
             return Err(conflict(actual));
         }
-        let len = self.hub.len(&refname)?;
+        let len = self.chain_len(&refname)?;
         if let Err(invalid) = gate::records(records, len) {
             // The length may belong to a newer tip than the one compared: then it is a conflict.
             let actual = self.hub.tip(&refname)?;
@@ -227,10 +227,23 @@ impl State {
         from: u64,
         to: u64,
     ) -> Result<(Vec<String>, u64, u64), ServiceError> {
-        let len = self.hub.len(refname)?;
+        let len = self.chain_len(refname)?;
         let to = to.min(len);
         let from = from.min(to);
-        Ok((self.hub.read_range(refname, from, to)?, from, len))
+        let lines = if from == to {
+            Vec::new()
+        } else {
+            self.hub.read_range(refname, from, to)?
+        };
+        Ok((lines, from, len))
+    }
+
+    /// A chain's length; a chain not yet started has none.
+    fn chain_len(&self, refname: &str) -> Result<u64, ServiceError> {
+        match self.hub.tip(refname)? {
+            Tip::Absent => Ok(0),
+            Tip::At(_) => Ok(self.hub.len(refname)?),
+        }
     }
 
     fn require_known(&self, agent: &AgentName) -> Result<(), ServiceError> {
