@@ -53,6 +53,11 @@ pub fn record(seq: u64) -> String {
 
 impl Fixture {
     pub async fn start() -> Fixture {
+        Fixture::start_with("").await
+    }
+
+    /// A fixture whose nats-server has `config` added to its configuration.
+    pub async fn start_with(config: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let options = || HubOptions {
             durability: Durability::Relaxed,
@@ -70,7 +75,7 @@ impl Fixture {
             .unwrap(),
         );
         let secret = read_secret(&root).unwrap();
-        let nats = NatsServer::start().unwrap();
+        let nats = NatsServer::start_with(config).unwrap();
         let bus: Arc<dyn Bus> = Arc::new(
             NatsBus::connect(nats.url(), NatsAuth::Anonymous)
                 .await
