@@ -1,4 +1,5 @@
 //! Sessions, Log appends by CAS and the agent tree, through hubd over a real nats-server.
+#![allow(clippy::unwrap_used)]
 
 mod service_common;
 

@@ -1,5 +1,5 @@
 //! A hubd over a real nats-server, and typed calls to it, for the service tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
