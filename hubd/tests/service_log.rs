@@ -277,3 +277,84 @@ async fn an_agent_cannot_write_its_grants_a_siblings_log_or_a_persona() {
     assert!(may_write(&duty, "refs/l3m/personas/coder", RefWrite::Set).is_err());
     assert_eq!(f.refs(), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_forks_a_published_persona_and_refuses_an_unknown_one() {
+    use l3m_core::grant::SpawnRequest;
+    use l3m_core::names::PersonaName;
+    use l3m_wire::hubd::tree::{Collect, Collected, Spawn, Spawned};
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    let spawn = |persona: &str| Spawn {
+        capability: human.clone(),
+        request: SpawnRequest {
+            child: agent("bob"),
+            grant: root_grant(),
+            loan: Default::default(),
+            driven: false,
+            persona: Some(PersonaName::parse(persona).unwrap()),
+        },
+    };
+    let before = f.refs();
+    let unknown = f
+        .call::<_, Spawned>(Op::Spawn, &spawn("coder"))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code, ErrorCode::Refused);
+    assert!(
+        unknown.message.contains("persona coder"),
+        "{}",
+        unknown.message
+    );
+    assert_eq!(f.refs(), before, "nothing written");
+    // Publish a persona with the git CLI, as a human would.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(f.git_dir())
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let empty = git(&["mktree"]);
+    let persona = git(&["commit-tree", &empty, "-m", "coder"]);
+    git(&["update-ref", "refs/l3m/personas/coder", &persona]);
+    let spawned: Spawned = f.call(Op::Spawn, &spawn("coder")).await.unwrap();
+    assert_eq!(
+        f.tip("refs/l3m/a/bob/_/persona").as_deref(),
+        Some(persona.as_str())
+    );
+    assert!(f.tip(&spawned.work_branch).is_some());
+    f.call::<_, Retired>(
+        Op::Retire,
+        &Retire {
+            capability: human.clone(),
+            agent: "bob".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let collected: Collected = f
+        .call(
+            Op::Collect,
+            &Collect {
+                capability: human.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(collected.agent, "bob");
+    assert!(!f.refs().contains("refs/l3m/a/bob/"), "{}", f.refs());
+    f.fsck();
+}
