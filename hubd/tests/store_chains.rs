@@ -256,6 +256,57 @@ fn a_chain_rewritten_behind_the_stores_back_is_indexed_from_scratch() {
     assert_eq!(hub.read_range(LOG, 0, 1).unwrap(), entries("b0", 1));
 }
 
+#[test]
+fn identical_durable_appends_share_their_blob_and_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = hubd::store::HubOptions::default();
+    let hub = Hub::create(dir.path().join("HUB"), options).unwrap();
+    let same = entries("same", 2);
+    let first = hub.append(LOG, Tip::Absent, &same, "once").unwrap();
+    let second = hub.append(LOG, first.tip(), &same, "twice").unwrap();
+    assert_ne!(first.commit, second.commit);
+    let git_dir = hub.git_dir();
+    let tree = |rev: &str| git(&git_dir, &["rev-parse", &format!("{rev}^{{tree}}")]);
+    assert_eq!(
+        tree(&first.commit.to_string()),
+        tree(&second.commit.to_string())
+    );
+    assert_eq!(
+        hub.read_range(LOG, 0, 4).unwrap(),
+        [same.clone(), same].concat()
+    );
+    assert_fsck_strict(&git_dir);
+}
+
+#[test]
+fn a_ref_locked_by_another_writer_is_refused_until_released() {
+    let (_dir, hub) = new_hub();
+    fill(&hub, LOG, &[1]);
+    let tip = hub.tip(LOG).unwrap();
+    let git_dir = hub.git_dir();
+    let lock = git_dir.join(format!("{LOG}.lock"));
+    std::fs::write(&lock, b"held by git\n").unwrap();
+    let before = disk_state(&git_dir);
+    match hub.append(LOG, tip, &["{}".into()], "while locked") {
+        Err(StoreError::RefLocked { lock: reported, .. }) => assert_eq!(reported, lock),
+        other => panic!("expected RefLocked, got {other:?}"),
+    }
+    assert_eq!(
+        disk_state(&git_dir),
+        before,
+        "a refused write changed the disk"
+    );
+    assert_eq!(
+        std::fs::read(&lock).unwrap(),
+        b"held by git\n",
+        "the other writer's lock is kept"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    hub.append(LOG, tip, &["{}".into()], "after release")
+        .unwrap();
+    assert_eq!(hub.len(LOG).unwrap(), 2);
+}
+
 fn git_command_stdin(git_dir: &std::path::Path, args: &[&str], stdin: &str) -> String {
     use std::io::Write as _;
     let mut child = store_common::git_command(git_dir, args)

@@ -112,6 +112,15 @@ mod tests {
         assert!(index.covering(0, 1).is_empty());
     }
 
+    #[test]
+    fn an_empty_range_needs_no_commit() {
+        let index = index_of(&[12, 3]);
+        assert!(index.covering(11, 11).is_empty());
+        assert!(index.covering(5, 2).is_empty());
+        assert_eq!(index.covering(11, 12).len(), 1);
+        assert_eq!(index.covering(11, 13).len(), 2);
+    }
+
     proptest! {
         /// Pushing commits numbers their entries consecutively: each span starts where the last
         /// ended, the length is the sum of the counts and the tip is the last commit pushed.
@@ -129,7 +138,7 @@ mod tests {
         }
 
         /// `covering(from, to)` returns exactly the spans that hold at least one entry of
-        /// `from..to`, in order.
+        /// `from..to`, in order (none for an empty range).
         #[test]
         fn covering_is_exactly_the_overlapping_spans(
             counts in proptest::collection::vec(1u64..20, 0..30),
@@ -142,7 +151,7 @@ mod tests {
                 .spans()
                 .iter()
                 .copied()
-                .filter(|s| s.first_seq < to && from < s.end_seq())
+                .filter(|s| from < to && s.first_seq < to && from < s.end_seq())
                 .collect();
             prop_assert_eq!(index.covering(from, to).to_vec(), expected);
         }
