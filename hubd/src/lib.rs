@@ -1,12 +1,17 @@
 //! `hubd`: the hub's storage and gatekeeper, as a library the `hubd` binary wraps.
 //!
-//! hubd is the only writer of `hub.git`. This crate holds, so far, its storage layer
-//! ([`store`]): the hub folder, commit chains appended by compare-and-swap, plain refs, and the
-//! in-memory index that lets reads skip history. The gatekeeper duties arrive later.
+//! hubd is the only writer of `hub.git`. Its storage layer ([`store`]) holds the hub folder,
+//! commit chains appended by compare-and-swap, plain refs and the index that lets reads skip
+//! history. On top, [`service`] serves hubd's requests over a [`l3m_wire::bus::Bus`]: sessions
+//! ([`session`]), Logs, the agent tree through the ledger's gates, and mail; [`init`] creates a
+//! hub whose ledger starts with its human root.
 //!
 //! **Must never** run models, tools or containers, or write `hub.git` by any path other than
 //! [`store`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod init;
+pub mod service;
+pub mod session;
 pub mod store;

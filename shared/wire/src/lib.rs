@@ -50,6 +50,7 @@
 pub mod bus;
 pub mod envelope;
 pub mod error;
+pub mod hubd;
 pub mod reply;
 pub mod subjects;
 #[cfg(feature = "test-support")]

@@ -1,0 +1,154 @@
+//! What can go wrong serving a request, and the typed reply each failure becomes.
+
+use l3m_core::duty::DutyError;
+use l3m_core::ledger::LedgerError;
+use l3m_core::names::NameError;
+use l3m_wire::reply::{ErrorCode, RemoteError};
+
+use crate::store::{StoreError, Tip};
+
+/// Why a request was not carried out. Every variant maps to one [`ErrorCode`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request's capability was never minted by this hubd (forged, or from before a
+    /// restart).
+    #[error(
+        "the capability is not one this hubd minted (sessions end when hubd restarts); open a \
+         new session"
+    )]
+    UnknownCapability,
+    /// The hub secret given to open a session is wrong.
+    #[error("the hub secret is wrong; read it from HUB/.hubd/secret")]
+    BadSecret,
+    /// The duty table refuses this ref write.
+    #[error(transparent)]
+    Duty(#[from] DutyError),
+    /// The session's duty may not make this request at all.
+    #[error("{duty} may not {action}: {reason}")]
+    NotAllowed {
+        /// The session's duty, as text.
+        duty: String,
+        /// What it asked.
+        action: String,
+        /// Why not, and who may.
+        reason: &'static str,
+    },
+    /// A name in the request does not parse.
+    #[error("{what} {input:?} is not a valid name: {error}")]
+    BadName {
+        /// Which name.
+        what: &'static str,
+        /// The text given.
+        input: String,
+        /// The rule it broke.
+        #[source]
+        error: NameError,
+    },
+    /// The request names an agent, human or service the ledger does not hold (or not live).
+    #[error("{what} {name} is not known to the ledger{detail}")]
+    NotFound {
+        /// What kind of thing.
+        what: &'static str,
+        /// Its name.
+        name: String,
+        /// More, e.g. its life if it is not live.
+        detail: String,
+    },
+    /// A tip in the request is not a commit id.
+    #[error("tip {input:?} is not a hex commit id: {reason}")]
+    BadTip {
+        /// The text given.
+        input: String,
+        /// Why.
+        reason: String,
+    },
+    /// The request's content is invalid (a record, a range, an address).
+    #[error("{0}")]
+    Invalid(String),
+    /// A compare-and-swap lost.
+    #[error("{refname} is not at {expected}: its actual tip is {actual}; re-read and retry")]
+    Conflict {
+        /// The ref.
+        refname: String,
+        /// The tip the caller expected.
+        expected: Tip,
+        /// The tip it is at.
+        actual: Tip,
+    },
+    /// A ledger gate refused the row (a spawn that widens, a retire out of order, …).
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A persona the spawn asked for is not published.
+    #[error(
+        "persona {persona} is not published ({refname} does not exist); publish it first or \
+         spawn without a persona"
+    )]
+    UnknownPersona {
+        /// The persona.
+        persona: String,
+        /// The ref looked for.
+        refname: String,
+    },
+    /// The store failed on a good request.
+    #[error("storage failed: {0}")]
+    Store(StoreError),
+    /// A file outside the store (an ACR directory) could not be made or removed.
+    #[error("{action} {path} failed: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something internal failed (randomness, a blocking task, an encoding).
+    #[error("internal failure: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Stale {
+                refname,
+                expected,
+                actual,
+            } => ServiceError::Conflict {
+                refname,
+                expected,
+                actual,
+            },
+            other => ServiceError::Store(other),
+        }
+    }
+}
+
+impl ServiceError {
+    /// The stable code a client branches on.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ServiceError::UnknownCapability
+            | ServiceError::BadSecret
+            | ServiceError::Duty(_)
+            | ServiceError::NotAllowed { .. }
+            | ServiceError::UnknownPersona { .. } => ErrorCode::Refused,
+            ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
+            ServiceError::Ledger(_) => ErrorCode::Refused,
+            ServiceError::BadName { .. }
+            | ServiceError::BadTip { .. }
+            | ServiceError::Invalid(_) => ErrorCode::Invalid,
+            ServiceError::NotFound { .. } => ErrorCode::NotFound,
+            ServiceError::Conflict { .. } => ErrorCode::Conflict,
+            ServiceError::Store(_) | ServiceError::Io { .. } | ServiceError::Internal(_) => {
+                ErrorCode::Internal
+            }
+        }
+    }
+
+    /// The typed reply for this failure.
+    pub fn to_remote(&self) -> RemoteError {
+        RemoteError::new(self.code(), self.to_string())
+    }
+}

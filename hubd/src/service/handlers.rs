@@ -1,0 +1,149 @@
+//! One async handler per operation: run the blocking step, then announce what moved.
+
+use std::sync::Arc;
+
+use l3m_core::names::AgentName;
+use l3m_core::refs::{self, AgentRef};
+use l3m_wire::envelope::{Limits, encode};
+use l3m_wire::hubd::authority::{GrantView, ReadGrant};
+use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
+use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
+use l3m_wire::hubd::notify::RefMoved;
+use l3m_wire::hubd::session::{OpenSession, SessionOpened};
+use l3m_wire::hubd::tree::{
+    AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
+};
+
+use super::error::ServiceError;
+use super::gate::tip_hex;
+use super::state::{Moved, State};
+use crate::store::RefKind;
+
+/// Runs a blocking step of `state` on tokio's blocking pool.
+async fn blocking<T, F>(state: &Arc<State>, step: F) -> Result<T, ServiceError>
+where
+    T: Send + 'static,
+    F: FnOnce(&State) -> Result<T, ServiceError> + Send + 'static,
+{
+    let state = Arc::clone(state);
+    tokio::task::spawn_blocking(move || step(&state))
+        .await
+        .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
+}
+
+/// Publishes where each moved ref now is. Git already holds the fact, so a failed publish is
+/// logged, not returned: a subscriber that misses it re-reads the ref.
+async fn announce(state: &State, moved: &[Moved]) {
+    for (which, agent) in moved {
+        let message = moved_now(state, *which, agent);
+        let subject = state.subjects().ref_changed(*which, agent);
+        let sent = match encode(&message, &Limits::default()) {
+            Ok(bytes) => state.bus().publish(&subject, bytes).await,
+            Err(e) => Err(e),
+        };
+        if let Err(error) = sent {
+            tracing::warn!(subject, %error, "could not announce a ref move");
+        }
+    }
+}
+
+fn moved_now(state: &State, which: AgentRef, agent: &AgentName) -> RefMoved {
+    let refname = refs::agent_ref(agent, which);
+    let tip = state.hub().tip(&refname).ok().and_then(tip_hex);
+    let is_chain = crate::store::classify(&refname).is_ok_and(|k| k == RefKind::Chain);
+    let len = if is_chain && tip.is_some() {
+        state.hub().len(&refname).ok()
+    } else {
+        None
+    };
+    RefMoved { refname, tip, len }
+}
+
+/// `hubd.open-session`.
+pub async fn open_session(
+    state: Arc<State>,
+    req: OpenSession,
+) -> Result<SessionOpened, ServiceError> {
+    state.open_session(req)
+}
+
+/// `hubd.append-log`.
+pub async fn append_log(state: Arc<State>, req: AppendLog) -> Result<LogAppended, ServiceError> {
+    let (appended, moved) = blocking(&state, move |s| {
+        s.append_log(
+            &req.capability,
+            &req.agent,
+            req.expected_tip.as_deref(),
+            &req.records,
+        )
+    })
+    .await?;
+    announce(&state, &[moved]).await;
+    Ok(appended)
+}
+
+/// `hubd.read-log`.
+pub async fn read_log(state: Arc<State>, req: ReadLog) -> Result<LogRange, ServiceError> {
+    blocking(&state, move |s| {
+        s.read_log(&req.capability, &req.agent, req.from, req.to)
+    })
+    .await
+}
+
+/// `hubd.read-grant`.
+pub async fn read_grant(state: Arc<State>, req: ReadGrant) -> Result<GrantView, ServiceError> {
+    state.read_grant(&req.capability, &req.agent)
+}
+
+/// `hubd.spawn`.
+pub async fn spawn(state: Arc<State>, req: Spawn) -> Result<Spawned, ServiceError> {
+    let (spawned, moved) = blocking(&state, move |s| s.spawn(&req.capability, req.request)).await?;
+    announce(&state, &moved).await;
+    Ok(spawned)
+}
+
+/// `hubd.retire`.
+pub async fn retire(state: Arc<State>, req: Retire) -> Result<Retired, ServiceError> {
+    let (retired, moved) = blocking(&state, move |s| s.retire(&req.capability, &req.agent)).await?;
+    announce(&state, &moved).await;
+    Ok(retired)
+}
+
+/// `hubd.collect`.
+pub async fn collect(state: Arc<State>, req: Collect) -> Result<Collected, ServiceError> {
+    let (collected, moved) =
+        blocking(&state, move |s| s.collect(&req.capability, &req.agent)).await?;
+    announce(&state, &moved).await;
+    Ok(collected)
+}
+
+/// `hubd.list-agents`.
+pub async fn list_agents(state: Arc<State>, req: ListAgents) -> Result<AgentTree, ServiceError> {
+    state.list_agents(&req.capability)
+}
+
+/// `hubd.send-letter`.
+pub async fn send_letter(state: Arc<State>, req: SendLetter) -> Result<LetterSent, ServiceError> {
+    let (sent, moved) = blocking(&state, move |s| {
+        s.send_letter(&req.capability, &req.to, req.subject, req.body)
+    })
+    .await?;
+    announce(&state, &[moved]).await;
+    Ok(sent)
+}
+
+/// `hubd.read-inbox`.
+pub async fn read_inbox(state: Arc<State>, req: ReadInbox) -> Result<InboxLines, ServiceError> {
+    blocking(&state, move |s| {
+        s.read_inbox(&req.capability, &req.agent, req.from)
+    })
+    .await
+}
+
+/// `hubd.mark-read`.
+pub async fn mark_read(state: Arc<State>, req: MarkRead) -> Result<MarkedRead, ServiceError> {
+    let (marked, moved) =
+        blocking(&state, move |s| s.mark_read(&req.capability, &req.letter)).await?;
+    announce(&state, &[moved]).await;
+    Ok(marked)
+}

@@ -1,0 +1,160 @@
+//! The hubd service: every request served over a [`Bus`], checked, written, announced.
+//!
+//! Each request passes, in order: the typed envelope layer (size, version, kind, body), the
+//! capability lookup ([`crate::session`]), the duty table ([`l3m_core::duty::may_write`]) for
+//! every ref it would write, the fine gates (the ledger's fold, a grant's mail axis), and only
+//! then the store. A refusal anywhere writes nothing. After a ref moves, a
+//! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, announcement second.
+//!
+//! # Layout
+//! - `error`: [`ServiceError`] and its reply codes.
+//! - `gate`: the pure checks on request content.
+//! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes.
+//! - `handlers`: one function per operation.
+
+mod error;
+mod gate;
+mod handlers;
+mod state;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use l3m_wire::WireError;
+use l3m_wire::bus::Bus;
+use l3m_wire::envelope::Message;
+use l3m_wire::hubd::Op;
+use l3m_wire::subjects::{HubId, Subjects};
+use l3m_wire::typed::{ServeOptions, TypedServer};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use error::ServiceError;
+pub use state::State;
+
+use crate::init::InitError;
+use crate::store::Hub;
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The hub's ledger could not be loaded.
+    #[error(transparent)]
+    Init(#[from] InitError),
+    /// A subject could not be served.
+    #[error("serving {subject} failed: {source}")]
+    Bind {
+        /// The subject.
+        subject: String,
+        /// The cause.
+        #[source]
+        source: WireError,
+    },
+}
+
+/// A hubd whose subscriptions are all live, not yet serving.
+///
+/// Starting and serving are separate so that a caller (a test, the CLI's embedded mode) knows
+/// that a request sent after [`start`] returns will be answered.
+#[derive(Debug)]
+pub struct Started {
+    servers: JoinSet<()>,
+    shutdown: CancellationToken,
+}
+
+impl Started {
+    /// Serves until `shutdown` (given to [`start`]) is cancelled, then waits for the requests in
+    /// flight to be answered.
+    pub async fn serve(mut self) {
+        while self.servers.join_next().await.is_some() {}
+        self.shutdown.cancel();
+    }
+}
+
+/// Loads the hub's ledger and binds every operation's subject on `bus`.
+pub async fn start(
+    bus: Arc<dyn Bus>,
+    hub: Hub,
+    hub_id: HubId,
+    shutdown: CancellationToken,
+) -> Result<Started, RunError> {
+    let state = Arc::new(State::load(hub, Arc::clone(&bus), Subjects::new(hub_id))?);
+    let mut binder = Binder {
+        state,
+        servers: JoinSet::new(),
+        shutdown: shutdown.clone(),
+    };
+    binder.bind(Op::OpenSession, handlers::open_session).await?;
+    binder.bind(Op::AppendLog, handlers::append_log).await?;
+    binder.bind(Op::ReadLog, handlers::read_log).await?;
+    binder.bind(Op::ReadGrant, handlers::read_grant).await?;
+    binder.bind(Op::Spawn, handlers::spawn).await?;
+    binder.bind(Op::Retire, handlers::retire).await?;
+    binder.bind(Op::Collect, handlers::collect).await?;
+    binder.bind(Op::ListAgents, handlers::list_agents).await?;
+    binder.bind(Op::SendLetter, handlers::send_letter).await?;
+    binder.bind(Op::ReadInbox, handlers::read_inbox).await?;
+    binder.bind(Op::MarkRead, handlers::mark_read).await?;
+    bus.flush().await.map_err(|source| RunError::Bind {
+        subject: "(flush)".into(),
+        source,
+    })?;
+    Ok(Started {
+        servers: binder.servers,
+        shutdown,
+    })
+}
+
+/// Starts hubd on `bus` and serves until `shutdown` is cancelled.
+pub async fn run(
+    bus: Arc<dyn Bus>,
+    hub: Hub,
+    hub_id: HubId,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    start(bus, hub, hub_id, shutdown).await?.serve().await;
+    Ok(())
+}
+
+struct Binder {
+    state: Arc<State>,
+    servers: JoinSet<()>,
+    shutdown: CancellationToken,
+}
+
+impl Binder {
+    async fn bind<Req, Resp, H, Fut>(&mut self, op: Op, handler: H) -> Result<(), RunError>
+    where
+        Req: Message + Send + 'static,
+        Resp: Message + Send + 'static,
+        H: Fn(Arc<State>, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
+    {
+        let subject = op.subject(self.state.subjects());
+        let server = TypedServer::<Req, Resp>::bind(
+            self.state.bus().as_ref(),
+            &subject,
+            ServeOptions::default(),
+        )
+        .await
+        .map_err(|source| RunError::Bind {
+            subject: subject.clone(),
+            source,
+        })?;
+        let state = Arc::clone(&self.state);
+        let serve = server.run(
+            move |request| {
+                let reply = handler(Arc::clone(&state), request.body);
+                async move {
+                    reply.await.map_err(|error| {
+                        tracing::debug!(kind = Req::KIND, %error, "refused a request");
+                        error.to_remote()
+                    })
+                }
+            },
+            self.shutdown.clone(),
+        );
+        self.servers.spawn(serve);
+        Ok(())
+    }
+}

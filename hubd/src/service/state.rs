@@ -1,0 +1,676 @@
+//! What one hubd holds in memory, and every operation as a synchronous step over the store.
+//!
+//! Operations here block (the store fsyncs); `handlers` runs each on tokio's blocking pool and
+//! publishes the announcements it returns. The tree lock serialises every ledger write, so the
+//! in-memory [`Ledger`] is always the fold of the ledger chain: a row is applied to a copy first
+//! (re-running its gate), appended, and only then does the copy replace the original.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use l3m_core::duty::{Duty, RefWrite, may_write};
+use l3m_core::grant::{Probe, SpawnRequest};
+use l3m_core::ledger::{Ledger, LedgerRow, Life};
+use l3m_core::mail::{Address, Draft, InboxEntry, LetterId, ReadMark, Sender};
+use l3m_core::names::{AgentName, Entity};
+use l3m_core::refs::{self, AgentRef};
+use l3m_core::wire_format;
+use l3m_wire::bus::Bus;
+use l3m_wire::hubd::authority::GrantView;
+use l3m_wire::hubd::log::{LogAppended, LogRange};
+use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkedRead};
+use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::hubd::tree::{AgentLife, AgentState, AgentTree, Collected, Retired, Spawned};
+use l3m_wire::subjects::Subjects;
+
+use super::error::ServiceError;
+use super::gate;
+use crate::init::{InitError, load_ledger, read_secret};
+use crate::session::{Sessions, entity_of, random_hex, secrets_match};
+use crate::store::{Hub, Tip};
+
+/// An agent ref that moved and must be announced.
+pub type Moved = (AgentRef, AgentName);
+
+/// The ledger's fold and every agent name it ever spawned (the fold lists only live ones).
+#[derive(Debug)]
+struct Tree {
+    ledger: Ledger,
+    names: BTreeSet<AgentName>,
+}
+
+/// One hubd's state: the store, the replayed ledger, the sessions, the secret, the bus.
+#[derive(Debug)]
+pub struct State {
+    hub: Hub,
+    tree: Mutex<Tree>,
+    sessions: Sessions,
+    secret: String,
+    bus: Arc<dyn Bus>,
+    subjects: Subjects,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn not_found(what: &'static str, name: impl ToString, detail: String) -> ServiceError {
+    ServiceError::NotFound {
+        what,
+        name: name.to_string(),
+        detail,
+    }
+}
+
+impl State {
+    /// Replays the hub's ledger and reads its secret.
+    pub fn load(hub: Hub, bus: Arc<dyn Bus>, subjects: Subjects) -> Result<State, InitError> {
+        let (ledger, names) = load_ledger(&hub)?;
+        let secret = read_secret(hub.root())?;
+        Ok(State {
+            hub,
+            tree: Mutex::new(Tree { ledger, names }),
+            sessions: Sessions::default(),
+            secret,
+            bus,
+            subjects,
+        })
+    }
+
+    /// The hub's subjects.
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    /// The bus announcements go out on.
+    pub fn bus(&self) -> &Arc<dyn Bus> {
+        &self.bus
+    }
+
+    /// The store.
+    pub fn hub(&self) -> &Hub {
+        &self.hub
+    }
+
+    fn tree(&self) -> MutexGuard<'_, Tree> {
+        // Every write to the tree is a whole-value replace after the store write succeeded, so
+        // a panic elsewhere cannot leave it half-updated.
+        self.tree.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn duty(&self, capability: &Capability) -> Result<Duty, ServiceError> {
+        self.sessions
+            .duty(&capability.0)
+            .ok_or(ServiceError::UnknownCapability)
+    }
+
+    /// Applies `rows` to a copy of the ledger (each re-running its gate), appends them as one
+    /// commit, then installs the copy.
+    fn append_ledger(
+        &self,
+        tree: &mut Tree,
+        rows: &[LedgerRow],
+        summary: &str,
+    ) -> Result<(), ServiceError> {
+        let mut next = tree.ledger.clone();
+        for row in rows {
+            next.apply(row)?;
+        }
+        let lines = rows
+            .iter()
+            .map(wire_format::to_line)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ServiceError::Internal(format!("encoding a ledger row: {e}")))?;
+        let tip = self.hub.tip(refs::LEDGER)?;
+        self.hub.append(refs::LEDGER, tip, &lines, summary)?;
+        tree.ledger = next;
+        for row in rows {
+            if let LedgerRow::Spawn { child, .. } = row {
+                tree.names.insert(child.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// `hubd.open-session`.
+    pub fn open_session(&self, req: OpenSession) -> Result<SessionOpened, ServiceError> {
+        if !secrets_match(&req.secret, &self.secret) {
+            return Err(ServiceError::BadSecret);
+        }
+        {
+            let tree = self.tree();
+            let known = match &req.duty {
+                Duty::Sequencer { agent } => tree.ledger.is_live(agent),
+                Duty::Human { human } => tree.ledger.human_grant(human).is_some(),
+                Duty::Postman { service } => tree.ledger.service_grant(service).is_some(),
+            };
+            if !known {
+                let who = entity_of(&req.duty);
+                return Err(not_found("entity", who, " as live or registered".into()));
+            }
+        }
+        let capability = self
+            .sessions
+            .open(req.duty.clone())
+            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        Ok(SessionOpened {
+            capability: Capability(capability),
+            duty: req.duty,
+        })
+    }
+
+    /// `hubd.append-log`: records checked against the chain, then appended by CAS.
+    pub fn append_log(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        expected: Option<&str>,
+        records: &[String],
+    ) -> Result<(LogAppended, Moved), ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        let refname = refs::agent_ref(&agent, AgentRef::Log);
+        may_write(&duty, &refname, RefWrite::Append)?;
+        let expected = gate::tip(expected)?;
+        let conflict = |actual| ServiceError::Conflict {
+            refname: refname.clone(),
+            expected,
+            actual,
+        };
+        let actual = self.hub.tip(&refname)?;
+        if actual != expected {
+            return Err(conflict(actual));
+        }
+        let len = self.chain_len(&refname)?;
+        if let Err(invalid) = gate::records(records, len) {
+            // The length may belong to a newer tip than the one compared: then it is a conflict.
+            let actual = self.hub.tip(&refname)?;
+            return Err(if actual == expected {
+                invalid
+            } else {
+                conflict(actual)
+            });
+        }
+        let summary = format!("log: {} record(s) from seq {len}", records.len());
+        let appended = self.hub.append(&refname, expected, records, &summary)?;
+        Ok((
+            LogAppended {
+                tip: appended.commit.to_string(),
+                first_seq: appended.first_seq,
+                len: appended.len,
+            },
+            (AgentRef::Log, agent),
+        ))
+    }
+
+    /// `hubd.read-log`.
+    pub fn read_log(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<LogRange, ServiceError> {
+        self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        self.require_known(&agent)?;
+        self.read_chain(&refs::agent_ref(&agent, AgentRef::Log), from, to)
+            .map(|(records, from, len)| LogRange { records, from, len })
+    }
+
+    fn read_chain(
+        &self,
+        refname: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<String>, u64, u64), ServiceError> {
+        let len = self.chain_len(refname)?;
+        let to = to.min(len);
+        let from = from.min(to);
+        let lines = if from == to {
+            Vec::new()
+        } else {
+            self.hub.read_range(refname, from, to)?
+        };
+        Ok((lines, from, len))
+    }
+
+    /// A chain's length; a chain not yet started has none.
+    fn chain_len(&self, refname: &str) -> Result<u64, ServiceError> {
+        match self.hub.tip(refname)? {
+            Tip::Absent => Ok(0),
+            Tip::At(_) => Ok(self.hub.len(refname)?),
+        }
+    }
+
+    fn require_known(&self, agent: &AgentName) -> Result<(), ServiceError> {
+        match self.tree().ledger.agent(agent) {
+            Some(_) => Ok(()),
+            None => Err(not_found("agent", agent, String::new())),
+        }
+    }
+
+    /// `hubd.read-grant`.
+    pub fn read_grant(
+        &self,
+        capability: &Capability,
+        agent: &str,
+    ) -> Result<GrantView, ServiceError> {
+        self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        let tree = self.tree();
+        match tree.ledger.agent(&agent) {
+            Some(entry) if entry.life == Life::Live => Ok(GrantView {
+                agent: agent.to_string(),
+                grant: entry.grant.clone(),
+                account: entry.account.clone(),
+            }),
+            Some(entry) => Err(not_found(
+                "agent",
+                &agent,
+                format!(" as live: it is {}", entry.life),
+            )),
+            None => Err(not_found("agent", &agent, String::new())),
+        }
+    }
+
+    /// `hubd.spawn`: the spawn gate (the ledger's fold), then the child's refs and ACR.
+    pub fn spawn(
+        &self,
+        capability: &Capability,
+        req: SpawnRequest,
+    ) -> Result<(Spawned, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        let parent = match &duty {
+            Duty::Postman { .. } => {
+                return Err(ServiceError::NotAllowed {
+                    duty: duty.to_string(),
+                    action: format!("spawn {}", req.child),
+                    reason: "only a human spawns roots, and only an agent's sequencer its children",
+                });
+            }
+            other => entity_of(other),
+        };
+        let persona_commit = match &req.persona {
+            None => None,
+            Some(persona) => {
+                let refname = refs::persona(persona);
+                match self.hub.tip(&refname)? {
+                    Tip::At(id) => Some(id),
+                    Tip::Absent => {
+                        return Err(ServiceError::UnknownPersona {
+                            persona: persona.to_string(),
+                            refname,
+                        });
+                    }
+                }
+            }
+        };
+        let child = req.child.clone();
+        let row = LedgerRow::Spawn {
+            parent: parent.clone(),
+            child: child.clone(),
+            grant: req.grant.clone(),
+            loan: req.loan,
+            driven: req.driven,
+            persona: req.persona.clone(),
+            at_ms: now_ms(),
+        };
+        let mut tree = self.tree();
+        self.append_ledger(&mut tree, &[row], &format!("spawn {child} by {parent}"))?;
+        let account =
+            tree.ledger.account(&child).cloned().ok_or_else(|| {
+                ServiceError::Internal(format!("{child} not live after its spawn"))
+            })?;
+        drop(tree);
+        let mut moved = vec![(AgentRef::Grants, child.clone())];
+        let grants_tip = self.write_grants(&child, &req, &account)?;
+        if let Some(commit) = persona_commit {
+            let refname = refs::agent_ref(&child, AgentRef::Persona);
+            self.hub
+                .set_ref(&refname, self.hub.tip(&refname)?, commit)?;
+            moved.push((AgentRef::Persona, child.clone()));
+        }
+        let work_branch = self.fork_work_branch(&child, &parent)?;
+        self.make_acr(&child)?;
+        Ok((
+            Spawned {
+                child: child.to_string(),
+                grants_tip: grants_tip.to_string(),
+                work_branch,
+                acr: refs::paths::acr(&child).display().to_string(),
+            },
+            moved,
+        ))
+    }
+
+    fn write_grants(
+        &self,
+        child: &AgentName,
+        req: &SpawnRequest,
+        account: &l3m_core::budget::Account,
+    ) -> Result<gix::ObjectId, ServiceError> {
+        let encode = |what: &str, value: serde_json::Result<String>| {
+            value.map_err(|e| ServiceError::Internal(format!("encoding {what}: {e}")))
+        };
+        let grant = encode("the grant", serde_json::to_string_pretty(&req.grant))?;
+        let account = encode("the account", serde_json::to_string_pretty(account))?;
+        let refname = refs::agent_ref(child, AgentRef::Grants);
+        let files: [(&str, &[u8]); 2] = [
+            ("grant.json", grant.as_bytes()),
+            ("account.json", account.as_bytes()),
+        ];
+        Ok(self.hub.commit_files(
+            &refname,
+            self.hub.tip(&refname)?,
+            &files,
+            &format!("grant of {child}"),
+        )?)
+    }
+
+    /// The child's work branch starts at its parent's, or empty for a root.
+    fn fork_work_branch(&self, child: &AgentName, parent: &Entity) -> Result<String, ServiceError> {
+        let branch = refs::work_branch(child);
+        let current = self.hub.tip(&branch)?;
+        let from = match parent {
+            Entity::Agent(parent) => self.hub.tip(&refs::work_branch(parent))?.id(),
+            _ => None,
+        };
+        match from {
+            Some(commit) => self.hub.set_ref(&branch, current, commit)?,
+            None => {
+                self.hub
+                    .commit_files(&branch, current, &[], &format!("work of {child} begins"))?;
+            }
+        }
+        Ok(branch)
+    }
+
+    /// The ACR's directories. They are plain directories, not git worktrees yet.
+    fn make_acr(&self, agent: &AgentName) -> Result<(), ServiceError> {
+        for dir in [
+            refs::paths::workspace(agent),
+            refs::paths::persona_worktree(agent),
+            refs::paths::harness_dir(agent),
+        ] {
+            let path = self.hub.root().join(&dir);
+            std::fs::create_dir_all(&path).map_err(|source| ServiceError::Io {
+                action: "creating",
+                path: path.display().to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a ref if it exists; returns whether it did.
+    fn delete_if_present(&self, refname: &str) -> Result<bool, ServiceError> {
+        match self.hub.tip(refname)? {
+            Tip::At(id) => {
+                self.hub.delete_ref(refname, id)?;
+                Ok(true)
+            }
+            Tip::Absent => Ok(false),
+        }
+    }
+
+    /// `hubd.retire`: the live subtree, deepest first: ledger rows, grants refs, ACRs.
+    pub fn retire(
+        &self,
+        capability: &Capability,
+        agent: &str,
+    ) -> Result<(Retired, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        gate::may_prune(&duty, &agent, "retire")?;
+        let mut tree = self.tree();
+        let rows = tree.ledger.retire_subtree(&agent, now_ms())?;
+        self.append_ledger(&mut tree, &rows, &format!("retire {agent} and its subtree"))?;
+        drop(tree);
+        let retired: Vec<AgentName> = rows
+            .iter()
+            .filter_map(|row| match row {
+                LedgerRow::Retire { agent, .. } => Some(agent.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut moved = Vec::new();
+        for a in &retired {
+            if self.delete_if_present(&refs::agent_ref(a, AgentRef::Grants))? {
+                moved.push((AgentRef::Grants, a.clone()));
+            }
+            let acr = self.hub.root().join(refs::paths::acr(a));
+            match std::fs::remove_dir_all(&acr) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ServiceError::Io {
+                        action: "removing",
+                        path: acr.display().to_string(),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok((
+            Retired {
+                agents: retired.iter().map(ToString::to_string).collect(),
+            },
+            moved,
+        ))
+    }
+
+    /// `hubd.collect`: a retired agent's memory refs and work branch go; its name is free.
+    pub fn collect(
+        &self,
+        capability: &Capability,
+        agent: &str,
+    ) -> Result<(Collected, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        gate::may_prune(&duty, &agent, "collect")?;
+        let mut tree = self.tree();
+        let row = LedgerRow::Collect {
+            agent: agent.clone(),
+            at_ms: now_ms(),
+        };
+        self.append_ledger(&mut tree, &[row], &format!("collect {agent}"))?;
+        drop(tree);
+        let mut moved = Vec::new();
+        for which in AgentRef::ALL {
+            if self.delete_if_present(&refs::agent_ref(&agent, which))? {
+                moved.push((which, agent.clone()));
+            }
+        }
+        self.delete_if_present(&refs::work_branch(&agent))?;
+        Ok((
+            Collected {
+                agent: agent.to_string(),
+            },
+            moved,
+        ))
+    }
+
+    /// `hubd.list-agents`. Running versus asleep needs the sequencer's session lock, which does
+    /// not exist yet, so every live agent is reported `live`.
+    pub fn list_agents(&self, capability: &Capability) -> Result<AgentTree, ServiceError> {
+        self.duty(capability)?;
+        let tree = self.tree();
+        let agents = tree
+            .names
+            .iter()
+            .filter_map(|name| {
+                let entry = tree.ledger.agent(name)?;
+                Some(AgentState {
+                    name: name.to_string(),
+                    parent: entry.parent.to_string(),
+                    life: match entry.life {
+                        Life::Live => AgentLife::Live,
+                        Life::Retired { .. } => AgentLife::Retired,
+                        Life::Collected { .. } => AgentLife::Collected,
+                    },
+                })
+            })
+            .collect();
+        Ok(AgentTree { agents })
+    }
+
+    /// `hubd.send-letter`: stamped with the session's true sender, checked against the
+    /// address's vouched star and the sender's mail axis, appended to the recipient's inbox.
+    pub fn send_letter(
+        &self,
+        capability: &Capability,
+        to: &str,
+        subject: Option<String>,
+        body: String,
+    ) -> Result<(LetterSent, Moved), ServiceError> {
+        let duty = self.duty(capability)?;
+        let address = Address::parse(to)
+            .map_err(|e| ServiceError::Invalid(format!("address {to:?}: {e}")))?;
+        let (sender, recipient) = {
+            let tree = self.tree();
+            let ledger = &tree.ledger;
+            address
+                .check_star(|entity| match entity {
+                    Entity::Agent(a) => ledger.is_live(a),
+                    Entity::Human(h) => ledger.human_grant(h).is_some(),
+                    Entity::Service(s) => ledger.service_grant(s).is_some(),
+                })
+                .map_err(|e| ServiceError::Invalid(format!("address {to:?}: {e}")))?;
+            let (recipient, _) = address.recipient();
+            let sender = match &duty {
+                Duty::Sequencer { agent } => {
+                    let allowed = ledger
+                        .grant(agent)
+                        .is_some_and(|g| g.allows(&Probe::Mail(recipient.clone())));
+                    if !allowed {
+                        return Err(ServiceError::NotAllowed {
+                            duty: duty.to_string(),
+                            action: format!("mail {recipient}"),
+                            reason: "the sender's grant does not cover the recipient on its \
+                                     `mail` axis",
+                        });
+                    }
+                    Sender::Agent {
+                        agent: agent.clone(),
+                        worktree: None,
+                        human: None,
+                    }
+                }
+                Duty::Human { human } => Sender::Human {
+                    human: human.clone(),
+                    worktree: None,
+                },
+                Duty::Postman { .. } => {
+                    return Err(ServiceError::NotAllowed {
+                        duty: duty.to_string(),
+                        action: "send a letter".into(),
+                        reason: "the postman carries airmail; it does not write letters",
+                    });
+                }
+            };
+            (sender, recipient)
+        };
+        let Entity::Agent(agent) = recipient else {
+            return Err(ServiceError::Invalid(format!(
+                "{recipient} has no inbox in hub.git: hubd delivers to agents only"
+            )));
+        };
+        let id = random_hex()
+            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        let id = LetterId::parse(&id).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let mut draft = Draft::new(address, body);
+        draft.subject = subject;
+        let letter = l3m_core::mail::stamp(draft, &sender, id.clone(), now_ms())
+            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        let entry = InboxEntry::Letter(Box::new(letter));
+        let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
+        let seq = self.append_line(&inbox, &entry, &format!("letter {id}"))?;
+        Ok((
+            LetterSent {
+                letter: id.as_str().to_owned(),
+                inbox,
+                seq,
+            },
+            (AgentRef::Inbox, agent),
+        ))
+    }
+
+    /// Appends one inbox line, retrying on a lost CAS (hubd is the inbox's only writer of
+    /// letters; a concurrent letter only moves the tip).
+    fn append_line(
+        &self,
+        refname: &str,
+        entry: &InboxEntry,
+        summary: &str,
+    ) -> Result<u64, ServiceError> {
+        let line = entry
+            .to_line()
+            .map_err(|e| ServiceError::Internal(format!("encoding an inbox line: {e}")))?;
+        loop {
+            let tip = self.hub.tip(refname)?;
+            match self
+                .hub
+                .append(refname, tip, std::slice::from_ref(&line), summary)
+            {
+                Ok(appended) => return Ok(appended.first_seq),
+                Err(crate::store::StoreError::Stale { .. }) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+    }
+
+    /// `hubd.read-inbox`: the agent's own sequencer, or a human.
+    pub fn read_inbox(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        from: u64,
+    ) -> Result<InboxLines, ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        match &duty {
+            Duty::Human { .. } => {}
+            Duty::Sequencer { agent: own } if *own == agent => {}
+            _ => {
+                return Err(ServiceError::NotAllowed {
+                    duty: duty.to_string(),
+                    action: format!("read the inbox of {agent}"),
+                    reason: "an inbox is read by its own agent's sequencer or a human",
+                });
+            }
+        }
+        self.require_known(&agent)?;
+        self.read_chain(&refs::agent_ref(&agent, AgentRef::Inbox), from, u64::MAX)
+            .map(|(entries, from, len)| InboxLines { entries, from, len })
+    }
+
+    /// `hubd.mark-read`: a read mark on the caller's own inbox.
+    pub fn mark_read(
+        &self,
+        capability: &Capability,
+        letter: &str,
+    ) -> Result<(MarkedRead, Moved), ServiceError> {
+        let duty = self.duty(capability)?;
+        let Duty::Sequencer { agent } = &duty else {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: "mark a letter read".into(),
+                reason: "a read mark goes on the reader's own inbox; only an agent has one in hub.git",
+            });
+        };
+        let inbox = refs::agent_ref(agent, AgentRef::Inbox);
+        may_write(&duty, &inbox, RefWrite::Append)?;
+        let letter = LetterId::parse(letter)
+            .map_err(|e| ServiceError::Invalid(format!("letter id: {e}")))?;
+        let entry = InboxEntry::ReadMark(ReadMark {
+            letter: letter.clone(),
+            by: entity_of(&duty),
+            at_ms: now_ms(),
+        });
+        let seq = self.append_line(&inbox, &entry, &format!("read {}", letter.as_str()))?;
+        Ok((MarkedRead { seq }, (AgentRef::Inbox, agent.clone())))
+    }
+}

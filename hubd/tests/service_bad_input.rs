@@ -1,0 +1,233 @@
+//! Every bad request gets a typed error, writes nothing, and hubd serves the next good one.
+#![allow(clippy::unwrap_used)]
+
+mod service_common;
+
+use std::time::Duration;
+
+use l3m_core::duty::Duty;
+use l3m_wire::envelope::{Limits, VERSION};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::authority::{GrantView, ReadGrant};
+use l3m_wire::hubd::log::{AppendLog, LogAppended};
+use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::reply::{ErrorCode, RemoteError, decode_reply};
+use service_common::*;
+
+/// Sends raw bytes to an operation and opens the typed error it must get back.
+async fn raw(f: &Fixture, op: Op, bytes: Vec<u8>) -> RemoteError {
+    let reply = f
+        .bus
+        .request(
+            &op.subject(&f.subjects),
+            bytes.into(),
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    decode_reply::<LogAppended>(&reply, &Limits::default())
+        .unwrap()
+        .unwrap_err()
+}
+
+/// A good request afterwards still works.
+async fn still_serving(f: &Fixture, cap: &Capability) {
+    let view: GrantView = f
+        .call(
+            Op::ReadGrant,
+            &ReadGrant {
+                capability: cap.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(view.agent, "bob");
+}
+
+fn envelope(v: u16, kind: &str, body: Vec<u8>) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Env<'a> {
+        v: u16,
+        kind: &'a str,
+        #[serde(with = "serde_bytes_compat")]
+        body: Vec<u8>,
+    }
+    mod serde_bytes_compat {
+        pub fn serialize<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(b)
+        }
+    }
+    rmp_serde::to_vec_named(&Env { v, kind, body }).unwrap()
+}
+
+async fn setup() -> (Fixture, Capability) {
+    setup_with("").await
+}
+
+async fn setup_with(config: &str) -> (Fixture, Capability) {
+    let f = Fixture::start_with(config).await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    (f, bob)
+}
+
+fn append(cap: &Capability, agent: &str, tip: Option<String>, seq: u64) -> AppendLog {
+    AppendLog {
+        capability: cap.clone(),
+        agent: agent.into(),
+        expected_tip: tip,
+        records: vec![record(seq)],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_messagepack_is_malformed() {
+    let (f, bob) = setup().await;
+    let before = f.refs();
+    let e = raw(&f, Op::AppendLog, vec![0xc1, 0xff, 0x00]).await;
+    assert_eq!(e.code, ErrorCode::Malformed);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_version_is_refused_as_such() {
+    let (f, bob) = setup().await;
+    let before = f.refs();
+    let e = raw(
+        &f,
+        Op::AppendLog,
+        envelope(VERSION + 1, "hubd.append-log", vec![0x80]),
+    )
+    .await;
+    assert_eq!(e.code, ErrorCode::UnknownVersion);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_payload_is_oversized() {
+    // nats-server takes more than hubd does, so the envelope reaches hubd's size check.
+    let (f, bob) = setup_with("max_payload: 4194304").await;
+    let before = f.refs();
+    let body = vec![0u8; Limits::default().max_bytes];
+    let e = raw(
+        &f,
+        Op::AppendLog,
+        envelope(VERSION, "hubd.append-log", body),
+    )
+    .await;
+    assert_eq!(e.code, ErrorCode::Oversized);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_agent_name_is_invalid() {
+    let (f, bob) = setup().await;
+    let before = f.refs();
+    let e = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&bob, "Bob//x", None, 0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert!(e.message.contains("Bob//x"), "{}", e.message);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_agent_is_not_found() {
+    let (f, bob) = setup().await;
+    let before = f.refs();
+    let e = f
+        .call::<_, GrantView>(
+            Op::ReadGrant,
+            &ReadGrant {
+                capability: bob.clone(),
+                agent: "zed".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    let e = f
+        .call::<_, SessionOpened>(
+            Op::OpenSession,
+            &OpenSession {
+                secret: f.secret.clone(),
+                duty: Duty::Sequencer {
+                    agent: agent("zed"),
+                },
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_tip_is_a_conflict_naming_the_actual_tip() {
+    let (f, bob) = setup().await;
+    let won: LogAppended = f
+        .call(Op::AppendLog, &append(&bob, "bob", None, 0))
+        .await
+        .unwrap();
+    let before = f.refs();
+    let e = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&bob, "bob", None, 1))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Conflict);
+    assert!(e.message.contains(&won.tip), "{}", e.message);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_capability_is_refused() {
+    let (f, bob) = setup().await;
+    let before = f.refs();
+    let forged = Capability("ab".repeat(32));
+    let e = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&forged, "bob", None, 0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Refused);
+    let e = f
+        .call::<_, SessionOpened>(
+            Op::OpenSession,
+            &OpenSession {
+                secret: "guess".into(),
+                duty: Duty::Sequencer {
+                    agent: agent("bob"),
+                },
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Refused);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_agents_capability_is_refused_by_the_duty_table() {
+    let (f, bob) = setup().await;
+    let human = f.human().await;
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let carol = f.sequencer("carol").await;
+    let before = f.refs();
+    let e = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&carol, "bob", None, 0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Refused);
+    assert!(e.message.contains("sequencer of carol"), "{}", e.message);
+    assert_eq!(f.refs(), before);
+    still_serving(&f, &bob).await;
+}

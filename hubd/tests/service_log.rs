@@ -1,0 +1,360 @@
+//! Sessions, Log appends by CAS and the agent tree, through hubd over a real nats-server.
+#![allow(clippy::unwrap_used)]
+
+mod service_common;
+
+use futures_util::StreamExt;
+use l3m_core::grant::Grant;
+use l3m_core::refs::AgentRef;
+use l3m_wire::envelope::{Limits, decode};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::authority::{GrantView, ReadGrant};
+use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
+use l3m_wire::hubd::notify::RefMoved;
+use l3m_wire::hubd::tree::{AgentLife, AgentTree, ListAgents, Retire, Retired};
+use l3m_wire::reply::ErrorCode;
+use service_common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_wins_once_is_announced_and_reads_back() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let mut moves = f
+        .bus
+        .subscribe(&f.subjects.ref_changed(AgentRef::Log, &agent("bob")))
+        .await
+        .unwrap();
+    let append = |tip: Option<String>, records: Vec<String>| AppendLog {
+        capability: bob.clone(),
+        agent: "bob".into(),
+        expected_tip: tip,
+        records,
+    };
+    let first: LogAppended = f
+        .call(Op::AppendLog, &append(None, vec![record(0), record(1)]))
+        .await
+        .unwrap();
+    assert_eq!((first.first_seq, first.len), (0, 2));
+    let moved: RefMoved = decode(&moves.next().await.unwrap().payload, &Limits::default()).unwrap();
+    assert_eq!(moved.tip.as_deref(), Some(first.tip.as_str()));
+    assert_eq!(moved.len, Some(2));
+    let stale = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(None, vec![record(2)]))
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code, ErrorCode::Conflict);
+    assert!(stale.message.contains(&first.tip), "{}", stale.message);
+    let range: LogRange = f
+        .call(
+            Op::ReadLog,
+            &ReadLog {
+                capability: bob.clone(),
+                agent: "bob".into(),
+                from: 1,
+                to: 9,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(range.records, vec![record(1)]);
+    assert_eq!(range.len, 2);
+    let grant: GrantView = f
+        .call(
+            Op::ReadGrant,
+            &ReadGrant {
+                capability: bob.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(grant.grant, root_grant());
+    f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_appenders_have_one_winner_per_tip_and_no_interleaving() {
+    let f = std::sync::Arc::new(Fixture::start().await);
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let rounds = 20;
+    let writer = |id: usize| {
+        let f = std::sync::Arc::clone(&f);
+        let bob = bob.clone();
+        tokio::spawn(async move {
+            let (mut wins, mut losses) = (0, 0);
+            let mut tip: Option<String> = None;
+            let mut len = 0;
+            while wins < rounds {
+                // Each writer appends a batch of two so interleaving would show in the seqs.
+                let req = AppendLog {
+                    capability: bob.clone(),
+                    agent: "bob".into(),
+                    expected_tip: tip.clone(),
+                    records: vec![record(len), record(len + 1)],
+                };
+                match f.call::<_, LogAppended>(Op::AppendLog, &req).await {
+                    Ok(won) => {
+                        wins += 1;
+                        tip = Some(won.tip);
+                        len = won.len;
+                    }
+                    Err(e) => {
+                        assert!(
+                            matches!(e.code, ErrorCode::Conflict | ErrorCode::Invalid),
+                            "{id}: {e}"
+                        );
+                        losses += 1;
+                        let read: LogRange = f
+                            .call(
+                                Op::ReadLog,
+                                &ReadLog {
+                                    capability: bob.clone(),
+                                    agent: "bob".into(),
+                                    from: 0,
+                                    to: 0,
+                                },
+                            )
+                            .await
+                            .unwrap();
+                        len = read.len;
+                        tip = f.tip("refs/l3m/a/bob/_/log");
+                    }
+                }
+            }
+            losses
+        })
+    };
+    let (a, b) = (writer(0), writer(1));
+    let _ = (a.await.unwrap(), b.await.unwrap());
+    let all: LogRange = f
+        .call(
+            Op::ReadLog,
+            &ReadLog {
+                capability: bob.clone(),
+                agent: "bob".into(),
+                from: 0,
+                to: u64::MAX,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.len, 2 * 2 * rounds as u64);
+    let expected: Vec<String> = (0..all.len).map(record).collect();
+    assert_eq!(
+        all.records, expected,
+        "every seq once, in order: no interleaving"
+    );
+    let commits = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(f.git_dir())
+        .args(["rev-list", "--count", "refs/l3m/a/bob/_/log"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&commits.stdout).trim(),
+        (2 * rounds).to_string()
+    );
+    f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_widening_spawn_is_refused_naming_its_axis() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    let before = f.refs();
+    let wide = Grant {
+        build: true,
+        ..root_grant()
+    };
+    let refused = f.spawn(&human, "bob", wide).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Refused);
+    assert!(refused.message.contains("`build`"), "{}", refused.message);
+    assert_eq!(f.refs(), before, "nothing written");
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let child = f
+        .spawn(
+            &bob,
+            "bob/kid",
+            Grant {
+                build: true,
+                ..root_grant()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(child.message.contains("`build`"), "{}", child.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retire_removes_a_subtree_deepest_first() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    f.spawn(&bob, "bob/a", root_grant()).await.unwrap();
+    let a = f.sequencer("bob/a").await;
+    f.spawn(&a, "bob/a/deep", root_grant()).await.unwrap();
+    f.spawn(&bob, "bob/b", root_grant()).await.unwrap();
+    assert!(
+        f.dir
+            .path()
+            .join("HUB/forest/bob/a/deep/self/workspace")
+            .is_dir()
+    );
+    let not_mine = f
+        .call::<_, Retired>(
+            Op::Retire,
+            &Retire {
+                capability: a.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(not_mine.code, ErrorCode::Refused);
+    let retired: Retired = f
+        .call(
+            Op::Retire,
+            &Retire {
+                capability: human.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(retired.agents, ["bob/a/deep", "bob/a", "bob/b", "bob"]);
+    assert!(!f.refs().contains("/_/grants"), "{}", f.refs());
+    assert!(!f.dir.path().join("HUB/forest/bob/self").exists());
+    let tree: AgentTree = f
+        .call(Op::ListAgents, &ListAgents { capability: human })
+        .await
+        .unwrap();
+    assert!(
+        tree.agents.iter().all(|s| s.life == AgentLife::Retired),
+        "{tree:?}"
+    );
+    assert_eq!(tree.agents.len(), 4);
+    f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_write_its_grants_a_siblings_log_or_a_persona() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let before = f.refs();
+    let sibling = f
+        .call::<_, LogAppended>(
+            Op::AppendLog,
+            &AppendLog {
+                capability: bob.clone(),
+                agent: "carol".into(),
+                expected_tip: None,
+                records: vec![record(0)],
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(sibling.code, ErrorCode::Refused);
+    assert!(
+        sibling.message.contains("own agent's sequencer"),
+        "{}",
+        sibling.message
+    );
+    // Grants and personas have no write request at all; the duty table is the fence behind it.
+    use l3m_core::duty::{Duty, RefWrite, may_write};
+    let duty = Duty::Sequencer {
+        agent: agent("bob"),
+    };
+    assert!(may_write(&duty, "refs/l3m/a/bob/_/grants", RefWrite::Set).is_err());
+    assert!(may_write(&duty, "refs/l3m/personas/coder", RefWrite::Set).is_err());
+    assert_eq!(f.refs(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_forks_a_published_persona_and_refuses_an_unknown_one() {
+    use l3m_core::grant::SpawnRequest;
+    use l3m_core::names::PersonaName;
+    use l3m_wire::hubd::tree::{Collect, Collected, Spawn, Spawned};
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    let spawn = |persona: &str| Spawn {
+        capability: human.clone(),
+        request: SpawnRequest {
+            child: agent("bob"),
+            grant: root_grant(),
+            loan: Default::default(),
+            driven: false,
+            persona: Some(PersonaName::parse(persona).unwrap()),
+        },
+    };
+    let before = f.refs();
+    let unknown = f
+        .call::<_, Spawned>(Op::Spawn, &spawn("coder"))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code, ErrorCode::Refused);
+    assert!(
+        unknown.message.contains("persona coder"),
+        "{}",
+        unknown.message
+    );
+    assert_eq!(f.refs(), before, "nothing written");
+    // Publish a persona with the git CLI, as a human would.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(f.git_dir())
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let empty = git(&["mktree"]);
+    let persona = git(&["commit-tree", &empty, "-m", "coder"]);
+    git(&["update-ref", "refs/l3m/personas/coder", &persona]);
+    let spawned: Spawned = f.call(Op::Spawn, &spawn("coder")).await.unwrap();
+    assert_eq!(
+        f.tip("refs/l3m/a/bob/_/persona").as_deref(),
+        Some(persona.as_str())
+    );
+    assert!(f.tip(&spawned.work_branch).is_some());
+    f.call::<_, Retired>(
+        Op::Retire,
+        &Retire {
+            capability: human.clone(),
+            agent: "bob".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let collected: Collected = f
+        .call(
+            Op::Collect,
+            &Collect {
+                capability: human.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(collected.agent, "bob");
+    assert!(!f.refs().contains("refs/l3m/a/bob/"), "{}", f.refs());
+    f.fsck();
+}

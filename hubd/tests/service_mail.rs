@@ -1,0 +1,97 @@
+//! Mail through hubd: the sender is the session's, the mail axis is checked, marks are own.
+#![allow(clippy::unwrap_used)]
+
+mod service_common;
+
+use l3m_core::mail::{Address, InboxEntry};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
+use l3m_wire::reply::ErrorCode;
+use service_common::*;
+
+fn to(name: &str) -> String {
+    Address::for_agent(agent(name)).render()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_letter_is_stamped_delivered_read_and_marked_and_the_mail_axis_holds() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let sent: LetterSent = f
+        .call(
+            Op::SendLetter,
+            &SendLetter {
+                capability: human.clone(),
+                to: to("bob"),
+                subject: None,
+                body: "hi".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent.seq, 0);
+    let inbox: InboxLines = f
+        .call(
+            Op::ReadInbox,
+            &ReadInbox {
+                capability: bob.clone(),
+                agent: "bob".into(),
+                from: 0,
+            },
+        )
+        .await
+        .unwrap();
+    let InboxEntry::Letter(letter) = InboxEntry::from_line(&inbox.entries[0], 1).unwrap() else {
+        panic!("a letter first");
+    };
+    assert_eq!(letter.body, "hi");
+    assert!(
+        letter.from.render().contains("alice"),
+        "{}",
+        letter.from.render()
+    );
+    let marked: MarkedRead = f
+        .call(
+            Op::MarkRead,
+            &MarkRead {
+                capability: bob.clone(),
+                letter: sent.letter.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(marked.seq, 1);
+    // bob's grant has no mail cover for carol; nor may bob read carol's inbox.
+    let before = f.refs();
+    let refused = f
+        .call::<_, LetterSent>(
+            Op::SendLetter,
+            &SendLetter {
+                capability: bob.clone(),
+                to: to("carol"),
+                subject: None,
+                body: "x".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Refused);
+    assert!(refused.message.contains("mail"), "{}", refused.message);
+    let refused = f
+        .call::<_, InboxLines>(
+            Op::ReadInbox,
+            &ReadInbox {
+                capability: bob,
+                agent: "carol".into(),
+                from: 0,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Refused);
+    assert_eq!(f.refs(), before);
+    f.fsck();
+}

@@ -1,0 +1,102 @@
+//! Mail inside one hub: sending a letter, reading an inbox, marking a letter read.
+//!
+//! # Format
+//! - `hubd.send-letter` `{ capability, to: str, subject: str|nil, body: str }` →
+//!   `hubd.letter-sent` `{ letter: str, inbox: str, seq: u64 }`. `to` is an address
+//!   (`l3m_core::mail::Address`); the sender is the capability's entity, never the request's.
+//! - `hubd.read-inbox` `{ capability, agent: str, from: u64 }` → `hubd.inbox-lines`
+//!   `{ entries: [str], from: u64, len: u64 }`: the inbox's stored lines (letters and read
+//!   marks, `l3m_core::mail::InboxEntry`) from `from` on.
+//! - `hubd.mark-read` `{ capability, letter: str }` → `hubd.marked-read` `{ seq: u64 }`: a
+//!   read mark on the caller's own inbox only.
+
+use serde::{Deserialize, Serialize};
+
+use super::session::Capability;
+use crate::envelope::Message;
+
+/// Sends a letter within the hub.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendLetter {
+    /// The sender's session.
+    pub capability: Capability,
+    /// The recipient's address.
+    pub to: String,
+    /// An optional subject.
+    pub subject: Option<String>,
+    /// The text.
+    pub body: String,
+}
+
+impl Message for SendLetter {
+    const KIND: &'static str = "hubd.send-letter";
+}
+
+/// A letter delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LetterSent {
+    /// The letter's id.
+    pub letter: String,
+    /// The inbox ref it was appended to.
+    pub inbox: String,
+    /// Its line number in that inbox.
+    pub seq: u64,
+}
+
+impl Message for LetterSent {
+    const KIND: &'static str = "hubd.letter-sent";
+}
+
+/// Reads an agent's inbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadInbox {
+    /// The caller's session: the agent's own sequencer, or a human.
+    pub capability: Capability,
+    /// Whose inbox.
+    pub agent: String,
+    /// The first line wanted.
+    pub from: u64,
+}
+
+impl Message for ReadInbox {
+    const KIND: &'static str = "hubd.read-inbox";
+}
+
+/// Lines of an inbox, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxLines {
+    /// The lines, oldest first.
+    pub entries: Vec<String>,
+    /// The number of the first one.
+    pub from: u64,
+    /// The inbox's whole length.
+    pub len: u64,
+}
+
+impl Message for InboxLines {
+    const KIND: &'static str = "hubd.inbox-lines";
+}
+
+/// Marks a letter of the caller's own inbox read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkRead {
+    /// The reader's session (an agent's sequencer).
+    pub capability: Capability,
+    /// The letter's id.
+    pub letter: String,
+}
+
+impl Message for MarkRead {
+    const KIND: &'static str = "hubd.mark-read";
+}
+
+/// A read mark appended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkedRead {
+    /// The mark's line number in the inbox.
+    pub seq: u64,
+}
+
+impl Message for MarkedRead {
+    const KIND: &'static str = "hubd.marked-read";
+}

@@ -1,0 +1,111 @@
+//! hubd's requests and responses: the typed messages a client (the CLI, a sequencer, the
+//! postman) exchanges with the hub's gatekeeper.
+//!
+//! Every request but [`session::OpenSession`] carries a [`session::Capability`], minted by
+//! hubd for one entity and one duty; hubd checks it, then the duty table, then the fine gates,
+//! before it writes a ref. Names travel as text and are parsed by hubd, so a bad name is
+//! answered with a typed `invalid` naming it rather than with a decoding failure.
+//!
+//! Commit ids travel as lowercase hex strings; an absent ref is `None`.
+//!
+//! # Layout
+//! - [`session`]: opening a session with the hub secret; the capability.
+//! - [`log`]: appending to and reading an agent's Log.
+//! - [`authority`]: reading an agent's grant and budget.
+//! - [`tree`]: spawning, retiring, collecting and listing agents.
+//! - [`mail`]: sending letters, reading an inbox, marking a letter read.
+//! - [`notify`]: the announcement published after every ref write.
+//! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
+
+pub mod authority;
+pub mod log;
+pub mod mail;
+pub mod notify;
+pub mod session;
+pub mod tree;
+
+use crate::subjects::{Operation, Service, Subjects};
+
+/// The operations hubd serves, one subject each (`l3m.<hub>.hubd.<op>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// [`session::OpenSession`].
+    OpenSession,
+    /// [`log::AppendLog`].
+    AppendLog,
+    /// [`log::ReadLog`].
+    ReadLog,
+    /// [`authority::ReadGrant`].
+    ReadGrant,
+    /// [`tree::Spawn`].
+    Spawn,
+    /// [`tree::Retire`].
+    Retire,
+    /// [`tree::Collect`].
+    Collect,
+    /// [`tree::ListAgents`].
+    ListAgents,
+    /// [`mail::SendLetter`].
+    SendLetter,
+    /// [`mail::ReadInbox`].
+    ReadInbox,
+    /// [`mail::MarkRead`].
+    MarkRead,
+}
+
+impl Op {
+    /// Every operation, in a fixed order.
+    pub const ALL: [Op; 11] = [
+        Op::OpenSession,
+        Op::AppendLog,
+        Op::ReadLog,
+        Op::ReadGrant,
+        Op::Spawn,
+        Op::Retire,
+        Op::Collect,
+        Op::ListAgents,
+        Op::SendLetter,
+        Op::ReadInbox,
+        Op::MarkRead,
+    ];
+
+    /// The operation's subject token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::OpenSession => "open-session",
+            Op::AppendLog => "append-log",
+            Op::ReadLog => "read-log",
+            Op::ReadGrant => "read-grant",
+            Op::Spawn => "spawn",
+            Op::Retire => "retire",
+            Op::Collect => "collect",
+            Op::ListAgents => "list-agents",
+            Op::SendLetter => "send-letter",
+            Op::ReadInbox => "read-inbox",
+            Op::MarkRead => "mark-read",
+        }
+    }
+
+    /// The subject this operation is requested on, for the hub of `subjects`.
+    pub fn subject(self, subjects: &Subjects) -> String {
+        let token = self.as_str();
+        match Operation::parse(token) {
+            Ok(op) => subjects.request(Service::Hubd, &op),
+            // Every token above is a valid operation (checked by a test); this arm only keeps
+            // the function total.
+            Err(_) => format!("{}hubd.{token}", subjects.prefix()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_token_is_a_valid_operation() {
+        for op in Op::ALL {
+            assert!(Operation::parse(op.as_str()).is_ok(), "{}", op.as_str());
+        }
+    }
+}

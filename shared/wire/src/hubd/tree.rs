@@ -1,0 +1,144 @@
+//! Growing and pruning the agent tree.
+//!
+//! # Format
+//! - `hubd.spawn` `{ capability, request: SpawnRequest }` → `hubd.spawned`
+//!   `{ child: str, grants_tip: str, work_branch: str, acr: str }`. The parent is the
+//!   capability's entity: a human spawns roots, an agent's sequencer spawns its children.
+//!   A refused spawn is `refused` naming the axis that widened.
+//! - `hubd.retire` `{ capability, agent: str }` → `hubd.retired` `{ agents: [str] }`: the whole
+//!   live subtree, deepest first, in the order it was retired.
+//! - `hubd.collect` `{ capability, agent: str }` → `hubd.collected` `{ agent: str }`.
+//! - `hubd.list-agents` `{ capability }` → `hubd.agent-tree` `{ agents: [AgentState] }`, every
+//!   agent the ledger knows, in name order.
+
+use l3m_core::grant::SpawnRequest;
+use serde::{Deserialize, Serialize};
+
+use super::session::Capability;
+use crate::envelope::Message;
+
+/// Asks to start a child (or, for a human, a root agent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spawn {
+    /// The caller's session; its entity is the parent.
+    pub capability: Capability,
+    /// The child's name, grant, loan and persona.
+    pub request: SpawnRequest,
+}
+
+impl Message for Spawn {
+    const KIND: &'static str = "hubd.spawn";
+}
+
+/// A spawn admitted and written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spawned {
+    /// The child.
+    pub child: String,
+    /// The commit of the child's grants ref.
+    pub grants_tip: String,
+    /// The child's work branch.
+    pub work_branch: String,
+    /// The child's ACR directory, relative to the hub folder.
+    pub acr: String,
+}
+
+impl Message for Spawned {
+    const KIND: &'static str = "hubd.spawned";
+}
+
+/// Asks to retire an agent and its live subtree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retire {
+    /// The caller's session: a human, or the sequencer of a strict ancestor.
+    pub capability: Capability,
+    /// The top of the subtree.
+    pub agent: String,
+}
+
+impl Message for Retire {
+    const KIND: &'static str = "hubd.retire";
+}
+
+/// A subtree retired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retired {
+    /// The agents retired, deepest first.
+    pub agents: Vec<String>,
+}
+
+impl Message for Retired {
+    const KIND: &'static str = "hubd.retired";
+}
+
+/// Asks to collect a retired agent: its name becomes free again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collect {
+    /// The caller's session: a human, or the sequencer of a strict ancestor.
+    pub capability: Capability,
+    /// The retired agent.
+    pub agent: String,
+}
+
+impl Message for Collect {
+    const KIND: &'static str = "hubd.collect";
+}
+
+/// An agent collected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collected {
+    /// The agent.
+    pub agent: String,
+}
+
+impl Message for Collected {
+    const KIND: &'static str = "hubd.collected";
+}
+
+/// Asks for the agent tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListAgents {
+    /// The caller's session.
+    pub capability: Capability,
+}
+
+impl Message for ListAgents {
+    const KIND: &'static str = "hubd.list-agents";
+}
+
+/// Where an agent is in its life, as hubd can tell.
+///
+/// Running versus asleep needs the sequencer's session lock, which hubd does not see yet, so a
+/// live agent is reported as `live`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentLife {
+    /// Spawned and not retired.
+    Live,
+    /// Retired, its memory still kept.
+    Retired,
+    /// Collected: its name is free.
+    Collected,
+}
+
+/// One agent of the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentState {
+    /// The agent.
+    pub name: String,
+    /// Who spawned it (`human:<name>` for a root).
+    pub parent: String,
+    /// Its life.
+    pub life: AgentLife,
+}
+
+/// The agent tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTree {
+    /// Every agent the ledger knows, in name order.
+    pub agents: Vec<AgentState>,
+}
+
+impl Message for AgentTree {
+    const KIND: &'static str = "hubd.agent-tree";
+}
