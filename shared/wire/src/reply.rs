@@ -56,6 +56,20 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in a fixed order (`Unrecognized` last: it is what a newer peer's code reads as).
+    pub const ALL: [ErrorCode; 10] = [
+        ErrorCode::Malformed,
+        ErrorCode::UnknownVersion,
+        ErrorCode::Oversized,
+        ErrorCode::UnknownKind,
+        ErrorCode::Invalid,
+        ErrorCode::Refused,
+        ErrorCode::Conflict,
+        ErrorCode::NotFound,
+        ErrorCode::Internal,
+        ErrorCode::Unrecognized,
+    ];
+
     /// The stable wire name of the code.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -154,18 +168,7 @@ mod tests {
 
     #[test]
     fn codes_have_stable_names() {
-        for code in [
-            ErrorCode::Malformed,
-            ErrorCode::UnknownVersion,
-            ErrorCode::Oversized,
-            ErrorCode::UnknownKind,
-            ErrorCode::Invalid,
-            ErrorCode::Refused,
-            ErrorCode::Conflict,
-            ErrorCode::NotFound,
-            ErrorCode::Internal,
-            ErrorCode::Unrecognized,
-        ] {
+        for code in ErrorCode::ALL {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));
         }
