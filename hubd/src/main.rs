@@ -1,12 +1,16 @@
 //! `hubd`: the hub's storage and gatekeeper, serving one hub folder over NATS.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use hubd::init::{SECRET_FILE, init_hub};
 use hubd::service;
 use hubd::store::{Hub, HubOptions};
+use l3m_core::grant::GrantFile;
+use l3m_core::names::HumanName;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::subjects::HubId;
 use tokio_util::sync::CancellationToken;
@@ -14,10 +18,44 @@ use tokio_util::sync::CancellationToken;
 /// The hub's storage and gatekeeper.
 ///
 /// hubd is the only writer of hub.git. It admits spawns through the spawn gate, appends to Logs, inboxes and the ledger by compare-and-swap, checks every request's duty against its session capability, and announces every ref move on NATS. Sessions live in memory: they end when hubd restarts.
+///
+/// Start with `hubd init` to make a hub, then `hubd serve` to serve it.
 #[derive(Debug, Parser)]
 #[command(name = "hubd", version, arg_required_else_help = true)]
 struct Cli {
-    /// The hub folder (made by `l3m hub init`).
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Init(InitArgs),
+    Serve(ServeArgs),
+}
+
+/// Create a hub: a bare hub.git, its folders, its secret, and a ledger whose first row registers
+/// the human root.
+///
+/// The grant file is TOML: a `[grant]` table (the ceiling of every root agent this human spawns)
+/// and optional `[examples]` with `allow` and `deny` lists that must hold, checked before
+/// anything is written. See deploy/root-grant.toml.
+#[derive(Debug, clap::Args)]
+struct InitArgs {
+    /// The hub folder to create; it must not exist or be empty.
+    #[arg(long)]
+    hub: PathBuf,
+    /// The human who owns the hub (one lowercase segment, e.g. `alice`).
+    #[arg(long)]
+    human: String,
+    /// The human's grant file (TOML).
+    #[arg(long)]
+    grant: PathBuf,
+}
+
+/// Serve a hub over NATS until interrupted (ctrl-c finishes requests in flight).
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The hub folder (made by `hubd init`).
     #[arg(long)]
     hub: PathBuf,
     /// The NATS server, e.g. nats://127.0.0.1:4222.
@@ -38,28 +76,71 @@ struct Cli {
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
         .init();
-    match serve(Cli::parse()).await {
+    let outcome = match Cli::parse().command {
+        Command::Init(args) => init(args),
+        Command::Serve(args) => serve(args).await,
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error}");
             eprintln!("hubd: {error}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn serve(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
-    let hub_id = HubId::parse(&cli.hub_id)?;
-    let hub = Hub::open(&cli.hub, HubOptions::default())?;
-    let auth = match (cli.user, cli.password) {
+fn read_grant(path: &Path) -> Result<GrantFile, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the grant file {}: {e}", path.display()))?;
+    let file: GrantFile = toml::from_str(&text).map_err(|e| {
+        format!(
+            "the grant file {} is not a valid grant: {e}",
+            path.display()
+        )
+    })?;
+    file.check()
+        .map_err(|e| format!("the grant file {}: {e}", path.display()))?;
+    Ok(file)
+}
+
+fn init(args: InitArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let human = HumanName::parse(&args.human)?;
+    let grant = read_grant(&args.grant)?;
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    init_hub(
+        &args.hub,
+        HubOptions::default(),
+        human.clone(),
+        grant.grant,
+        now_ms,
+    )?;
+    println!(
+        "created hub {} with human:{human} as its root; its secret is {}/{SECRET_FILE} (keep it private)",
+        args.hub.display(),
+        args.hub.display(),
+    );
+    println!(
+        "next: hubd serve --hub {} --nats nats://127.0.0.1:4222 --hub-id main",
+        args.hub.display()
+    );
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let hub_id = HubId::parse(&args.hub_id)?;
+    let hub = Hub::open(&args.hub, HubOptions::default())?;
+    let auth = match (args.user, args.password) {
         (Some(user), Some(password)) => NatsAuth::UserPassword { user, password },
         _ => NatsAuth::Anonymous,
     };
-    let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(&cli.nats, auth).await?);
+    let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(&args.nats, auth).await?);
     let shutdown = CancellationToken::new();
     let started = service::start(bus, hub, hub_id, shutdown.clone()).await?;
-    tracing::info!(hub = %cli.hub.display(), "hubd serving");
+    tracing::info!(hub = %args.hub.display(), "hubd serving");
     let stop = shutdown.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
