@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
-use l3m_wire::test_support::NatsServer;
+use l3m_wire::test_support::{NatsServer, server_reported};
 use tokio::sync::broadcast;
 
 /// The deployed file with its environment references replaced by test passwords.
@@ -31,16 +31,9 @@ async fn connect(server: &NatsServer, user: &str) -> NatsBus {
 }
 
 async fn reported(errors: &mut broadcast::Receiver<String>, needle: &str) -> String {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let text = errors.recv().await.expect("the error channel stays open");
-            if text.contains(needle) {
-                return text;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the server never reported {needle:?}"))
+    server_reported(errors, needle, Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|| panic!("the server never reported {needle:?}"))
 }
 
 #[tokio::test]

@@ -226,6 +226,29 @@ fn is_file(path: &Path) -> bool {
     path.metadata().map(|m| m.is_file()).unwrap_or(false)
 }
 
+/// Waits until the server reports an error containing `needle` on a
+/// [`NatsBus::server_errors`](crate::bus::NatsBus::server_errors) channel, and returns it.
+///
+/// NATS reports permission violations asynchronously, so a test that checks a refusal waits for
+/// the report instead of sleeping. `None` if `patience` runs out or the channel closes first.
+pub async fn server_reported(
+    errors: &mut tokio::sync::broadcast::Receiver<String>,
+    needle: &str,
+    patience: Duration,
+) -> Option<String> {
+    use tokio::sync::broadcast::error::RecvError;
+    let wait = async {
+        loop {
+            match errors.recv().await {
+                Ok(text) if text.contains(needle) => return Some(text),
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    };
+    tokio::time::timeout(patience, wait).await.ok().flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

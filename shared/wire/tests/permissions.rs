@@ -14,7 +14,7 @@ use common::{PATIENCE, until_fences};
 use futures_util::StreamExt;
 use l3m_wire::WireError;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
-use l3m_wire::test_support::NatsServer;
+use l3m_wire::test_support::{NatsServer, server_reported};
 use tokio::sync::broadcast;
 
 const USERS: &str = r#"
@@ -34,18 +34,10 @@ fn user(name: &str) -> NatsAuth {
     }
 }
 
-/// Waits for the server to report an error containing `needle`.
 async fn reported(errors: &mut broadcast::Receiver<String>, needle: &str) -> String {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            let text = errors.recv().await.expect("the error channel stays open");
-            if text.contains(needle) {
-                return text;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the server never reported {needle:?}"))
+    server_reported(errors, needle, PATIENCE)
+        .await
+        .unwrap_or_else(|| panic!("the server never reported {needle:?}"))
 }
 
 #[tokio::test]
