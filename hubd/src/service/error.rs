@@ -5,6 +5,7 @@ use l3m_core::ledger::LedgerError;
 use l3m_core::names::NameError;
 use l3m_wire::reply::{ErrorCode, RemoteError};
 
+use super::lease::LeaseError;
 use crate::store::{StoreError, Tip};
 
 /// Why a request was not carried out. Every variant maps to one [`ErrorCode`].
@@ -103,6 +104,9 @@ pub enum ServiceError {
         #[source]
         source: std::io::Error,
     },
+    /// A session lease was not granted, renewed or released.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
     /// Something internal failed (randomness, a blocking task, an encoding).
     #[error("internal failure: {0}")]
     Internal(String),
@@ -141,6 +145,8 @@ impl ServiceError {
             | ServiceError::Invalid(_) => ErrorCode::Invalid,
             ServiceError::NotFound { .. } => ErrorCode::NotFound,
             ServiceError::Conflict { .. } => ErrorCode::Conflict,
+            ServiceError::Lease(LeaseError::BadTtl { .. }) => ErrorCode::Invalid,
+            ServiceError::Lease(_) => ErrorCode::Conflict,
             ServiceError::Store(_) | ServiceError::Io { .. } | ServiceError::Internal(_) => {
                 ErrorCode::Internal
             }

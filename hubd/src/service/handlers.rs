@@ -6,6 +6,7 @@ use l3m_core::names::AgentName;
 use l3m_core::refs::{self, AgentRef};
 use l3m_wire::envelope::{Limits, encode};
 use l3m_wire::hubd::authority::{GrantView, ReadGrant};
+use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
 use l3m_wire::hubd::notify::RefMoved;
@@ -146,4 +147,25 @@ pub async fn mark_read(state: Arc<State>, req: MarkRead) -> Result<MarkedRead, S
         blocking(&state, move |s| s.mark_read(&req.capability, &req.letter)).await?;
     announce(&state, &[moved]).await;
     Ok(marked)
+}
+
+/// `hubd.acquire-lease`.
+pub async fn acquire_lease(
+    state: Arc<State>,
+    req: AcquireLease,
+) -> Result<LeaseHeld, ServiceError> {
+    state.acquire_lease(&req.capability, &req.agent, &req.holder, req.ttl_ms)
+}
+
+/// `hubd.renew-lease`.
+pub async fn renew_lease(state: Arc<State>, req: RenewLease) -> Result<LeaseHeld, ServiceError> {
+    state.renew_lease(&req.capability, &req.agent, req.token)
+}
+
+/// `hubd.release-lease`.
+pub async fn release_lease(
+    state: Arc<State>,
+    req: ReleaseLease,
+) -> Result<LeaseReleased, ServiceError> {
+    state.release_lease(&req.capability, &req.agent, req.token)
 }

@@ -10,11 +10,13 @@
 //! - `error`: [`ServiceError`] and its reply codes.
 //! - `gate`: the pure checks on request content.
 //! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes.
+//! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
 
 mod error;
 mod gate;
 mod handlers;
+mod lease;
 mod state;
 
 use std::future::Future;
@@ -95,6 +97,13 @@ pub async fn start(
     binder.bind(Op::SendLetter, handlers::send_letter).await?;
     binder.bind(Op::ReadInbox, handlers::read_inbox).await?;
     binder.bind(Op::MarkRead, handlers::mark_read).await?;
+    binder
+        .bind(Op::AcquireLease, handlers::acquire_lease)
+        .await?;
+    binder.bind(Op::RenewLease, handlers::renew_lease).await?;
+    binder
+        .bind(Op::ReleaseLease, handlers::release_lease)
+        .await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,

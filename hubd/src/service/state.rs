@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
 use l3m_core::grant::{Probe, SpawnRequest};
@@ -26,6 +26,7 @@ use l3m_wire::subjects::Subjects;
 
 use super::error::ServiceError;
 use super::gate;
+use super::lease::Leases;
 use crate::init::{InitError, load_ledger, read_secret};
 use crate::session::{Sessions, entity_of, random_hex, secrets_match};
 use crate::store::{Hub, Tip};
@@ -46,6 +47,7 @@ pub struct State {
     hub: Hub,
     tree: Mutex<Tree>,
     sessions: Sessions,
+    leases: Leases,
     secret: String,
     bus: Arc<dyn Bus>,
     subjects: Subjects,
@@ -74,6 +76,7 @@ impl State {
             hub,
             tree: Mutex::new(Tree { ledger, names }),
             sessions: Sessions::default(),
+            leases: Leases::default(),
             secret,
             bus,
             subjects,
@@ -95,13 +98,18 @@ impl State {
         &self.hub
     }
 
+    /// The session leases.
+    pub(super) fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
     fn tree(&self) -> MutexGuard<'_, Tree> {
         // Every write to the tree is a whole-value replace after the store write succeeded, so
         // a panic elsewhere cannot leave it half-updated.
         self.tree.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn duty(&self, capability: &Capability) -> Result<Duty, ServiceError> {
+    pub(super) fn duty(&self, capability: &Capability) -> Result<Duty, ServiceError> {
         self.sessions
             .duty(&capability.0)
             .ok_or(ServiceError::UnknownCapability)
@@ -217,8 +225,20 @@ impl State {
         self.duty(capability)?;
         let agent = gate::agent(agent)?;
         self.require_known(&agent)?;
-        self.read_chain(&refs::agent_ref(&agent, AgentRef::Log), from, to)
-            .map(|(records, from, len)| LogRange { records, from, len })
+        let refname = refs::agent_ref(&agent, AgentRef::Log);
+        // The tip is read on both sides of the range, so the length returned is the tip's.
+        loop {
+            let before = self.hub.tip(&refname)?;
+            let (records, from, len) = self.read_chain(&refname, from, to)?;
+            if self.hub.tip(&refname)? == before {
+                return Ok(LogRange {
+                    records,
+                    from,
+                    len,
+                    tip: gate::tip_hex(before),
+                });
+            }
+        }
     }
 
     fn read_chain(
@@ -246,7 +266,7 @@ impl State {
         }
     }
 
-    fn require_known(&self, agent: &AgentName) -> Result<(), ServiceError> {
+    pub(super) fn require_known(&self, agent: &AgentName) -> Result<(), ServiceError> {
         match self.tree().ledger.agent(agent) {
             Some(_) => Ok(()),
             None => Err(not_found("agent", agent, String::new())),
@@ -437,6 +457,7 @@ impl State {
                 _ => None,
             })
             .collect();
+        self.leases.with(|t| t.forget(&retired));
         let mut moved = Vec::new();
         for a in &retired {
             if self.delete_if_present(&refs::agent_ref(a, AgentRef::Grants))? {
@@ -497,20 +518,29 @@ impl State {
     /// not exist yet, so every live agent is reported `live`.
     pub fn list_agents(&self, capability: &Capability) -> Result<AgentTree, ServiceError> {
         self.duty(capability)?;
+        let now = Instant::now();
         let tree = self.tree();
         let agents = tree
             .names
             .iter()
             .filter_map(|name| {
                 let entry = tree.ledger.agent(name)?;
+                let holder = match entry.life {
+                    Life::Live => self
+                        .leases
+                        .with(|t| t.live(name, now).map(|l| l.holder.clone())),
+                    _ => None,
+                };
                 Some(AgentState {
                     name: name.to_string(),
                     parent: entry.parent.to_string(),
                     life: match entry.life {
-                        Life::Live => AgentLife::Live,
+                        Life::Live if holder.is_some() => AgentLife::Running,
+                        Life::Live => AgentLife::Asleep,
                         Life::Retired { .. } => AgentLife::Retired,
                         Life::Collected { .. } => AgentLife::Collected,
                     },
+                    holder,
                 })
             })
             .collect();

@@ -23,6 +23,8 @@
 //! - [`bus`]: the object-safe [`bus::Bus`] trait and its two implementations.
 //! - [`typed`]: [`typed::call`] for clients, [`typed::TypedServer`] / [`typed::serve_typed`]
 //!   for servers.
+//! - [`client`]: [`client::HubClient`], one session with a hubd and a typed method per
+//!   operation.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - `test_support` (feature `test-support`): a real nats-server for tests.
 //!
@@ -48,6 +50,7 @@
 #![deny(missing_docs)]
 
 pub mod bus;
+pub mod client;
 pub mod envelope;
 pub mod error;
 pub mod hubd;

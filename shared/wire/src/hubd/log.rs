@@ -7,8 +7,8 @@
 //!   (`first_seq` = its length before). A chain not at `expected_tip` is a `conflict` whose
 //!   message names the actual tip.
 //! - `hubd.read-log` `{ capability, agent: str, from: u64, to: u64 }` → `hubd.log-range`
-//!   `{ records: [str], from: u64, len: u64 }`: records `from..min(to, len)`, and the chain's
-//!   length.
+//!   `{ records: [str], from: u64, len: u64, tip: str|nil }`: records `from..min(to, len)`, the
+//!   chain's length, and the tip that length belongs to (what the next append expects).
 
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +73,8 @@ pub struct LogRange {
     pub from: u64,
     /// The Log's whole length.
     pub len: u64,
+    /// The commit that length belongs to: what the next append expects (`None`: no Log yet).
+    pub tip: Option<String>,
 }
 
 impl Message for LogRange {

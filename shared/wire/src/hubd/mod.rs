@@ -14,10 +14,12 @@
 //! - [`authority`]: reading an agent's grant and budget.
 //! - [`tree`]: spawning, retiring, collecting and listing agents.
 //! - [`mail`]: sending letters, reading an inbox, marking a letter read.
+//! - [`lease`]: the session lock that makes one sequencer the only one running an agent.
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
+pub mod lease;
 pub mod log;
 pub mod mail;
 pub mod notify;
@@ -51,11 +53,17 @@ pub enum Op {
     ReadInbox,
     /// [`mail::MarkRead`].
     MarkRead,
+    /// [`lease::AcquireLease`].
+    AcquireLease,
+    /// [`lease::RenewLease`].
+    RenewLease,
+    /// [`lease::ReleaseLease`].
+    ReleaseLease,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 14] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -67,6 +75,9 @@ impl Op {
         Op::SendLetter,
         Op::ReadInbox,
         Op::MarkRead,
+        Op::AcquireLease,
+        Op::RenewLease,
+        Op::ReleaseLease,
     ];
 
     /// The operation's subject token.
@@ -83,6 +94,9 @@ impl Op {
             Op::SendLetter => "send-letter",
             Op::ReadInbox => "read-inbox",
             Op::MarkRead => "mark-read",
+            Op::AcquireLease => "acquire-lease",
+            Op::RenewLease => "renew-lease",
+            Op::ReleaseLease => "release-lease",
         }
     }
 

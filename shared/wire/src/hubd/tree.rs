@@ -9,7 +9,9 @@
 //!   live subtree, deepest first, in the order it was retired.
 //! - `hubd.collect` `{ capability, agent: str }` → `hubd.collected` `{ agent: str }`.
 //! - `hubd.list-agents` `{ capability }` → `hubd.agent-tree` `{ agents: [AgentState] }`, every
-//!   agent the ledger knows, in name order.
+//!   agent the ledger knows, in name order; each `{ name, parent, life, holder: str|nil }` with
+//!   `life` one of `running` (a sequencer holds its lease, named by `holder`), `asleep`,
+//!   `retired`, `collected`.
 
 use l3m_core::grant::SpawnRequest;
 use serde::{Deserialize, Serialize};
@@ -106,15 +108,15 @@ impl Message for ListAgents {
     const KIND: &'static str = "hubd.list-agents";
 }
 
-/// Where an agent is in its life, as hubd can tell.
-///
-/// Running versus asleep needs the sequencer's session lock, which hubd does not see yet, so a
-/// live agent is reported as `live`.
+/// Where an agent is in its life, computed from the ledger and the session leases (never
+/// stored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentLife {
-    /// Spawned and not retired.
-    Live,
+    /// Live, and a sequencer holds its lease.
+    Running,
+    /// Live, with no sequencer running it: a letter or a vigil wakes it.
+    Asleep,
     /// Retired, its memory still kept.
     Retired,
     /// Collected: its name is free.
@@ -130,6 +132,8 @@ pub struct AgentState {
     pub parent: String,
     /// Its life.
     pub life: AgentLife,
+    /// Who holds its lease, when it is running.
+    pub holder: Option<String>,
 }
 
 /// The agent tree.

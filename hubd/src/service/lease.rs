@@ -1,0 +1,321 @@
+//! The session leases hubd keeps in memory: who runs which agent, until when.
+//!
+//! The decisions are pure functions of the table and a caller-given instant, so they are tested
+//! without a clock; [`Leases`] wraps the table in a mutex for the service.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use l3m_core::duty::Duty;
+use l3m_core::names::AgentName;
+use l3m_wire::hubd::lease::{LeaseHeld, LeaseReleased};
+use l3m_wire::hubd::session::Capability;
+
+use super::error::ServiceError;
+use super::gate;
+use super::state::State;
+
+/// The shortest and longest lease a sequencer may ask for: shorter would expire between two
+/// renewals on a loaded host; longer would keep a dead sequencer's agent locked too long.
+pub const TTL_RANGE_MS: std::ops::RangeInclusive<u64> = 500..=600_000;
+
+/// One granted lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Who holds it.
+    pub holder: String,
+    /// Its fencing number.
+    pub token: u64,
+    /// How long each renewal extends it.
+    pub ttl: Duration,
+    /// When it lapses unless renewed.
+    pub until: Instant,
+}
+
+/// Why a lease was not granted, renewed or released.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// Another holder keeps the lease alive.
+    #[error(
+        "{agent} is already run by {holder} (lease {token}, {left_ms} ms left); stop that \
+         sequencer first, or wait for its lease to lapse"
+    )]
+    Held {
+        /// The agent.
+        agent: String,
+        /// The holder.
+        holder: String,
+        /// Its fencing number.
+        token: u64,
+        /// How long it has left.
+        left_ms: u64,
+    },
+    /// The lease named is not the one in force: it lapsed and was taken, or never existed.
+    #[error("lease {token} on {agent} is not in force{now}; this sequencer must stop")]
+    Lost {
+        /// The agent.
+        agent: String,
+        /// The token given.
+        token: u64,
+        /// Who holds the agent now, if anyone.
+        now: String,
+    },
+    /// The TTL asked for is out of range.
+    #[error("a lease ttl of {ttl_ms} ms is outside {min}..={max} ms")]
+    BadTtl {
+        /// The TTL asked.
+        ttl_ms: u64,
+        /// The shortest allowed.
+        min: u64,
+        /// The longest allowed.
+        max: u64,
+    },
+}
+
+/// The lease table.
+#[derive(Debug, Default)]
+pub struct Table {
+    leases: HashMap<AgentName, Lease>,
+    next_token: u64,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Table {
+    /// The lease in force on `agent` at `now`, if any.
+    pub fn live(&self, agent: &AgentName, now: Instant) -> Option<&Lease> {
+        self.leases.get(agent).filter(|l| l.until > now)
+    }
+
+    /// Grants `holder` a fresh lease unless another holder's is still in force.
+    pub fn acquire(
+        &mut self,
+        agent: &AgentName,
+        holder: &str,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> Result<Lease, LeaseError> {
+        if !TTL_RANGE_MS.contains(&ttl_ms) {
+            return Err(LeaseError::BadTtl {
+                ttl_ms,
+                min: *TTL_RANGE_MS.start(),
+                max: *TTL_RANGE_MS.end(),
+            });
+        }
+        if let Some(held) = self.live(agent, now) {
+            return Err(LeaseError::Held {
+                agent: agent.to_string(),
+                holder: held.holder.clone(),
+                token: held.token,
+                left_ms: ms(held.until.saturating_duration_since(now)),
+            });
+        }
+        self.next_token += 1;
+        let ttl = Duration::from_millis(ttl_ms);
+        let lease = Lease {
+            holder: holder.to_owned(),
+            token: self.next_token,
+            ttl,
+            until: now + ttl,
+        };
+        self.leases.insert(agent.clone(), lease.clone());
+        Ok(lease)
+    }
+
+    /// Extends the lease `token` by its TTL. A lapsed lease nobody took is renewed: its holder
+    /// never lost the agent.
+    pub fn renew(
+        &mut self,
+        agent: &AgentName,
+        token: u64,
+        now: Instant,
+    ) -> Result<Lease, LeaseError> {
+        match self.leases.get_mut(agent) {
+            Some(lease) if lease.token == token => {
+                lease.until = now + lease.ttl;
+                Ok(lease.clone())
+            }
+            other => Err(LeaseError::Lost {
+                agent: agent.to_string(),
+                token,
+                now: other
+                    .filter(|l| l.until > now)
+                    .map(|l| format!(" ({} holds lease {})", l.holder, l.token))
+                    .unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// Drops the lease `token`; a lease already gone or replaced is left as it is.
+    pub fn release(&mut self, agent: &AgentName, token: u64) {
+        if self.leases.get(agent).is_some_and(|l| l.token == token) {
+            self.leases.remove(agent);
+        }
+    }
+
+    /// Forgets every lease of `agents` (they were retired).
+    pub fn forget<'a>(&mut self, agents: impl IntoIterator<Item = &'a AgentName>) {
+        for agent in agents {
+            self.leases.remove(agent);
+        }
+    }
+}
+
+/// The lease table behind a mutex, for the service.
+#[derive(Debug, Default)]
+pub struct Leases(Mutex<Table>);
+
+impl Leases {
+    /// Runs `f` on the table.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Table) -> T) -> T {
+        // Every table operation leaves it consistent before it can panic, so a poisoned lock
+        // still holds a usable table.
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn held(agent: &AgentName, lease: &Lease) -> LeaseHeld {
+    LeaseHeld {
+        agent: agent.to_string(),
+        holder: lease.holder.clone(),
+        token: lease.token,
+        ttl_ms: ms(lease.ttl),
+    }
+}
+
+impl State {
+    /// The agent named, if the session is that agent's own sequencer and the agent is known.
+    fn lease_subject(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        action: &str,
+    ) -> Result<AgentName, ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        match &duty {
+            Duty::Sequencer { agent: own } if *own == agent => {}
+            _ => {
+                return Err(ServiceError::NotAllowed {
+                    duty: duty.to_string(),
+                    action: format!("{action} the lease on {agent}"),
+                    reason: "only the agent's own sequencer holds its lease",
+                });
+            }
+        }
+        self.require_known(&agent)?;
+        Ok(agent)
+    }
+
+    /// `hubd.acquire-lease`.
+    pub fn acquire_lease(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<LeaseHeld, ServiceError> {
+        let agent = self.lease_subject(capability, agent, "acquire")?;
+        let lease = self
+            .leases()
+            .with(|t| t.acquire(&agent, holder, ttl_ms, Instant::now()))?;
+        Ok(held(&agent, &lease))
+    }
+
+    /// `hubd.renew-lease`.
+    pub fn renew_lease(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        token: u64,
+    ) -> Result<LeaseHeld, ServiceError> {
+        let agent = self.lease_subject(capability, agent, "renew")?;
+        let lease = self
+            .leases()
+            .with(|t| t.renew(&agent, token, Instant::now()))?;
+        Ok(held(&agent, &lease))
+    }
+
+    /// `hubd.release-lease`.
+    pub fn release_lease(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        token: u64,
+    ) -> Result<LeaseReleased, ServiceError> {
+        let agent = self.lease_subject(capability, agent, "release")?;
+        self.leases().with(|t| t.release(&agent, token));
+        Ok(LeaseReleased {
+            agent: agent.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> AgentName {
+        AgentName::parse("alice").unwrap()
+    }
+
+    #[test]
+    fn second_holder_is_refused_while_the_first_is_live() {
+        let mut t = Table::default();
+        let now = Instant::now();
+        let first = t.acquire(&agent(), "a:1", 1_000, now).unwrap();
+        let err = t
+            .acquire(&agent(), "b:2", 1_000, now + Duration::from_millis(10))
+            .unwrap_err();
+        assert!(
+            matches!(&err, LeaseError::Held { holder, token, .. } if holder == "a:1" && *token == first.token),
+            "{err}"
+        );
+        assert!(err.to_string().contains("a:1"));
+    }
+
+    #[test]
+    fn a_lapsed_lease_can_be_taken_and_its_old_holder_loses_renewal() {
+        let mut t = Table::default();
+        let now = Instant::now();
+        let first = t.acquire(&agent(), "a:1", 1_000, now).unwrap();
+        let later = now + Duration::from_millis(1_500);
+        let second = t.acquire(&agent(), "b:2", 1_000, later).unwrap();
+        assert!(second.token > first.token);
+        let err = t.renew(&agent(), first.token, later).unwrap_err();
+        assert!(err.to_string().contains("b:2"), "{err}");
+        assert!(t.renew(&agent(), second.token, later).is_ok());
+    }
+
+    #[test]
+    fn a_lapsed_lease_nobody_took_is_renewed() {
+        let mut t = Table::default();
+        let now = Instant::now();
+        let first = t.acquire(&agent(), "a:1", 1_000, now).unwrap();
+        let later = now + Duration::from_millis(5_000);
+        let renewed = t.renew(&agent(), first.token, later).unwrap();
+        assert!(renewed.until > later);
+    }
+
+    #[test]
+    fn release_frees_at_once_but_only_its_own_lease() {
+        let mut t = Table::default();
+        let now = Instant::now();
+        let first = t.acquire(&agent(), "a:1", 1_000, now).unwrap();
+        t.release(&agent(), first.token + 7);
+        assert!(t.live(&agent(), now).is_some());
+        t.release(&agent(), first.token);
+        assert!(t.live(&agent(), now).is_none());
+        assert!(t.acquire(&agent(), "b:2", 1_000, now).is_ok());
+    }
+
+    #[test]
+    fn ttl_out_of_range_is_refused() {
+        let mut t = Table::default();
+        let err = t.acquire(&agent(), "a", 10, Instant::now()).unwrap_err();
+        assert!(matches!(err, LeaseError::BadTtl { ttl_ms: 10, .. }));
+    }
+}

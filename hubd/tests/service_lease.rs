@@ -1,0 +1,162 @@
+//! Session leases and the computed agent state, through `HubClient` over a real nats-server.
+#![allow(clippy::unwrap_used)]
+
+mod service_common;
+
+use std::time::Duration;
+
+use l3m_core::duty::Duty;
+use l3m_core::log::{Record, RecordBody};
+use l3m_wire::client::HubClient;
+use l3m_wire::hubd::tree::AgentLife;
+use l3m_wire::reply::ErrorCode;
+use l3m_wire::subjects::HubId;
+use service_common::*;
+
+async fn client(f: &Fixture, duty: Duty) -> HubClient {
+    HubClient::open(f.bus.clone(), HubId::parse("t").unwrap(), &f.secret, duty)
+        .await
+        .unwrap()
+}
+
+async fn life_of(c: &HubClient, name: &str) -> (AgentLife, Option<String>) {
+    let tree = c.list_agents().await.unwrap();
+    let a = tree.agents.into_iter().find(|a| a.name == name).unwrap();
+    (a.life, a.holder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sequencer_is_refused_the_lease_and_told_who_holds_it() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let seq = || Duty::Sequencer {
+        agent: agent("bob"),
+    };
+    let (one, two) = (client(&f, seq()).await, client(&f, seq()).await);
+    let watcher = client(
+        &f,
+        Duty::Human {
+            human: l3m_core::names::HumanName::parse("alice").unwrap(),
+        },
+    )
+    .await;
+    assert_eq!(life_of(&watcher, "bob").await, (AgentLife::Asleep, None));
+
+    let held = one
+        .acquire_lease(&agent("bob"), "host-a:11", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let refused = two
+        .acquire_lease(&agent("bob"), "host-b:22", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::Conflict));
+    assert!(refused.to_string().contains("host-a:11"), "{refused}");
+    assert_eq!(
+        life_of(&watcher, "bob").await,
+        (AgentLife::Running, Some("host-a:11".into()))
+    );
+
+    // The loser cannot renew or release the winner's lease by guessing its token's neighbour.
+    assert!(
+        two.renew_lease(&agent("bob"), held.token + 1)
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    one.renew_lease(&agent("bob"), held.token).await.unwrap();
+    one.release_lease(&agent("bob"), held.token).await.unwrap();
+    assert_eq!(life_of(&watcher, "bob").await, (AgentLife::Asleep, None));
+    let taken = two
+        .acquire_lease(&agent("bob"), "host-b:22", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(taken.token > held.token);
+    let lost = one
+        .renew_lease(&agent("bob"), held.token)
+        .await
+        .unwrap_err();
+    assert!(lost.to_string().contains("host-b:22"), "{lost}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_agents_own_sequencer_may_take_its_lease() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let carol = client(
+        &f,
+        Duty::Sequencer {
+            agent: agent("carol"),
+        },
+    )
+    .await;
+    let alice = client(
+        &f,
+        Duty::Human {
+            human: l3m_core::names::HumanName::parse("alice").unwrap(),
+        },
+    )
+    .await;
+    for c in [&carol, &alice] {
+        let err = c
+            .acquire_lease(&agent("bob"), "x", Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(ErrorCode::Refused), "{err}");
+    }
+    let bob = client(
+        &f,
+        Duty::Sequencer {
+            agent: agent("bob"),
+        },
+    )
+    .await;
+    let bad_ttl = bob
+        .acquire_lease(&agent("bob"), "x", Duration::from_millis(1))
+        .await
+        .unwrap_err();
+    assert_eq!(bad_ttl.code(), Some(ErrorCode::Invalid), "{bad_ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_appends_and_reads_back_typed_records_with_the_tip() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = client(
+        &f,
+        Duty::Sequencer {
+            agent: agent("bob"),
+        },
+    )
+    .await;
+    let records: Vec<Record> = (0..3)
+        .map(|seq| Record {
+            seq,
+            at_ms: 5,
+            body: if seq == 0 {
+                RecordBody::SystemPrompt {
+                    text: "p".into(),
+                    continues: false,
+                }
+            } else {
+                RecordBody::TurnEnd
+            },
+        })
+        .collect();
+    let appended = bob.append_log(&agent("bob"), None, &records).await.unwrap();
+    let read = bob.read_log_from(&agent("bob"), 0).await.unwrap();
+    assert_eq!(read.records, records);
+    assert_eq!(
+        (read.len, read.tip.as_deref()),
+        (3, Some(appended.tip.as_str()))
+    );
+    let stale = bob
+        .append_log(&agent("bob"), None, &records)
+        .await
+        .unwrap_err();
+    assert!(stale.is_conflict(), "{stale}");
+}

@@ -1,0 +1,505 @@
+//! [`HubClient`]: one session with a hubd, and a typed method for every operation it serves.
+//!
+//! Every caller of hubd (a sequencer, the CLI, the postman) would otherwise repeat the same
+//! steps: open a session with the hub secret, keep the capability, put it in each request, pick
+//! the subject, encode, wait, and tell a refusal from a transport failure. The client does them
+//! once. Records and inbox lines are decoded here, so a caller handles typed values; a line
+//! that does not decode is a [`ClientError::BadReply`] naming it, never a panic.
+//!
+//! A session ends when hubd restarts; a call then fails with `refused` and the holder opens a
+//! new session with [`HubClient::reopen`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use l3m_core::duty::Duty;
+use l3m_core::grant::SpawnRequest;
+use l3m_core::log::Record;
+use l3m_core::mail::InboxEntry;
+use l3m_core::names::AgentName;
+use l3m_core::wire_format;
+
+use crate::bus::{Bus, MessageStream};
+use crate::envelope::{Limits, Message};
+use crate::error::WireError;
+use crate::hubd::Op;
+use crate::hubd::authority::{GrantView, ReadGrant};
+use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
+use crate::hubd::log::{AppendLog, LogAppended, ReadLog};
+use crate::hubd::mail::{LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
+use crate::hubd::session::{Capability, OpenSession, SessionOpened};
+use crate::hubd::tree::{
+    AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
+};
+use crate::reply::{ErrorCode, RemoteError};
+use crate::subjects::{HubId, Subjects};
+
+/// How long a call waits for hubd by default: long enough for a durable append on a slow
+/// disk, short enough that a dead hubd is noticed.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a call to hubd did not return what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The bus failed: no hubd answered, the connection dropped, a reply did not open.
+    #[error("no usable answer from hubd on {subject}: {source}")]
+    Wire {
+        /// The subject asked.
+        subject: String,
+        /// The cause.
+        #[source]
+        source: WireError,
+    },
+    /// hubd refused the request and said why.
+    #[error("hubd refused {op}: {}", .error.message)]
+    Refused {
+        /// The operation.
+        op: &'static str,
+        /// hubd's typed answer.
+        error: RemoteError,
+    },
+    /// hubd answered, but a line in the answer does not decode.
+    #[error("hubd's answer to {op} holds a bad line {index}: {reason}")]
+    BadReply {
+        /// The operation.
+        op: &'static str,
+        /// Which line.
+        index: usize,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A record to append does not encode.
+    #[error("record {seq} does not encode: {reason}")]
+    BadRecord {
+        /// Its seq.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ClientError {
+    /// hubd's error code, when hubd answered with a refusal.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Refused { error, .. } => Some(error.code),
+            _ => None,
+        }
+    }
+
+    /// Whether a compare-and-swap (or a lease) was lost to another writer.
+    pub fn is_conflict(&self) -> bool {
+        self.code() == Some(ErrorCode::Conflict)
+    }
+}
+
+/// A Log as read from hubd: its records from some seq on, its length, and its tip.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRead {
+    /// The records read, oldest first.
+    pub records: Vec<Record>,
+    /// The Log's whole length.
+    pub len: u64,
+    /// The tip the next append must expect.
+    pub tip: Option<String>,
+}
+
+/// An inbox as read from hubd: its entries from some index on, and its length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxRead {
+    /// The entries read (letters and read marks), in stored order.
+    pub entries: Vec<InboxEntry>,
+    /// The index of the first entry read.
+    pub from: u64,
+    /// The inbox's whole length.
+    pub len: u64,
+}
+
+/// One open session with a hubd.
+#[derive(Debug, Clone)]
+pub struct HubClient {
+    bus: Arc<dyn Bus>,
+    subjects: Subjects,
+    secret: Secret,
+    duty: Duty,
+    capability: Capability,
+    timeout: Duration,
+    limits: Limits,
+}
+
+/// The hub secret, kept out of `Debug` output.
+#[derive(Clone)]
+struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl HubClient {
+    /// Opens a session for `duty` with the hub of `hub` on `bus`.
+    pub async fn open(
+        bus: Arc<dyn Bus>,
+        hub: HubId,
+        secret: &str,
+        duty: Duty,
+    ) -> Result<HubClient, ClientError> {
+        let mut client = HubClient {
+            bus,
+            subjects: Subjects::new(hub),
+            secret: Secret(secret.to_owned()),
+            duty,
+            capability: Capability(String::new()),
+            timeout: DEFAULT_TIMEOUT,
+            limits: Limits::default(),
+        };
+        client.reopen().await?;
+        Ok(client)
+    }
+
+    /// Opens a fresh session with the same secret and duty (after hubd restarted).
+    pub async fn reopen(&mut self) -> Result<(), ClientError> {
+        let opened: SessionOpened = self
+            .call(
+                Op::OpenSession,
+                &OpenSession {
+                    secret: self.secret.0.clone(),
+                    duty: self.duty.clone(),
+                },
+            )
+            .await?;
+        self.capability = opened.capability;
+        Ok(())
+    }
+
+    /// The same client with another per-call timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> HubClient {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The duty this session holds.
+    pub fn duty(&self) -> &Duty {
+        &self.duty
+    }
+
+    /// The hub's subjects.
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    /// The bus the client talks over.
+    pub fn bus(&self) -> &Arc<dyn Bus> {
+        &self.bus
+    }
+
+    async fn call<Req: Message, Resp: Message>(
+        &self,
+        op: Op,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        let subject = op.subject(&self.subjects);
+        let reply = crate::typed::call(
+            self.bus.as_ref(),
+            &subject,
+            request,
+            self.timeout,
+            &self.limits,
+        )
+        .await
+        .map_err(|source| ClientError::Wire {
+            subject: subject.clone(),
+            source,
+        })?;
+        reply.map_err(|error| ClientError::Refused {
+            op: op.as_str(),
+            error,
+        })
+    }
+
+    fn cap(&self) -> Capability {
+        self.capability.clone()
+    }
+
+    /// Appends `records` to `agent`'s Log if its tip is still `expected_tip`.
+    pub async fn append_log(
+        &self,
+        agent: &AgentName,
+        expected_tip: Option<&str>,
+        records: &[Record],
+    ) -> Result<LogAppended, ClientError> {
+        let lines = records
+            .iter()
+            .map(|r| {
+                r.to_line().map_err(|e| ClientError::BadRecord {
+                    seq: r.seq,
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.call(
+            Op::AppendLog,
+            &AppendLog {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                expected_tip: expected_tip.map(str::to_owned),
+                records: lines,
+            },
+        )
+        .await
+    }
+
+    /// Reads `agent`'s Log records `from..to` (`to` past the end reads to the end).
+    pub async fn read_log(
+        &self,
+        agent: &AgentName,
+        from: u64,
+        to: u64,
+    ) -> Result<LogRead, ClientError> {
+        let op = Op::ReadLog;
+        let range: crate::hubd::log::LogRange = self
+            .call(
+                op,
+                &ReadLog {
+                    capability: self.cap(),
+                    agent: agent.to_string(),
+                    from,
+                    to,
+                },
+            )
+            .await?;
+        let records = decode_lines(op, &range.records)?;
+        Ok(LogRead {
+            records,
+            len: range.len,
+            tip: range.tip,
+        })
+    }
+
+    /// Reads `agent`'s whole Log from `from` on, in pages hubd's size limit allows.
+    pub async fn read_log_from(
+        &self,
+        agent: &AgentName,
+        from: u64,
+    ) -> Result<LogRead, ClientError> {
+        /// Records per page: well under the envelope limit for typical records.
+        const PAGE: u64 = 512;
+        let mut read = self
+            .read_log(agent, from, from.saturating_add(PAGE))
+            .await?;
+        while from + (read.records.len() as u64) < read.len {
+            let next = from + read.records.len() as u64;
+            let page = self
+                .read_log(agent, next, next.saturating_add(PAGE))
+                .await?;
+            if page.records.is_empty() {
+                break;
+            }
+            read.len = page.len;
+            read.tip = page.tip;
+            read.records.extend(page.records);
+        }
+        Ok(read)
+    }
+
+    /// Reads `agent`'s grant and budget account.
+    pub async fn read_grant(&self, agent: &AgentName) -> Result<GrantView, ClientError> {
+        self.call(
+            Op::ReadGrant,
+            &ReadGrant {
+                capability: self.cap(),
+                agent: agent.to_string(),
+            },
+        )
+        .await
+    }
+
+    /// Asks hubd to spawn a child of this session's entity.
+    pub async fn spawn(&self, request: SpawnRequest) -> Result<Spawned, ClientError> {
+        self.call(
+            Op::Spawn,
+            &Spawn {
+                capability: self.cap(),
+                request,
+            },
+        )
+        .await
+    }
+
+    /// Retires `agent` and its whole subtree, deepest first.
+    pub async fn retire(&self, agent: &AgentName) -> Result<Retired, ClientError> {
+        self.call(
+            Op::Retire,
+            &Retire {
+                capability: self.cap(),
+                agent: agent.to_string(),
+            },
+        )
+        .await
+    }
+
+    /// Collects a retired agent's memory.
+    pub async fn collect(&self, agent: &AgentName) -> Result<Collected, ClientError> {
+        self.call(
+            Op::Collect,
+            &Collect {
+                capability: self.cap(),
+                agent: agent.to_string(),
+            },
+        )
+        .await
+    }
+
+    /// Lists every agent the ledger knows, with its computed state.
+    pub async fn list_agents(&self) -> Result<AgentTree, ClientError> {
+        self.call(
+            Op::ListAgents,
+            &ListAgents {
+                capability: self.cap(),
+            },
+        )
+        .await
+    }
+
+    /// Sends a letter from this session's entity to `to` (an address).
+    pub async fn send_letter(
+        &self,
+        to: &str,
+        subject: Option<&str>,
+        body: &str,
+    ) -> Result<LetterSent, ClientError> {
+        self.call(
+            Op::SendLetter,
+            &SendLetter {
+                capability: self.cap(),
+                to: to.to_owned(),
+                subject: subject.map(str::to_owned),
+                body: body.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// Reads `agent`'s inbox entries from index `from` on.
+    pub async fn read_inbox(&self, agent: &AgentName, from: u64) -> Result<InboxRead, ClientError> {
+        let op = Op::ReadInbox;
+        let lines: crate::hubd::mail::InboxLines = self
+            .call(
+                op,
+                &ReadInbox {
+                    capability: self.cap(),
+                    agent: agent.to_string(),
+                    from,
+                },
+            )
+            .await?;
+        let entries = lines
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                InboxEntry::from_line(line, i + 1).map_err(|e| ClientError::BadReply {
+                    op: op.as_str(),
+                    index: i,
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(InboxRead {
+            entries,
+            from: lines.from,
+            len: lines.len,
+        })
+    }
+
+    /// Marks `letter` read in this session's own inbox.
+    pub async fn mark_read(&self, letter: &str) -> Result<MarkedRead, ClientError> {
+        self.call(
+            Op::MarkRead,
+            &MarkRead {
+                capability: self.cap(),
+                letter: letter.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// Takes `agent`'s session lease for `ttl`, naming the holder.
+    pub async fn acquire_lease(
+        &self,
+        agent: &AgentName,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<LeaseHeld, ClientError> {
+        self.call(
+            Op::AcquireLease,
+            &AcquireLease {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                holder: holder.to_owned(),
+                ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            },
+        )
+        .await
+    }
+
+    /// Renews the lease `token` on `agent`; a conflict means it was lost and the holder must
+    /// stop.
+    pub async fn renew_lease(
+        &self,
+        agent: &AgentName,
+        token: u64,
+    ) -> Result<LeaseHeld, ClientError> {
+        self.call(
+            Op::RenewLease,
+            &RenewLease {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                token,
+            },
+        )
+        .await
+    }
+
+    /// Gives up the lease `token` on `agent`.
+    pub async fn release_lease(
+        &self,
+        agent: &AgentName,
+        token: u64,
+    ) -> Result<LeaseReleased, ClientError> {
+        self.call(
+            Op::ReleaseLease,
+            &ReleaseLease {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                token,
+            },
+        )
+        .await
+    }
+
+    /// Subscribes to the announcements of every ref of `agent` (its Log, inbox, grants, …).
+    /// Each message is a [`RefMoved`](crate::hubd::notify::RefMoved) envelope.
+    pub async fn watch(&self, agent: &AgentName) -> Result<MessageStream, ClientError> {
+        let subject = self.subjects.ref_changes_of(agent);
+        self.bus
+            .subscribe(&subject)
+            .await
+            .map_err(|source| ClientError::Wire { subject, source })
+    }
+}
+
+fn decode_lines(op: Op, lines: &[String]) -> Result<Vec<Record>, ClientError> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            wire_format::from_line::<Record>(line, i + 1).map_err(|e| ClientError::BadReply {
+                op: op.as_str(),
+                index: i,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
