@@ -1,0 +1,121 @@
+//! `l3m-models`: the model providers the sequencer calls — the view goes out, a reply comes back.
+//!
+//! A [`ModelRequest`] carries the provider-neutral [`View`] the Log's fold computed, plus what
+//! the wire needs (model id, tools, the call id its idempotency key comes from). A [`Provider`]
+//! renders it in its dialect, sends it, reads the streamed answer and hands back a
+//! [`ModelReply`] the sequencer journals as an `assistant-reply` — or a [`ModelError`] it
+//! journals as a `call-failed`, with [`ModelError::retryable`] deciding whether to try again.
+//! Two HTTP dialects ([`anthropic`]: the Messages API; [`openai`]: Chat Completions, which also
+//! covers vLLM, llama.cpp server and Ollama) share one client with retries and timeouts
+//! ([`http`]). The [`scripted`] provider answers from a file, for demos and offline runs, and
+//! names itself `scripted` so the Log says so. [`ModelChain`] lists a primary model and its
+//! fallbacks; the sequencer picks one per attempt and journals which, so the Log always records
+//! which model answered.
+//!
+//! **Must never**: read the environment (the caller passes a lookup to [`build`]), read the
+//! clock or sleep except through tokio's timers (deadlines, backoff, a script's `delay_ms`), or
+//! write the Log — the sequencer journals before and after every call.
+//!
+//! # Layout
+//! - this file: [`ModelRequest`], [`ToolSpec`], [`ModelReply`], the [`Provider`] trait.
+//! - [`config`]: [`ModelConfig`] (one `[models.<label>]` table), [`Dialect`], [`build`].
+//! - [`chain`]: [`ModelChain`], the primary model and its fallbacks, per attempt.
+//! - [`error`]: [`ModelError`] and what is retryable.
+//! - [`http`]: the shared HTTP client: headers, deadlines, retries with one idempotency key.
+//! - [`backoff`]: the pure retry-delay decision (exponential, deterministic jitter).
+//! - [`sse`]: the incremental server-sent-events parser both dialects stream through.
+//! - [`anthropic`], [`openai`]: the dialects — rendering a request, assembling a stream.
+//! - [`scripted`]: the scripted provider and its TOML script format.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod anthropic;
+pub mod backoff;
+pub mod chain;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod openai;
+pub mod scripted;
+pub mod sse;
+
+use futures_util::future::BoxFuture;
+use l3m_core::log::{CallId, ToolUse, Usage};
+use l3m_core::view::View;
+
+pub use chain::{ChainEntry, ModelChain};
+pub use config::{Dialect, ModelConfig, build, build_tuned};
+pub use error::{ModelError, TimeoutKind};
+
+/// One request: the provider-neutral view plus what the wire needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The model id at this endpoint (`claude-sonnet-4-5`, `gpt-4o`, `qwen2.5:7b`, ...).
+    pub model: String,
+    /// The system prompt and the conversation, from the Log's view fold.
+    pub view: View,
+    /// This model's own notes, appended to the system prompt for this request only; never
+    /// stored, so a fallback model gets its own.
+    pub notes: Option<String>,
+    /// The tools offered, as the tool table describes them.
+    pub tools: Vec<ToolSpec>,
+    /// The most tokens the reply may spend.
+    pub max_tokens: u32,
+    /// The Log's id for this call; the idempotency key is derived from it, so every try of one
+    /// call carries the same key.
+    pub call: CallId,
+}
+
+impl ModelRequest {
+    /// The system prompt this request sends: the view's, then the model's notes.
+    pub fn system_prompt(&self) -> String {
+        match self.notes.as_deref().filter(|n| !n.trim().is_empty()) {
+            Some(notes) if self.view.system.is_empty() => notes.to_owned(),
+            Some(notes) => format!("{}\n\n{notes}", self.view.system),
+            None => self.view.system.clone(),
+        }
+    }
+
+    /// The `Idempotency-Key` every try of this call sends.
+    pub fn idempotency_key(&self) -> String {
+        format!("l3m-{}", self.call)
+    }
+}
+
+/// One tool as offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its input.
+    pub input_schema: serde_json::Value,
+}
+
+/// A model's complete answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReply {
+    /// The reply's text (all text blocks, in order).
+    pub text: String,
+    /// The tools the model asks to use, in its order.
+    pub tool_uses: Vec<ToolUse>,
+    /// What the reply cost, as the provider counted it.
+    pub usage: Usage,
+    /// Why the model stopped, in the provider's words (`end_turn`, `tool_use`, `stop`,
+    /// `tool_calls`, `length`, ...).
+    pub stop_reason: String,
+}
+
+/// A model endpoint the sequencer can ask for a reply.
+pub trait Provider: Send + Sync + std::fmt::Debug {
+    /// Label written in the Log's call-started record (e.g. "anthropic", "openai", "scripted").
+    fn name(&self) -> &str;
+
+    /// Sends `request` and waits for the complete reply, retrying retryable failures within
+    /// the provider's own budget of tries.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+}
