@@ -41,6 +41,8 @@ impl Received {
 pub enum Answer {
     /// A 200 event stream, its bytes cut into `chunk`-byte pieces.
     Sse { events: Vec<String>, chunk: usize },
+    /// A 200 event stream of exactly these bytes.
+    RawSse(Vec<u8>),
     /// A status with headers and a body.
     Status {
         status: u16,
@@ -134,6 +136,7 @@ async fn handle(
                 bytes.chunks(chunk.max(1)).map(|c| Ok(c.to_vec())).collect();
             sse(Body::from_stream(stream::iter(pieces)))
         }
+        Some(Answer::RawSse(bytes)) => sse(Body::from(bytes)),
         Some(Answer::Status {
             status,
             headers,
