@@ -122,6 +122,8 @@ pub enum TimeoutKind {
     Request,
     /// The gap between two pieces of a streamed reply.
     Idle,
+    /// Making the connection.
+    Connect,
 }
 
 impl std::fmt::Display for TimeoutKind {
@@ -129,6 +131,7 @@ impl std::fmt::Display for TimeoutKind {
         f.write_str(match self {
             Self::Request => "the request timed out",
             Self::Idle => "the stream went idle",
+            Self::Connect => "the connection was not made",
         })
     }
 }

@@ -273,7 +273,8 @@ impl Endpoint {
             source = cause.source();
         }
         if error.is_timeout() {
-            self.timeout(TimeoutKind::Request, self.tuning.connect_timeout)
+            // No reqwest-level deadline is set but the connect one; ours are tokio timeouts.
+            self.timeout(TimeoutKind::Connect, self.tuning.connect_timeout)
         } else if error.is_connect() {
             ModelError::Connect { url, detail }
         } else {

@@ -26,6 +26,54 @@
 //! - [`sse`]: the incremental server-sent-events parser both dialects stream through.
 //! - [`anthropic`], [`openai`]: the dialects — rendering a request, assembling a stream.
 //! - [`scripted`]: the scripted provider and its TOML script format.
+//!
+//! # Example
+//! The sequencer builds a chain from the `[models]` tables, asks it which model attempt 1 uses,
+//! and sends the view. Here the model is scripted, so the example runs offline.
+//! ```
+//! use std::collections::BTreeMap;
+//! use l3m_core::log::CallId;
+//! use l3m_core::view::{Message, Part, View};
+//! use l3m_models::{ModelChain, ModelConfig, ModelRequest, build};
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("demo.toml"), r#"
+//!     [[turn]]
+//!     text = "I will read the file."
+//!     [[turn.tool_use]]
+//!     name = "read_file"
+//!     input = { path = "workspace/README.md" }
+//! "#)?;
+//! let mut demo: ModelConfig = toml::from_str(r#"
+//!     dialect = "scripted"
+//!     model = "demo"
+//!     script = "demo.toml"
+//!     notes = "Answer briefly."
+//! "#)?;
+//! demo.resolve_paths(dir.path());
+//! let models = BTreeMap::from([("demo".to_owned(), demo)]);
+//! let no_env = |_: &str| None; // a binary passes |name| std::env::var(name).ok()
+//! let chain = ModelChain::from_config(&models, "demo", |_, config| build(config, &no_env))?;
+//!
+//! let (provider, model, notes) = chain.for_attempt(1);
+//! let request = ModelRequest {
+//!     model: model.to_owned(),
+//!     view: View {
+//!         system: "You are an l3m agent.".into(),
+//!         messages: vec![Message::User { content: vec![Part::Text { text: "Read it.".into() }] }],
+//!     },
+//!     notes: notes.map(str::to_owned),
+//!     tools: Vec::new(),
+//!     max_tokens: chain.entry_for_attempt(1).max_tokens,
+//!     call: CallId::new("call-1")?,
+//! };
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+//! let reply = runtime.block_on(provider.complete(&request))?;
+//! assert_eq!(provider.name(), "scripted");
+//! assert_eq!(reply.stop_reason, "tool_use");
+//! assert_eq!(reply.tool_uses[0].id.as_str(), "call-1-1");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -1,5 +1,6 @@
 //! `[models.<label>]` tables: what builds, what is refused and why, and the fallback chain the
 //! sequencer picks a model from per attempt.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns are test code too
 
 mod common;
 

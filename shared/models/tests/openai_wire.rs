@@ -1,5 +1,6 @@
 //! The OpenAI-compatible Chat Completions client against a local server speaking the API: what
 //! it sends, and what it makes of a realistic stream.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns are test code too
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Retries, deadlines and bad replies, over real HTTP against the local server: the same
 //! idempotency key on every try, `retry-after` honoured, refusals not retried, timeouts and
 //! broken streams surfacing as typed errors.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns are test code too
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! The scripted provider: replies chosen by the view alone, tool-use ids per call, the end of
 //! the script, expectations, and scripts that are wrong.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns are test code too
 
 use std::path::Path;
 use std::time::Duration;

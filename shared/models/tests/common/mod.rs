@@ -1,6 +1,7 @@
 //! A local HTTP server speaking both the Anthropic Messages and the OpenAI Chat Completions
 //! APIs with queued answers, recording every request; plus a Log whose view has tool uses,
 //! a rewind and a compaction.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns are test code too
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
