@@ -389,7 +389,7 @@ impl Anthropic {
             let (name, value) = header_pair(name, value, secret)?;
             headers.insert(name, value);
         }
-        let endpoint = Endpoint::new(join_url(base_url, "/v1/messages"), headers, tuning)?;
+        let endpoint = Endpoint::new(NAME, join_url(base_url, "/v1/messages"), headers, tuning)?;
         Ok(Self { endpoint })
     }
 }

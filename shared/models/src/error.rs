@@ -137,9 +137,10 @@ impl std::fmt::Display for TimeoutKind {
 }
 
 impl ModelError {
-    /// Whether the same request may succeed if sent again: overload, rate limits, server
-    /// errors, timeouts and broken connections may pass; a refused request or a reply we cannot
-    /// read will not.
+    /// Whether the same request may succeed if sent again: overload (529), rate limits (429),
+    /// server errors (5xx), request timeouts (408), a conflict with a try of the same key still
+    /// in flight (409), our own deadlines and broken connections may pass; a refused request
+    /// (400, 401, 403, 404, 422), a reply we cannot read and a bad script or table will not.
     pub fn retryable(&self) -> bool {
         match self {
             Self::Status { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,

@@ -94,6 +94,8 @@ pub trait StreamDecoder: Send {
 /// One model endpoint: a client, a URL and the headers every request carries.
 #[derive(Clone)]
 pub struct Endpoint {
+    /// The dialect's name, for errors and logs.
+    provider: &'static str,
     client: reqwest::Client,
     url: String,
     headers: HeaderMap,
@@ -104,6 +106,7 @@ impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The headers hold the API key; they are not shown.
         f.debug_struct("Endpoint")
+            .field("provider", &self.provider)
             .field("url", &self.url)
             .field("tuning", &self.tuning)
             .finish_non_exhaustive()
@@ -126,8 +129,13 @@ pub(crate) fn header_pair(
 }
 
 impl Endpoint {
-    /// An endpoint posting to `url` with `headers` on every request.
-    pub fn new(url: String, headers: HeaderMap, tuning: HttpTuning) -> Result<Self, ModelError> {
+    /// An endpoint of dialect `provider` posting to `url` with `headers` on every request.
+    pub fn new(
+        provider: &'static str,
+        url: String,
+        headers: HeaderMap,
+        tuning: HttpTuning,
+    ) -> Result<Self, ModelError> {
         reqwest::Url::parse(&url)
             .map_err(|e| ModelError::config(format!("base URL gives {url:?}, not a URL: {e}")))?;
         let client = reqwest::Client::builder()
@@ -135,6 +143,7 @@ impl Endpoint {
             .build()
             .map_err(|e| ModelError::config(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self {
+            provider,
             client,
             url,
             headers,
@@ -160,6 +169,7 @@ impl Endpoint {
             ModelError::config(format!("the request body cannot be serialized: {e}"))
         })?;
         let mut retry = 0;
+        tracing::debug!(provider = self.provider, url = %self.url, call = %request.call, "model request");
         loop {
             let error = match self.try_once(&key, bytes.clone(), decoder()).await {
                 Ok(reply) => return Ok(reply),
@@ -171,7 +181,7 @@ impl Endpoint {
             retry += 1;
             let delay = self.tuning.backoff.delay(retry, &key, error.retry_after());
             tracing::warn!(
-                url = %self.url, call = %request.call, retry, ?delay, %error,
+                provider = self.provider, url = %self.url, call = %request.call, retry, ?delay, %error,
                 "model request failed; trying again"
             );
             self.tuning.pause.pause(delay).await;
@@ -214,7 +224,7 @@ impl Endpoint {
         let mut parser = sse::Parser::new();
         let mut total = 0usize;
         let bad_stream = |e: sse::SseError| ModelError::BadResponse {
-            provider: "http",
+            provider: self.provider,
             what: e.to_string(),
         };
         loop {
@@ -226,7 +236,7 @@ impl Endpoint {
             total += chunk.len();
             if total > MAX_REPLY_BYTES {
                 return Err(ModelError::BadResponse {
-                    provider: "http",
+                    provider: self.provider,
                     what: format!("the reply streamed more than {MAX_REPLY_BYTES} bytes"),
                 });
             }

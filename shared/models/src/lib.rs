@@ -88,7 +88,7 @@ pub mod scripted;
 pub mod sse;
 
 use futures_util::future::BoxFuture;
-use l3m_core::log::{CallId, ToolUse, Usage};
+use l3m_core::log::{CallId, RecordBody, ToolUse, Usage};
 use l3m_core::view::View;
 
 pub use chain::{ChainEntry, ModelChain};
@@ -153,6 +153,30 @@ pub struct ModelReply {
     /// Why the model stopped, in the provider's words (`end_turn`, `tool_use`, `stop`,
     /// `tool_calls`, `length`, ...).
     pub stop_reason: String,
+}
+
+impl ModelReply {
+    /// The `assistant-reply` record the sequencer journals for this reply to `call`.
+    pub fn into_record(self, call: CallId) -> RecordBody {
+        RecordBody::AssistantReply {
+            call,
+            text: self.text,
+            tool_uses: self.tool_uses,
+            usage: self.usage,
+            stop_reason: self.stop_reason,
+        }
+    }
+}
+
+impl ModelError {
+    /// The `call-failed` record the sequencer journals for this failure of `call`.
+    pub fn to_record(&self, call: CallId) -> RecordBody {
+        RecordBody::CallFailed {
+            call,
+            error: self.to_string(),
+            retryable: self.retryable(),
+        }
+    }
 }
 
 /// A model endpoint the sequencer can ask for a reply.

@@ -380,7 +380,12 @@ impl OpenAi {
             let (name, value) = header_pair("authorization", &format!("Bearer {key}"), true)?;
             headers.insert(name, value);
         }
-        let endpoint = Endpoint::new(join_url(base_url, "/v1/chat/completions"), headers, tuning)?;
+        let endpoint = Endpoint::new(
+            NAME,
+            join_url(base_url, "/v1/chat/completions"),
+            headers,
+            tuning,
+        )?;
         Ok(Self { endpoint })
     }
 }

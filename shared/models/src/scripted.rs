@@ -217,7 +217,7 @@ fn reply(request: &ModelRequest, text: String, tool_uses: Vec<ToolUse>) -> Model
         + request
             .tools
             .iter()
-            .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+            .map(|t| t.name.len() + t.description.len() + json_bytes(&t.input_schema))
             .sum::<usize>();
     let output_bytes = text.len() + uses_bytes(&tool_uses);
     let stop_reason = if tool_uses.is_empty() {
@@ -239,8 +239,26 @@ fn reply(request: &ModelRequest, text: String, tool_uses: Vec<ToolUse>) -> Model
 
 fn uses_bytes(uses: &[ToolUse]) -> usize {
     uses.iter()
-        .map(|u| u.name.len() + u.input.to_string().len())
+        .map(|u| u.name.len() + json_bytes(&u.input))
         .sum()
+}
+
+/// The length of `value` as compact JSON, counted without building the text.
+fn json_bytes(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a Value to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 fn message_bytes(message: &Message) -> usize {
@@ -320,6 +338,12 @@ mod tests {
         assert_eq!(line_of("a\nb\nc", 0), 1);
         assert_eq!(line_of("a\nb\nc", 2), 2);
         assert_eq!(line_of("a\nb\nc", 99), 3);
+    }
+
+    #[test]
+    fn json_bytes_is_the_compact_length() {
+        let value = serde_json::json!({"path": "a", "n": [1, 2]});
+        assert_eq!(json_bytes(&value), value.to_string().len());
     }
 
     #[test]

@@ -245,3 +245,59 @@ fn build_reads_the_script_and_refuses_what_is_missing() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn replies_and_failures_journal_as_records_the_log_accepts() {
+    use l3m_core::log::{Log, RecordBody};
+    let mut log = Log::new();
+    let call = CallId::new("call-1").unwrap();
+    log.append(
+        0,
+        RecordBody::SystemPrompt {
+            text: "sys".into(),
+            continues: false,
+        },
+    )
+    .unwrap();
+    log.append(
+        1,
+        RecordBody::CallStarted {
+            call: call.clone(),
+            provider: "scripted".into(),
+            model: "demo".into(),
+            attempt: 1,
+            fallback_of: None,
+        },
+    )
+    .unwrap();
+    let failed = provider()
+        .complete(&request("call-1", vec![user("nope")]))
+        .await
+        .unwrap_err();
+    let record = failed.to_record(call.clone());
+    assert!(
+        matches!(&record, RecordBody::CallFailed { retryable: false, error, .. } if error.contains("read the README"))
+    );
+    log.append(2, record).unwrap();
+    let reply = provider()
+        .complete(&request("call-1", vec![user("read the README")]))
+        .await
+        .unwrap();
+    log.append(3, reply.clone().into_record(call.clone()))
+        .unwrap();
+    let RecordBody::AssistantReply {
+        tool_uses,
+        usage,
+        stop_reason,
+        ..
+    } = &log.records()[3].body
+    else {
+        panic!("not a reply");
+    };
+    assert_eq!(
+        (tool_uses, usage, stop_reason),
+        (&reply.tool_uses, &reply.usage, &reply.stop_reason)
+    );
+    let decoded = Log::decode(&log.encode().unwrap()).unwrap();
+    assert_eq!(decoded.records(), log.records());
+}
