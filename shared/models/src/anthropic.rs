@@ -6,7 +6,9 @@
 //! text) followed by one `tool_use` block per tool use; a user turn renders its `tool_result`
 //! blocks first (each with its `tool_use_id` and `is_error`), then its text blocks — the API
 //! wants the results of the previous turn's uses to open the next user turn. Tools go as
-//! `{name, description, input_schema}`.
+//! `{name, description, input_schema}`. Tool-use ids are sent as the API accepts them
+//! (`[A-Za-z0-9_-]+`, other characters as `_`, on uses and results alike), so a conversation
+//! begun with another dialect can fall back to this one.
 //!
 //! The reply streams as server-sent events: `message_start` (input and cache usage),
 //! `content_block_start` (a `text` or `tool_use` block at an index), `content_block_delta`
@@ -64,12 +66,28 @@ pub fn render(request: &ModelRequest) -> Value {
     body
 }
 
+/// A tool-use id as the Messages API accepts it (`[A-Za-z0-9_-]+`): other characters become
+/// `_`. Applied to uses and results alike, so pairs stay pairs when a conversation begun with
+/// another dialect (or the scripted provider) falls back to this one.
+fn wire_id(id: &ToolUseId) -> String {
+    id.as_str()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 fn render_message(message: &Message) -> Option<Value> {
     let (role, blocks): (&str, Vec<Value>) = match message {
         Message::Assistant { text, tool_uses } => {
             let text = (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
             let uses = tool_uses.iter().map(|u| {
-                json!({"type": "tool_use", "id": u.id.as_str(), "name": u.name, "input": u.input})
+                json!({"type": "tool_use", "id": wire_id(&u.id), "name": u.name, "input": u.input})
             });
             ("assistant", text.into_iter().chain(uses).collect())
         }
@@ -80,7 +98,7 @@ fn render_message(message: &Message) -> Option<Value> {
                     output,
                     is_error,
                 } => Some(json!({
-                    "type": "tool_result", "tool_use_id": id.as_str(),
+                    "type": "tool_result", "tool_use_id": wire_id(id),
                     "content": output, "is_error": is_error,
                 })),
                 Part::Text { .. } => None,
@@ -499,6 +517,46 @@ mod tests {
             assert!(!error.retryable());
             assert!(error.to_string().contains(expected), "{error}");
         }
+    }
+
+    #[test]
+    fn ids_other_dialects_allow_are_rewritten_the_same_on_both_sides() {
+        let id = ToolUseId::new("call:7/1").unwrap();
+        let view = l3m_core::view::View {
+            system: String::new(),
+            messages: vec![
+                Message::Assistant {
+                    text: String::new(),
+                    tool_uses: vec![ToolUse {
+                        id: id.clone(),
+                        name: "t".into(),
+                        input: json!({}),
+                    }],
+                },
+                Message::User {
+                    content: vec![Part::ToolResult {
+                        id,
+                        output: "ok".into(),
+                        is_error: false,
+                    }],
+                },
+            ],
+        };
+        let request = ModelRequest {
+            model: "m".into(),
+            view,
+            notes: None,
+            tools: Vec::new(),
+            max_tokens: 1,
+            call: l3m_core::log::CallId::new("c").unwrap(),
+        };
+        let body = render(&request);
+        assert_eq!(body["messages"][0]["content"][0]["id"], "call_7_1");
+        assert_eq!(body["messages"][1]["content"][0]["tool_use_id"], "call_7_1");
+        assert!(
+            body.get("system").is_none(),
+            "an empty system prompt is left out"
+        );
     }
 
     #[test]

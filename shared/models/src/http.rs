@@ -26,7 +26,7 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::backoff::Backoff;
-use crate::error::{ModelError, TimeoutKind, excerpt};
+use crate::error::{BODY_EXCERPT_CHARS, ModelError, TimeoutKind, excerpt};
 use crate::sse;
 use crate::{ModelReply, ModelRequest};
 
@@ -223,6 +223,10 @@ impl Endpoint {
     ) -> Result<ModelReply, ModelError> {
         let mut parser = sse::Parser::new();
         let mut total = 0usize;
+        let mut saw_event = false;
+        // The body's first bytes, as evidence when it turns out not to be an event stream
+        // (a proxy's HTML page, a JSON error with status 200).
+        let mut head = Vec::new();
         let bad_stream = |e: sse::SseError| ModelError::BadResponse {
             provider: self.provider,
             what: e.to_string(),
@@ -240,18 +244,35 @@ impl Endpoint {
                     what: format!("the reply streamed more than {MAX_REPLY_BYTES} bytes"),
                 });
             }
+            if head.len() < BODY_EXCERPT_CHARS {
+                let room = BODY_EXCERPT_CHARS - head.len();
+                head.extend_from_slice(&chunk[..room.min(chunk.len())]);
+            }
             for event in parser.feed(&chunk).map_err(bad_stream)? {
+                saw_event = true;
                 if decoder.event(event)? {
                     return decoder.finish(true);
                 }
             }
         }
-        if let Some(event) = parser.finish().map_err(bad_stream)?
-            && decoder.event(event)?
-        {
-            return decoder.finish(true);
+        if let Some(event) = parser.finish().map_err(bad_stream)? {
+            saw_event = true;
+            if decoder.event(event)? {
+                return decoder.finish(true);
+            }
         }
-        decoder.finish(false)
+        match decoder.finish(false) {
+            Err(ModelError::BadResponse { provider, what }) if !saw_event => {
+                Err(ModelError::BadResponse {
+                    provider,
+                    what: format!(
+                        "{what}; the body held no server-sent events: {:?}",
+                        excerpt(&String::from_utf8_lossy(&head))
+                    ),
+                })
+            }
+            other => other,
+        }
     }
 
     async fn status_error(&self, mut response: reqwest::Response) -> ModelError {
