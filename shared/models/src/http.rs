@@ -303,7 +303,10 @@ impl Endpoint {
             detail.push_str(&cause.to_string());
             source = cause.source();
         }
-        if error.is_timeout() {
+        if error.is_builder() {
+            // A request we could not even build will not build on a retry either.
+            ModelError::config(format!("cannot build the request to {url}: {detail}"))
+        } else if error.is_timeout() {
             // No reqwest-level deadline is set but the connect one; ours are tokio timeouts.
             self.timeout(TimeoutKind::Connect, self.tuning.connect_timeout)
         } else if error.is_connect() {

@@ -124,9 +124,18 @@ impl ModelRequest {
         }
     }
 
-    /// The `Idempotency-Key` every try of this call sends.
+    /// The `Idempotency-Key` every try of this call sends: `l3m-` and the call id, any byte
+    /// outside visible ASCII percent-encoded so the key is always a valid header value.
     pub fn idempotency_key(&self) -> String {
-        format!("l3m-{}", self.call)
+        let mut key = String::from("l3m-");
+        for byte in self.call.as_str().bytes() {
+            if byte.is_ascii_graphic() && byte != b'%' {
+                key.push(char::from(byte));
+            } else {
+                key.push_str(&format!("%{byte:02X}"));
+            }
+        }
+        key
     }
 }
 
@@ -190,4 +199,40 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(call: &str, system: &str, notes: Option<&str>) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            view: View {
+                system: system.into(),
+                messages: Vec::new(),
+            },
+            notes: notes.map(str::to_owned),
+            tools: Vec::new(),
+            max_tokens: 1,
+            call: CallId::new(call).unwrap(),
+        }
+    }
+
+    #[test]
+    fn idempotency_keys_are_header_safe_and_distinct() {
+        assert_eq!(request("c-1", "", None).idempotency_key(), "l3m-c-1");
+        let key = request("é%1", "", None).idempotency_key();
+        assert_eq!(key, "l3m-%C3%A9%251");
+        assert!(reqwest::header::HeaderValue::from_str(&key).is_ok());
+        assert_ne!(key, request("%C3%A9%1", "", None).idempotency_key());
+    }
+
+    #[test]
+    fn notes_follow_the_system_prompt() {
+        assert_eq!(request("c", "sys", Some("n")).system_prompt(), "sys\n\nn");
+        assert_eq!(request("c", "", Some("n")).system_prompt(), "n");
+        assert_eq!(request("c", "sys", Some("  ")).system_prompt(), "sys");
+        assert_eq!(request("c", "sys", None).system_prompt(), "sys");
+    }
 }
