@@ -13,8 +13,10 @@
 //! which model answered.
 //!
 //! **Must never**: read the environment (the caller passes a lookup to [`build`]), read the
-//! clock or sleep except through tokio's timers (deadlines, backoff, a script's `delay_ms`), or
-//! write the Log — the sequencer journals before and after every call.
+//! clock or sleep except through tokio's timers (deadlines, backoff, a script's `delay_ms`),
+//! read any file but the script a `scripted` table names (once, when it is built), or write the
+//! Log — the sequencer journals before and after every call ([`ModelReply::into_record`],
+//! [`ModelError::to_record`] make the records; it appends them).
 //!
 //! # Layout
 //! - this file: [`ModelRequest`], [`ToolSpec`], [`ModelReply`], the [`Provider`] trait.
