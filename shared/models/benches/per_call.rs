@@ -103,7 +103,11 @@ fn main() -> Fixture<()> {
         });
         let ratio = |d: Duration| d.as_secs_f64() / clone.as_secs_f64().max(1e-12);
         println!("view of {size} messages: clone {clone:?} (reference)");
-        for (name, d) in [("scripted", scripted), ("anthropic", anthropic), ("openai", openai)] {
+        for (name, d) in [
+            ("scripted", scripted),
+            ("anthropic", anthropic),
+            ("openai", openai),
+        ] {
             println!("  {name:<9} {d:>12?}  = {:.2}x clone", ratio(d));
         }
     }

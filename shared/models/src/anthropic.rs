@@ -19,17 +19,18 @@
 //! delta for a block that never started and a tool input that is not JSON are typed errors.
 //!
 //! # Layout
-//! - [`render`]: the request body (pure).
+//! - [`render`], [`Body`]: the request body (pure, borrowed from the request).
 //! - [`Decoder`]: assembles a reply from the events (pure, no IO).
 //! - [`Anthropic`]: the [`Provider`] over the shared [`Endpoint`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use futures_util::future::BoxFuture;
 use l3m_core::log::{ToolUse, ToolUseId, Usage};
 use l3m_core::view::{Message, Part};
 use reqwest::header::HeaderMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::excerpt;
@@ -44,50 +45,101 @@ pub const API_VERSION: &str = "2023-06-01";
 pub const DEFAULT_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 const NAME: &str = "anthropic";
 
+/// The request body: borrowed from the request and serialized straight to bytes, with no
+/// intermediate JSON tree (the view can be long).
+#[derive(Debug, Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<WireContent<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireContent<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: Cow<'a, str>,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: Cow<'a, str>,
+        content: &'a str,
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
 /// The request body for `request`.
-pub fn render(request: &ModelRequest) -> Value {
-    let mut body = json!({
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "stream": true,
-        "messages": request.view.messages.iter().filter_map(render_message).collect::<Vec<_>>(),
-    });
+pub fn render(request: &ModelRequest) -> Body<'_> {
     let system = request.system_prompt();
-    if !system.is_empty() {
-        body["system"] = Value::String(system);
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
+    Body {
+        model: &request.model,
+        max_tokens: request.max_tokens,
+        stream: true,
+        system: (!system.is_empty()).then_some(system),
+        messages: request
+            .view
+            .messages
+            .iter()
+            .filter_map(render_message)
+            .collect(),
+        tools: request
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
+            .map(|t| WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+            })
+            .collect(),
     }
-    body
 }
 
 /// A tool-use id as the Messages API accepts it (`[A-Za-z0-9_-]+`): other characters become
 /// `_`. Applied to uses and results alike, so pairs stay pairs when a conversation begun with
 /// another dialect (or the scripted provider) falls back to this one.
-fn wire_id(id: &ToolUseId) -> String {
-    id.as_str()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+fn wire_id(id: &ToolUseId) -> Cow<'_, str> {
+    let id = id.as_str();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if id.chars().all(allowed) {
+        return Cow::Borrowed(id);
+    }
+    Cow::Owned(
+        id.chars()
+            .map(|c| if allowed(c) { c } else { '_' })
+            .collect(),
+    )
 }
 
-fn render_message(message: &Message) -> Option<Value> {
-    let (role, blocks): (&str, Vec<Value>) = match message {
+fn render_message(message: &Message) -> Option<WireMessage<'_>> {
+    let (role, content): (&'static str, Vec<WireContent<'_>>) = match message {
         Message::Assistant { text, tool_uses } => {
-            let text = (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
-            let uses = tool_uses.iter().map(|u| {
-                json!({"type": "tool_use", "id": wire_id(&u.id), "name": u.name, "input": u.input})
+            let text = (!text.is_empty()).then_some(WireContent::Text { text });
+            let uses = tool_uses.iter().map(|u| WireContent::ToolUse {
+                id: wire_id(&u.id),
+                name: &u.name,
+                input: &u.input,
             });
             ("assistant", text.into_iter().chain(uses).collect())
         }
@@ -97,22 +149,21 @@ fn render_message(message: &Message) -> Option<Value> {
                     id,
                     output,
                     is_error,
-                } => Some(json!({
-                    "type": "tool_result", "tool_use_id": wire_id(id),
-                    "content": output, "is_error": is_error,
-                })),
+                } => Some(WireContent::ToolResult {
+                    tool_use_id: wire_id(id),
+                    content: output,
+                    is_error: *is_error,
+                }),
                 Part::Text { .. } => None,
             });
             let texts = content.iter().filter_map(|part| match part {
-                Part::Text { text } if !text.is_empty() => {
-                    Some(json!({"type": "text", "text": text}))
-                }
+                Part::Text { text } if !text.is_empty() => Some(WireContent::Text { text }),
                 _ => None,
             });
             ("user", results.chain(texts).collect())
         }
     };
-    (!blocks.is_empty()).then(|| json!({"role": role, "content": blocks}))
+    (!content.is_empty()).then_some(WireMessage { role, content })
 }
 
 /// One event of the stream, as the API sends it.
@@ -550,7 +601,7 @@ mod tests {
             max_tokens: 1,
             call: l3m_core::log::CallId::new("c").unwrap(),
         };
-        let body = render(&request);
+        let body = serde_json::to_value(render(&request)).unwrap();
         assert_eq!(body["messages"][0]["content"][0]["id"], "call_7_1");
         assert_eq!(body["messages"][1]["content"][0]["tool_use_id"], "call_7_1");
         assert!(

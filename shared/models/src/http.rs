@@ -158,10 +158,10 @@ impl Endpoint {
 
     /// Posts `body` for `request` and assembles the streamed reply with a decoder from
     /// `decoder`, one fresh decoder per try, retrying retryable failures.
-    pub async fn send<D: StreamDecoder>(
+    pub async fn send<D: StreamDecoder, B: serde::Serialize + ?Sized>(
         &self,
         request: &ModelRequest,
-        body: &serde_json::Value,
+        body: &B,
         decoder: impl Fn() -> D,
     ) -> Result<ModelReply, ModelError> {
         let key = request.idempotency_key();

@@ -20,17 +20,18 @@
 //! without an id (some local servers) gets `{call}-{index}`.
 //!
 //! # Layout
-//! - [`render`]: the request body (pure).
+//! - [`render`], [`Body`]: the request body (pure, borrowed from the request).
 //! - [`Decoder`]: assembles a reply from the chunks (pure, no IO).
 //! - [`OpenAi`]: the [`Provider`] over the shared [`Endpoint`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use futures_util::future::BoxFuture;
 use l3m_core::log::{CallId, ToolUse, ToolUseId, Usage};
 use l3m_core::view::{Message, Part};
 use reqwest::header::HeaderMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::excerpt;
@@ -45,71 +46,137 @@ pub const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
 pub const ERROR_PREFIX: &str = "error: ";
 const NAME: &str = "openai";
 
-/// The request body for `request`.
-pub fn render(request: &ModelRequest) -> Value {
-    let system = request.system_prompt();
-    let system = (!system.is_empty()).then(|| json!({"role": "system", "content": system}));
-    let messages: Vec<Value> = system
-        .into_iter()
-        .chain(request.view.messages.iter().flat_map(render_message))
-        .collect();
-    let mut body = json!({
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-        "messages": messages,
-    });
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema,
-                }})
-            })
-            .collect();
-    }
-    body
+/// The request body: borrowed from the request and serialized straight to bytes, with no
+/// intermediate JSON tree (the view can be long).
+#[derive(Debug, Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    stream_options: StreamOptions,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
 }
 
-fn render_message(message: &Message) -> Vec<Value> {
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: String,
+    },
+    User {
+        content: Cow<'a, str>,
+    },
+    Assistant {
+        /// `null` when the turn only calls tools.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    /// The input as a JSON string, as this API wants it.
+    arguments: String,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// The request body for `request`.
+pub fn render(request: &ModelRequest) -> Body<'_> {
+    let system = request.system_prompt();
+    let system = (!system.is_empty()).then_some(WireMessage::System { content: system });
+    Body {
+        model: &request.model,
+        max_tokens: request.max_tokens,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        messages: system
+            .into_iter()
+            .chain(request.view.messages.iter().flat_map(render_message))
+            .collect(),
+        tools: request
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireToolFunction {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.input_schema,
+                },
+            })
+            .collect(),
+    }
+}
+
+fn render_message(message: &Message) -> Vec<WireMessage<'_>> {
     match message {
         Message::Assistant { text, tool_uses } if text.is_empty() && tool_uses.is_empty() => {
             Vec::new()
         }
-        Message::Assistant { text, tool_uses } => {
-            let mut out = json!({
-                "role": "assistant",
-                "content": if text.is_empty() { Value::Null } else { Value::String(text.clone()) },
-            });
-            if !tool_uses.is_empty() {
-                out["tool_calls"] = tool_uses
-                    .iter()
-                    .map(|u| {
-                        json!({"id": u.id.as_str(), "type": "function", "function": {
-                            "name": u.name, "arguments": u.input.to_string(),
-                        }})
-                    })
-                    .collect();
-            }
-            vec![out]
-        }
+        Message::Assistant { text, tool_uses } => vec![WireMessage::Assistant {
+            content: (!text.is_empty()).then_some(text.as_str()),
+            tool_calls: tool_uses
+                .iter()
+                .map(|u| WireCall {
+                    id: u.id.as_str(),
+                    kind: "function",
+                    function: WireCallFunction {
+                        name: &u.name,
+                        arguments: u.input.to_string(),
+                    },
+                })
+                .collect(),
+        }],
         Message::User { content } => {
             let results = content.iter().filter_map(|part| match part {
                 Part::ToolResult {
                     id,
                     output,
                     is_error,
-                } => {
-                    let output = if *is_error {
-                        format!("{ERROR_PREFIX}{output}")
+                } => Some(WireMessage::Tool {
+                    tool_call_id: id.as_str(),
+                    content: if *is_error {
+                        Cow::Owned(format!("{ERROR_PREFIX}{output}"))
                     } else {
-                        output.clone()
-                    };
-                    Some(json!({"role": "tool", "tool_call_id": id.as_str(), "content": output}))
-                }
+                        Cow::Borrowed(output)
+                    },
+                }),
                 Part::Text { .. } => None,
             });
             let texts: Vec<&str> = content
@@ -119,8 +186,12 @@ fn render_message(message: &Message) -> Vec<Value> {
                     _ => None,
                 })
                 .collect();
-            let text =
-                (!texts.is_empty()).then(|| json!({"role": "user", "content": texts.join("\n\n")}));
+            let text = match texts.as_slice() {
+                [] => None,
+                [one] => Some(Cow::Borrowed(*one)),
+                many => Some(Cow::Owned(many.join("\n\n"))),
+            };
+            let text = text.map(|content| WireMessage::User { content });
             results.chain(text).collect()
         }
     }
