@@ -533,6 +533,26 @@ mod tests {
     }
 
     #[test]
+    fn thinking_blocks_and_unknown_events_are_skipped() {
+        let reply = feed(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"some_future_event","x":1}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi"}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        assert_eq!(reply.text, "Hi");
+        assert!(reply.tool_uses.is_empty());
+        assert_eq!(reply.stop_reason, "end_turn");
+    }
+
+    #[test]
     fn malformed_streams_are_named() {
         let cases: &[(&[&str], &str)] = &[
             (&[START], "ended before message_stop"),

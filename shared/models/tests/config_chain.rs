@@ -202,3 +202,28 @@ fn relative_script_paths_resolve_against_the_config_directory() {
         Some(std::path::Path::new("/etc/l3m/demo/s.toml"))
     );
 }
+
+#[test]
+fn a_tables_deadlines_and_retry_budget_override_the_base_tuning() {
+    use std::time::Duration;
+    let config = table(
+        "dialect = \"openai\"\nmodel = \"m\"\ntimeout_secs = 7\nidle_timeout_secs = 3\nmax_retries = 1\n",
+    );
+    let base = tuning(Arc::new(RecordingPause::default()));
+    let tuned = config.tuning(base.clone()).unwrap();
+    assert_eq!(
+        (tuned.timeout, tuned.idle_timeout, tuned.max_retries),
+        (Duration::from_secs(7), Duration::from_secs(3), 1)
+    );
+    assert_eq!(
+        tuned.backoff, base.backoff,
+        "what the table does not say stays"
+    );
+    let silent = table("dialect = \"openai\"\nmodel = \"m\"\n")
+        .tuning(base.clone())
+        .unwrap();
+    assert_eq!(
+        (silent.timeout, silent.idle_timeout, silent.max_retries),
+        (base.timeout, base.idle_timeout, base.max_retries)
+    );
+}
