@@ -151,11 +151,6 @@ impl Endpoint {
         })
     }
 
-    /// The URL posted to.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Posts `body` for `request` and assembles the streamed reply with a decoder from
     /// `decoder`, one fresh decoder per try, retrying retryable failures.
     pub async fn send<D: StreamDecoder, B: serde::Serialize + ?Sized>(
