@@ -223,7 +223,7 @@ async fn a_try_that_timed_out_is_tried_again() {
         Which::OpenAi,
         vec![Answer::Hang, Which::OpenAi.good()],
         |t| {
-            t.timeout = Duration::from_millis(300);
+            t.timeout = Duration::from_secs(2);
         },
     )
     .await;
