@@ -9,7 +9,8 @@
 //! # Layout
 //! - `error`: [`ServiceError`] and its reply codes.
 //! - `gate`: the pure checks on request content.
-//! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes.
+//! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes;
+//!   its children `regrant` and `airmail` hold those two operations.
 //! - `handlers`: one function per operation.
 
 mod error;
@@ -95,6 +96,10 @@ pub async fn start(
     binder.bind(Op::SendLetter, handlers::send_letter).await?;
     binder.bind(Op::ReadInbox, handlers::read_inbox).await?;
     binder.bind(Op::MarkRead, handlers::mark_read).await?;
+    binder.bind(Op::Regrant, handlers::regrant).await?;
+    binder
+        .bind(Op::StageAirmail, handlers::stage_airmail)
+        .await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,

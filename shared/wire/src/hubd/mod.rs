@@ -11,9 +11,9 @@
 //! # Layout
 //! - [`session`]: opening a session with the hub secret; the capability.
 //! - [`log`]: appending to and reading an agent's Log.
-//! - [`authority`]: reading an agent's grant and budget.
+//! - [`authority`]: reading an agent's grant and budget; regranting it.
 //! - [`tree`]: spawning, retiring, collecting and listing agents.
-//! - [`mail`]: sending letters, reading an inbox, marking a letter read.
+//! - [`mail`]: sending letters, reading an inbox, marking a letter read, staging airmail.
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
@@ -51,11 +51,15 @@ pub enum Op {
     ReadInbox,
     /// [`mail::MarkRead`].
     MarkRead,
+    /// [`authority::Regrant`].
+    Regrant,
+    /// [`mail::StageAirmail`].
+    StageAirmail,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 13] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -67,6 +71,8 @@ impl Op {
         Op::SendLetter,
         Op::ReadInbox,
         Op::MarkRead,
+        Op::Regrant,
+        Op::StageAirmail,
     ];
 
     /// The operation's subject token.
@@ -83,6 +89,8 @@ impl Op {
             Op::SendLetter => "send-letter",
             Op::ReadInbox => "read-inbox",
             Op::MarkRead => "mark-read",
+            Op::Regrant => "regrant",
+            Op::StageAirmail => "stage-airmail",
         }
     }
 
