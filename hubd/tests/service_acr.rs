@@ -122,3 +122,29 @@ async fn a_spawn_makes_worktrees_on_the_work_and_persona_branches_and_retire_rem
     assert!(!listed.contains("forest"), "{listed}");
     f.fsck();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_worktree_cannot_block_a_retire() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let acr = f.dir.path().join("HUB/forest/bob/self");
+    // What worked in the ACR points its workspace somewhere else and leaves a stray file.
+    std::fs::write(acr.join("workspace/.git"), "gitdir: /nowhere\n").unwrap();
+    std::fs::write(acr.join("agent/stray.txt"), "uncommitted\n").unwrap();
+    let retired: Retired = f
+        .call(
+            Op::Retire,
+            &Retire {
+                capability: human,
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(retired.agents, ["bob"]);
+    assert!(!acr.exists());
+    let listed = worktrees(&f);
+    assert!(!listed.contains("forest"), "{listed}");
+    f.fsck();
+}

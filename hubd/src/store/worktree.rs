@@ -54,6 +54,10 @@ impl Hub {
 
     /// Removes the linked worktree at `dir`, uncommitted changes and all. A `dir` that is not a
     /// worktree (a plain directory, or none) is removed as a directory.
+    ///
+    /// Whoever worked in `dir` may have broken its `.git` file; then git refuses to remove it,
+    /// and the directory is removed anyway, so a retire cannot be blocked from inside the ACR.
+    /// [`Hub::prune_worktrees`] then forgets git's entry for it.
     pub fn remove_worktree(&self, dir: &Path) -> Result<(), StoreError> {
         if dir.join(".git").is_file() {
             let args: [OsString; 5] = [
@@ -63,7 +67,9 @@ impl Hub {
                 "--force".into(),
                 dir.into(),
             ];
-            self.git_cli(&args)?;
+            if let Err(error) = self.git_cli(&args) {
+                tracing::warn!(dir = %dir.display(), %error, "git would not remove a worktree; removing its directory");
+            }
         }
         match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Io {
