@@ -105,6 +105,7 @@ async fn only_the_issuer_regrants_and_never_wider() {
     f.spawn(&bob, "bob/sib", root_grant()).await.unwrap();
     let kid = f.sequencer("bob/kid").await;
     let sib = f.sequencer("bob/sib").await;
+    f.spawn(&kid, "bob/kid/gk", Grant::default()).await.unwrap();
     let before = f.refs();
 
     let own = regrant(&f, &kid, "bob/kid", Grant::default())
@@ -126,6 +127,16 @@ async fn only_the_issuer_regrants_and_never_wider() {
         .await
         .unwrap_err();
     assert_eq!(human_not_issuer.code, ErrorCode::Refused);
+    // Nor a grandparent: bob/kid/gk's issuer is bob/kid.
+    let grandparent = regrant(&f, &bob, "bob/kid/gk", Grant::default())
+        .await
+        .unwrap_err();
+    assert_eq!(grandparent.code, ErrorCode::Refused);
+    assert!(
+        grandparent.message.contains("issued by bob/kid"),
+        "{}",
+        grandparent.message
+    );
 
     // Widening: bob/kid to a host bob does not hold; bob beyond alice's grant.
     let mut wider = root_grant();
