@@ -79,6 +79,19 @@ pub enum ServiceError {
     /// A ledger gate refused the row (a spawn that widens, a retire out of order, …).
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// A regrant would leave a live child of the agent wider than the agent's new grant.
+    #[error(
+        "regranting {agent} refused: its live child {child} would no longer lie within it \
+         ({widening}); narrow or retire {child} first"
+    )]
+    ChildOutside {
+        /// The agent regranted.
+        agent: l3m_core::names::AgentName,
+        /// The child left outside.
+        child: l3m_core::names::AgentName,
+        /// Where the child's grant exceeds the new bound.
+        widening: l3m_core::grant::Widening,
+    },
     /// A persona the spawn asked for is not published.
     #[error(
         "persona {persona} is not published ({refname} does not exist); publish it first or \
@@ -137,7 +150,8 @@ impl ServiceError {
             | ServiceError::BadSecret
             | ServiceError::Duty(_)
             | ServiceError::NotAllowed { .. }
-            | ServiceError::UnknownPersona { .. } => ErrorCode::Refused,
+            | ServiceError::UnknownPersona { .. }
+            | ServiceError::ChildOutside { .. } => ErrorCode::Refused,
             ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
             ServiceError::Ledger(_) => ErrorCode::Refused,
             ServiceError::BadName { .. }

@@ -1,9 +1,12 @@
 //! The pure checks a request passes before hubd touches the store: parsing what the client
-//! sent, validating Log records, and who may prune whose subtree.
+//! sent, validating Log records, who may prune whose subtree, who may read an agent's refs,
+//! who may regrant and within what, and who may stage airmail.
 
 use l3m_core::duty::Duty;
+use l3m_core::grant::{Grant, Probe, RegrantRefusal};
+use l3m_core::ledger::{Ledger, LedgerError};
 use l3m_core::log::Record;
-use l3m_core::names::AgentName;
+use l3m_core::names::{AgentName, Entity, OfficeName};
 use l3m_core::wire_format;
 
 use super::error::ServiceError;
@@ -77,6 +80,103 @@ pub fn may_prune(duty: &Duty, agent: &AgentName, action: &str) -> Result<(), Ser
     }
 }
 
+/// Whether `duty` may read `agent`'s `what` (its Log, inbox or grant): the agent's own
+/// sequencer, the sequencer of one of its ancestors, or a human. A sibling, a cousin or a
+/// service may not.
+pub fn may_read(duty: &Duty, agent: &AgentName, what: &str) -> Result<(), ServiceError> {
+    match duty {
+        Duty::Human { .. } => Ok(()),
+        Duty::Sequencer { agent: own } if agent.is_within(own) => Ok(()),
+        _ => Err(ServiceError::NotAllowed {
+            duty: duty.to_string(),
+            action: format!("read the {what} of {agent}"),
+            reason: "an agent's Log, inbox and grant are read only by its own sequencer, the \
+                     sequencer of one of its ancestors, or a human",
+        }),
+    }
+}
+
+/// Whether `issuer` (the session's entity) may regrant `agent`, whose parent is `parent`: only
+/// the issuer of its grant, which is its parent.
+pub fn may_regrant(
+    duty: &Duty,
+    issuer: &Entity,
+    parent: &Entity,
+    agent: &AgentName,
+) -> Result<(), ServiceError> {
+    if issuer == parent {
+        return Ok(());
+    }
+    Err(ServiceError::NotAllowed {
+        duty: duty.to_string(),
+        action: format!("regrant {agent}, whose grant was issued by {parent}"),
+        reason: "a grant is changed only by its issuer: the human that spawned a root, or the \
+                 parent's sequencer for a child",
+    })
+}
+
+/// The bounds a regrant of `agent` to `new` must meet beyond the ledger's own gate: a root's
+/// grant stays within its human's registered grant (as at spawn), and every live child of
+/// `agent` stays within `new` expanded at `agent` (a narrowing never strands a wider child).
+pub fn regrant_bounds(
+    ledger: &Ledger,
+    parent: &Entity,
+    agent: &AgentName,
+    new: &Grant,
+) -> Result<(), ServiceError> {
+    if let Entity::Human(human) = parent {
+        let bound = ledger.human_grant(human).ok_or_else(|| {
+            ServiceError::Ledger(LedgerError::UnknownHuman {
+                human: human.clone(),
+            })
+        })?;
+        new.within(bound).map_err(|widening| {
+            ServiceError::Ledger(LedgerError::Regrant {
+                subject: agent.clone(),
+                refusal: RegrantRefusal::Widening(widening),
+            })
+        })?;
+    }
+    let bound = new.expand_own(agent);
+    for child in ledger.children(agent) {
+        if let Some(grant) = ledger.grant(&child) {
+            grant
+                .within(&bound)
+                .map_err(|widening| ServiceError::ChildOutside {
+                    agent: agent.clone(),
+                    child: child.clone(),
+                    widening,
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `grant` lets its agent stage airmail for `office`: the mail axis must cover the
+/// office (`office:<name>`) and the airmail axis must list it.
+pub fn may_stage_airmail(
+    duty: &Duty,
+    grant: &Grant,
+    office: &OfficeName,
+) -> Result<(), ServiceError> {
+    let refuse = |reason| ServiceError::NotAllowed {
+        duty: duty.to_string(),
+        action: format!("stage airmail for office {office}"),
+        reason,
+    };
+    if !grant.allows(&Probe::Airmail(office.clone())) {
+        return Err(refuse(
+            "the sender's grant does not list the office on its `airmail` axis",
+        ));
+    }
+    if !grant.allows(&Probe::MailOffice(office.clone())) {
+        return Err(refuse(
+            "the sender's grant does not cover the office on its `mail` axis (`office:<name>`)",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +226,43 @@ mod tests {
         assert!(tip(Some("zz")).is_err());
         let hex = "0123456789abcdef0123456789abcdef01234567";
         assert_eq!(tip_hex(tip(Some(hex)).unwrap()).unwrap(), hex);
+    }
+
+    #[test]
+    fn reads_go_to_the_agent_its_ancestors_and_humans() {
+        let seq = |n: &str| Duty::Sequencer {
+            agent: AgentName::parse(n).unwrap(),
+        };
+        let kid = AgentName::parse("alice/w/kid").unwrap();
+        for reader in ["alice/w/kid", "alice/w", "alice"] {
+            assert!(may_read(&seq(reader), &kid, "Log").is_ok(), "{reader}");
+        }
+        for reader in ["alice/w/other", "alice/v", "alice/w/kid/grandkid", "bob"] {
+            let err = may_read(&seq(reader), &kid, "Log").unwrap_err();
+            assert!(err.to_string().contains("ancestors"), "{err}");
+        }
+        let human = Duty::Human {
+            human: l3m_core::names::HumanName::parse("alice").unwrap(),
+        };
+        assert!(may_read(&human, &kid, "inbox").is_ok());
+    }
+
+    #[test]
+    fn airmail_needs_both_the_airmail_and_the_mail_axis() {
+        use l3m_core::grant::MailCover;
+        let duty = Duty::Sequencer {
+            agent: AgentName::parse("alice").unwrap(),
+        };
+        let far = OfficeName::parse("far").unwrap();
+        let mut grant = Grant::default();
+        let err = may_stage_airmail(&duty, &grant, &far).unwrap_err();
+        assert!(err.to_string().contains("`airmail`"), "{err}");
+        grant.airmail.insert(far.clone());
+        let err = may_stage_airmail(&duty, &grant, &far).unwrap_err();
+        assert!(err.to_string().contains("`mail`"), "{err}");
+        grant.mail.insert(MailCover::Office(far.clone()));
+        assert!(may_stage_airmail(&duty, &grant, &far).is_ok());
+        let near = OfficeName::parse("near").unwrap();
+        assert!(may_stage_airmail(&duty, &grant, &near).is_err());
     }
 }

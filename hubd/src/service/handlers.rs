@@ -5,10 +5,13 @@ use std::sync::Arc;
 use l3m_core::names::AgentName;
 use l3m_core::refs::{self, AgentRef};
 use l3m_wire::envelope::{Limits, encode};
-use l3m_wire::hubd::authority::{GrantView, ReadGrant};
+use l3m_wire::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
-use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
+use l3m_wire::hubd::mail::{
+    AirmailStaged, InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter,
+    StageAirmail,
+};
 use l3m_wire::hubd::notify::RefMoved;
 use l3m_wire::hubd::session::{OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{
@@ -168,4 +171,27 @@ pub async fn release_lease(
     req: ReleaseLease,
 ) -> Result<LeaseReleased, ServiceError> {
     state.release_lease(&req.capability, &req.agent, req.token)
+}
+
+/// `hubd.regrant`.
+pub async fn regrant(state: Arc<State>, req: Regrant) -> Result<Regranted, ServiceError> {
+    let (regranted, moved) = blocking(&state, move |s| {
+        s.regrant(&req.capability, &req.agent, req.grant)
+    })
+    .await?;
+    announce(&state, &[moved]).await;
+    Ok(regranted)
+}
+
+/// `hubd.stage-airmail`.
+pub async fn stage_airmail(
+    state: Arc<State>,
+    req: StageAirmail,
+) -> Result<AirmailStaged, ServiceError> {
+    let (staged, moved) = blocking(&state, move |s| {
+        s.stage_airmail(&req.capability, &req.to, req.subject, req.body)
+    })
+    .await?;
+    announce(&state, &[moved]).await;
+    Ok(staged)
 }

@@ -9,7 +9,8 @@
 //! # Layout
 //! - `error`: [`ServiceError`] and its reply codes.
 //! - `gate`: the pure checks on request content.
-//! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes.
+//! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes;
+//!   its children `regrant` and `airmail` hold those two operations.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
 
@@ -103,6 +104,10 @@ pub async fn start(
     binder.bind(Op::RenewLease, handlers::renew_lease).await?;
     binder
         .bind(Op::ReleaseLease, handlers::release_lease)
+        .await?;
+    binder.bind(Op::Regrant, handlers::regrant).await?;
+    binder
+        .bind(Op::StageAirmail, handlers::stage_airmail)
         .await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),

@@ -27,9 +27,12 @@ use l3m_wire::subjects::Subjects;
 use super::error::ServiceError;
 use super::gate;
 use super::lease::Leases;
+
+mod airmail;
+mod regrant;
 use crate::init::{InitError, load_ledger, read_secret};
 use crate::session::{Sessions, entity_of, random_hex, secrets_match};
-use crate::store::{Hub, Tip};
+use crate::store::{Checkout, Hub, Tip};
 
 /// An agent ref that moved and must be announced.
 pub type Moved = (AgentRef, AgentName);
@@ -222,9 +225,11 @@ impl State {
         from: u64,
         to: u64,
     ) -> Result<LogRange, ServiceError> {
-        self.duty(capability)?;
+        let duty = self.duty(capability)?;
         let agent = gate::agent(agent)?;
+        // Which agents exist is public (list-agents); what they hold is not.
         self.require_known(&agent)?;
+        gate::may_read(&duty, &agent, "Log")?;
         let refname = refs::agent_ref(&agent, AgentRef::Log);
         // The tip is read on both sides of the range, so the length returned is the tip's.
         loop {
@@ -279,15 +284,18 @@ impl State {
         capability: &Capability,
         agent: &str,
     ) -> Result<GrantView, ServiceError> {
-        self.duty(capability)?;
+        let duty = self.duty(capability)?;
         let agent = gate::agent(agent)?;
         let tree = self.tree();
         match tree.ledger.agent(&agent) {
-            Some(entry) if entry.life == Life::Live => Ok(GrantView {
-                agent: agent.to_string(),
-                grant: entry.grant.clone(),
-                account: entry.account.clone(),
-            }),
+            Some(entry) if entry.life == Life::Live => {
+                gate::may_read(&duty, &agent, "grant")?;
+                Ok(GrantView {
+                    agent: agent.to_string(),
+                    grant: entry.grant.clone(),
+                    account: entry.account.clone(),
+                })
+            }
             Some(entry) => Err(not_found(
                 "agent",
                 &agent,
@@ -347,15 +355,11 @@ impl State {
             })?;
         drop(tree);
         let mut moved = vec![(AgentRef::Grants, child.clone())];
-        let grants_tip = self.write_grants(&child, &req, &account)?;
-        if let Some(commit) = persona_commit {
-            let refname = refs::agent_ref(&child, AgentRef::Persona);
-            self.hub
-                .set_ref(&refname, self.hub.tip(&refname)?, commit)?;
-            moved.push((AgentRef::Persona, child.clone()));
-        }
+        let grants_tip = self.write_grants(&child, &req.grant, &account)?;
+        let persona = self.fork_persona(&child, persona_commit)?;
+        moved.push((AgentRef::Persona, child.clone()));
         let work_branch = self.fork_work_branch(&child, &parent)?;
-        self.make_acr(&child)?;
+        self.make_acr(&child, &work_branch, persona)?;
         Ok((
             Spawned {
                 child: child.to_string(),
@@ -367,16 +371,17 @@ impl State {
         ))
     }
 
+    /// Writes `child`'s grants ref: its grant and its account, as JSON files.
     fn write_grants(
         &self,
         child: &AgentName,
-        req: &SpawnRequest,
+        grant: &l3m_core::grant::Grant,
         account: &l3m_core::budget::Account,
     ) -> Result<gix::ObjectId, ServiceError> {
         let encode = |what: &str, value: serde_json::Result<String>| {
             value.map_err(|e| ServiceError::Internal(format!("encoding {what}: {e}")))
         };
-        let grant = encode("the grant", serde_json::to_string_pretty(&req.grant))?;
+        let grant = encode("the grant", serde_json::to_string_pretty(grant))?;
         let account = encode("the account", serde_json::to_string_pretty(account))?;
         let refname = refs::agent_ref(child, AgentRef::Grants);
         let files: [(&str, &[u8]); 2] = [
@@ -409,21 +414,75 @@ impl State {
         Ok(branch)
     }
 
-    /// The ACR's directories. They are plain directories, not git worktrees yet.
-    fn make_acr(&self, agent: &AgentName) -> Result<(), ServiceError> {
-        for dir in [
-            refs::paths::workspace(agent),
-            refs::paths::persona_worktree(agent),
-            refs::paths::harness_dir(agent),
-        ] {
-            let path = self.hub.root().join(&dir);
-            std::fs::create_dir_all(&path).map_err(|source| ServiceError::Io {
-                action: "creating",
-                path: path.display().to_string(),
-                source,
-            })?;
-        }
+    /// The child's persona branch: a fork of the persona it wears, or, wearing none, a first
+    /// commit with an empty tree, so that its `agent/` worktree always has something to check
+    /// out and the agent can write its own persona files there.
+    fn fork_persona(
+        &self,
+        child: &AgentName,
+        worn: Option<gix::ObjectId>,
+    ) -> Result<gix::ObjectId, ServiceError> {
+        let refname = refs::agent_ref(child, AgentRef::Persona);
+        let current = self.hub.tip(&refname)?;
+        Ok(match worn {
+            Some(commit) => {
+                self.hub.set_ref(&refname, current, commit)?;
+                commit
+            }
+            None => self.hub.commit_files(
+                &refname,
+                current,
+                &[],
+                &format!("persona of {child} begins, wearing none"),
+            )?,
+        })
+    }
+
+    /// The ACR: `workspace/`, a worktree on the work branch; `agent/`, a worktree detached at
+    /// the persona branch's tip (git cannot keep a worktree on a ref outside `refs/heads/`, see
+    /// [`crate::store::Checkout`]); `.l3m/`, a plain directory for the harness.
+    fn make_acr(
+        &self,
+        agent: &AgentName,
+        work_branch: &str,
+        persona: gix::ObjectId,
+    ) -> Result<(), ServiceError> {
+        let root = self.hub.root();
+        let harness = root.join(refs::paths::harness_dir(agent));
+        std::fs::create_dir_all(&harness).map_err(|source| ServiceError::Io {
+            action: "creating",
+            path: harness.display().to_string(),
+            source,
+        })?;
+        self.hub.add_worktree(
+            &root.join(refs::paths::workspace(agent)),
+            Checkout::Branch(work_branch),
+        )?;
+        self.hub.add_worktree(
+            &root.join(refs::paths::persona_worktree(agent)),
+            Checkout::Detached(persona),
+        )?;
         Ok(())
+    }
+
+    /// Removes an ACR: its worktrees, then the rest of the directory.
+    fn remove_acr(&self, agent: &AgentName) -> Result<(), ServiceError> {
+        let root = self.hub.root();
+        for dir in [
+            refs::paths::persona_worktree(agent),
+            refs::paths::workspace(agent),
+        ] {
+            self.hub.remove_worktree(&root.join(dir))?;
+        }
+        let acr = root.join(refs::paths::acr(agent));
+        match std::fs::remove_dir_all(&acr) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(ServiceError::Io {
+                action: "removing",
+                path: acr.display().to_string(),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Deletes a ref if it exists; returns whether it did.
@@ -463,18 +522,9 @@ impl State {
             if self.delete_if_present(&refs::agent_ref(a, AgentRef::Grants))? {
                 moved.push((AgentRef::Grants, a.clone()));
             }
-            let acr = self.hub.root().join(refs::paths::acr(a));
-            match std::fs::remove_dir_all(&acr) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(ServiceError::Io {
-                        action: "removing",
-                        path: acr.display().to_string(),
-                        source: e,
-                    });
-                }
-                _ => {}
-            }
+            self.remove_acr(a)?;
         }
+        self.hub.prune_worktrees()?;
         Ok((
             Retired {
                 agents: retired.iter().map(ToString::to_string).collect(),
@@ -559,6 +609,11 @@ impl State {
         let duty = self.duty(capability)?;
         let address = Address::parse(to)
             .map_err(|e| ServiceError::Invalid(format!("address {to:?}: {e}")))?;
+        if let Some(office) = address.office() {
+            return Err(ServiceError::Invalid(format!(
+                "address {to:?} is at office {office}, another hub: stage it with stage-airmail"
+            )));
+        }
         let (sender, recipient) = {
             let tree = self.tree();
             let ledger = &tree.ledger;
@@ -608,13 +663,7 @@ impl State {
                 "{recipient} has no inbox in hub.git: hubd delivers to agents only"
             )));
         };
-        let id = random_hex()
-            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
-        let id = LetterId::parse(&id).map_err(|e| ServiceError::Internal(e.to_string()))?;
-        let mut draft = Draft::new(address, body);
-        draft.subject = subject;
-        let letter = l3m_core::mail::stamp(draft, &sender, id.clone(), now_ms())
-            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        let (id, letter) = Self::stamp_letter(address, subject, body, &sender)?;
         let entry = InboxEntry::Letter(Box::new(letter));
         let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
         let seq = self.append_line(&inbox, &entry, &format!("letter {id}"))?;
@@ -626,6 +675,23 @@ impl State {
             },
             (AgentRef::Inbox, agent),
         ))
+    }
+
+    /// A letter stamped by the host: a fresh random id, the time, the session's true sender.
+    fn stamp_letter(
+        address: Address,
+        subject: Option<String>,
+        body: String,
+        sender: &Sender,
+    ) -> Result<(LetterId, l3m_core::mail::Letter), ServiceError> {
+        let id = random_hex()
+            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        let id = LetterId::parse(&id).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let mut draft = Draft::new(address, body);
+        draft.subject = subject;
+        let letter = l3m_core::mail::stamp(draft, sender, id.clone(), now_ms())
+            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        Ok((id, letter))
     }
 
     /// Appends one inbox line, retrying on a lost CAS (hubd is the inbox's only writer of
@@ -652,7 +718,7 @@ impl State {
         }
     }
 
-    /// `hubd.read-inbox`: the agent's own sequencer, or a human.
+    /// `hubd.read-inbox`: the agent's own sequencer, an ancestor's, or a human.
     pub fn read_inbox(
         &self,
         capability: &Capability,
@@ -661,18 +727,8 @@ impl State {
     ) -> Result<InboxLines, ServiceError> {
         let duty = self.duty(capability)?;
         let agent = gate::agent(agent)?;
-        match &duty {
-            Duty::Human { .. } => {}
-            Duty::Sequencer { agent: own } if *own == agent => {}
-            _ => {
-                return Err(ServiceError::NotAllowed {
-                    duty: duty.to_string(),
-                    action: format!("read the inbox of {agent}"),
-                    reason: "an inbox is read by its own agent's sequencer or a human",
-                });
-            }
-        }
         self.require_known(&agent)?;
+        gate::may_read(&duty, &agent, "inbox")?;
         self.read_chain(&refs::agent_ref(&agent, AgentRef::Inbox), from, u64::MAX)
             .map(|(entries, from, len)| InboxLines { entries, from, len })
     }

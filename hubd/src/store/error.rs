@@ -181,6 +181,14 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The git CLI, run for what gix cannot do (worktrees), failed or could not start.
+    #[error("git {args} failed: {detail}")]
+    GitCli {
+        /// The git arguments, as text.
+        args: String,
+        /// Its exit status and standard error, or why it did not start.
+        detail: String,
+    },
     /// A gix call failed.
     #[error("{op}: {source}")]
     Git {

@@ -16,6 +16,7 @@
 //! - `barrier`: fsyncing many files for the price of one.
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
+//! - `worktree`: linked worktrees of `hub.git` (the ACRs' checkouts), through the git CLI.
 //!
 //! # Chains
 //! The ledger and each agent's Log, inbox, outbox, undo journal and cards are chains. Each
@@ -59,6 +60,7 @@ mod read;
 mod refname;
 mod spare;
 mod tip;
+mod worktree;
 
 pub use disk::Durability;
 pub use error::StoreError;
@@ -68,3 +70,4 @@ pub use layout::{INITIAL_SETTINGS, SETTINGS_FILE};
 pub use object::{IDENTITY_EMAIL, IDENTITY_NAME, RECORDS_FILE};
 pub use refname::{RefKind, classify};
 pub use tip::Tip;
+pub use worktree::Checkout;

@@ -58,6 +58,11 @@ impl Fixture {
 
     /// A fixture whose nats-server has `config` added to its configuration.
     pub async fn start_with(config: &str) -> Fixture {
+        Fixture::start_granted(config, root_grant()).await
+    }
+
+    /// A fixture whose human `alice` is registered with `human_grant`, the bound of her roots.
+    pub async fn start_granted(config: &str, human_grant: Grant) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let options = || HubOptions {
             durability: Durability::Relaxed,
@@ -69,7 +74,7 @@ impl Fixture {
                 &root,
                 options(),
                 HumanName::parse("alice").unwrap(),
-                root_grant(),
+                human_grant,
                 1,
             )
             .unwrap(),

@@ -23,10 +23,12 @@ use crate::bus::{Bus, MessageStream};
 use crate::envelope::{Limits, Message};
 use crate::error::WireError;
 use crate::hubd::Op;
-use crate::hubd::authority::{GrantView, ReadGrant};
+use crate::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use crate::hubd::log::{AppendLog, LogAppended, ReadLog};
-use crate::hubd::mail::{LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
+use crate::hubd::mail::{
+    AirmailStaged, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter, StageAirmail,
+};
 use crate::hubd::session::{Capability, OpenSession, SessionOpened};
 use crate::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
@@ -315,6 +317,23 @@ impl HubClient {
         .await
     }
 
+    /// Replaces `agent`'s grant; only its issuer may, and never wider than the issuer's own.
+    pub async fn regrant(
+        &self,
+        agent: &AgentName,
+        grant: l3m_core::grant::Grant,
+    ) -> Result<Regranted, ClientError> {
+        self.call(
+            Op::Regrant,
+            &Regrant {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                grant,
+            },
+        )
+        .await
+    }
+
     /// Asks hubd to spawn a child of this session's entity.
     pub async fn spawn(&self, request: SpawnRequest) -> Result<Spawned, ClientError> {
         self.call(
@@ -411,6 +430,25 @@ impl HubClient {
             from: lines.from,
             len: lines.len,
         })
+    }
+
+    /// Stages a letter for another hub on this agent's own outbox (the airmail axis).
+    pub async fn stage_airmail(
+        &self,
+        to: &str,
+        subject: Option<&str>,
+        body: &str,
+    ) -> Result<AirmailStaged, ClientError> {
+        self.call(
+            Op::StageAirmail,
+            &StageAirmail {
+                capability: self.cap(),
+                to: to.to_owned(),
+                subject: subject.map(str::to_owned),
+                body: body.to_owned(),
+            },
+        )
+        .await
     }
 
     /// Marks `letter` read in this session's own inbox.

@@ -9,6 +9,12 @@
 //!   marks, `l3m_core::mail::InboxEntry`) from `from` on.
 //! - `hubd.mark-read` `{ capability, letter: str }` → `hubd.marked-read` `{ seq: u64 }`: a
 //!   read mark on the caller's own inbox only.
+//! - `hubd.stage-airmail` `{ capability, to: str, subject: str|nil, body: str }` →
+//!   `hubd.airmail-staged` `{ letter: str, outbox: str, seq: u64 }`. `to` must name an office
+//!   (another hub); the letter is stamped like `send-letter` and appended to the sender's own
+//!   outbox, where the postman picks it up. Only an agent's sequencer stages airmail, and only
+//!   if its grant covers the office on both its `mail` axis (`office:<name>`) and its
+//!   `airmail` axis; otherwise `refused`, naming the axis.
 
 use serde::{Deserialize, Serialize};
 
@@ -99,4 +105,36 @@ pub struct MarkedRead {
 
 impl Message for MarkedRead {
     const KIND: &'static str = "hubd.marked-read";
+}
+
+/// Stages a letter for another hub on the sender's own outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageAirmail {
+    /// The sender's session (an agent's sequencer).
+    pub capability: Capability,
+    /// The recipient's address; it names an office.
+    pub to: String,
+    /// An optional subject.
+    pub subject: Option<String>,
+    /// The text.
+    pub body: String,
+}
+
+impl Message for StageAirmail {
+    const KIND: &'static str = "hubd.stage-airmail";
+}
+
+/// A letter staged for the postman.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AirmailStaged {
+    /// The letter's id.
+    pub letter: String,
+    /// The outbox ref it was appended to.
+    pub outbox: String,
+    /// Its line number in that outbox.
+    pub seq: u64,
+}
+
+impl Message for AirmailStaged {
+    const KIND: &'static str = "hubd.airmail-staged";
 }

@@ -11,9 +11,9 @@
 //! # Layout
 //! - [`session`]: opening a session with the hub secret; the capability.
 //! - [`log`]: appending to and reading an agent's Log.
-//! - [`authority`]: reading an agent's grant and budget.
+//! - [`authority`]: reading an agent's grant and budget; regranting it.
 //! - [`tree`]: spawning, retiring, collecting and listing agents.
-//! - [`mail`]: sending letters, reading an inbox, marking a letter read.
+//! - [`mail`]: sending letters, reading an inbox, marking a letter read, staging airmail.
 //! - [`lease`]: the session lock that makes one sequencer the only one running an agent.
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
@@ -59,11 +59,15 @@ pub enum Op {
     RenewLease,
     /// [`lease::ReleaseLease`].
     ReleaseLease,
+    /// [`authority::Regrant`].
+    Regrant,
+    /// [`mail::StageAirmail`].
+    StageAirmail,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 16] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -78,6 +82,8 @@ impl Op {
         Op::AcquireLease,
         Op::RenewLease,
         Op::ReleaseLease,
+        Op::Regrant,
+        Op::StageAirmail,
     ];
 
     /// The operation's subject token.
@@ -97,6 +103,8 @@ impl Op {
             Op::AcquireLease => "acquire-lease",
             Op::RenewLease => "renew-lease",
             Op::ReleaseLease => "release-lease",
+            Op::Regrant => "regrant",
+            Op::StageAirmail => "stage-airmail",
         }
     }
 

@@ -1,0 +1,176 @@
+//! Durable Log append through hubd over NATS, against the git CLI and a raw `write + fsync`.
+//!
+//! A real `nats-server` (started by the bench), a hubd service on a hub with
+//! `Durability::Fsync`, and a sequencer session per Log: each append is an `append-log`
+//! request with compare-and-swap on the tip the previous reply returned, timed from the
+//! request to the reply. Each iteration runs the same append every way, interleaved so that
+//! load from other processes hits every variant alike:
+//! - `hubd over nats (fsync)`: the request round trip (envelope, capability, duty table,
+//!   record gate, store append with fsync, ref announcement, reply);
+//! - `store only (fsync)`: `Hub::append` on a second hub, to show what the service adds;
+//! - `git cli (fsync)` and `raw write+fsync`: the references of [`common`].
+//!
+//! Run: `cargo bench -p hubd --bench service_append`. `L3M_BENCH_ITERS` sets the iterations
+//! per batch size (default 200: about 45 s on a loaded 2-core machine); `L3M_BENCH_DIR` the
+//! folder to work in (default: the temp dir).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hubd::init::{init_hub, read_secret};
+use hubd::service;
+use hubd::store::Durability;
+use l3m_core::duty::Duty;
+use l3m_core::grant::{Grant, SpawnLevel, SpawnRequest};
+use l3m_core::names::{AgentName, HumanName};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::envelope::{Limits, Message};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::log::{AppendLog, LogAppended};
+use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::hubd::tree::{Spawn, Spawned};
+use l3m_wire::subjects::{HubId, Subjects};
+use l3m_wire::test_support::NatsServer;
+use tokio_util::sync::CancellationToken;
+
+use common::{
+    BATCHES, Config, GIT_CLI, GitChain, RAW, RawFile, Samples, StoreChains, WARMUP, options,
+    records,
+};
+
+const SERVICE: &str = "hubd over nats (fsync)";
+const STORE: &str = "store only (fsync)";
+
+fn main() {
+    let config = Config::from_env("service_append", 200);
+    let dir = config.dir.path();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let nats = NatsServer::start().unwrap();
+    let mut service = rt.block_on(Service::start(dir, nats.url()));
+    let mut store = StoreChains::create(&dir.join("HUB-store"), Durability::Fsync);
+    let mut git = GitChain::new(dir);
+    let mut raw = RawFile::new(dir);
+    for (slot, batch) in BATCHES.into_iter().enumerate() {
+        let mut samples = Samples::default();
+        for i in 0..WARMUP + config.iters {
+            let entries = records(batch, (i * batch) as u64);
+            let keep = i >= WARMUP;
+            samples.time(keep, SERVICE, || {
+                rt.block_on(service.append(slot, entries.clone()));
+            });
+            samples.time(keep, STORE, || store.append(slot, &entries));
+            samples.time(keep, GIT_CLI, || git.append(slot, &entries));
+            samples.time(keep, RAW, || raw.append(&entries));
+        }
+        samples.print(batch, SERVICE);
+    }
+    service.shutdown.cancel();
+    drop(nats);
+}
+
+fn agent(slot: usize) -> AgentName {
+    AgentName::parse(&format!("bench{slot}")).unwrap()
+}
+
+/// A hubd serving a durable hub, and one sequencer session per batch size's agent.
+struct Service {
+    bus: Arc<dyn Bus>,
+    subjects: Subjects,
+    shutdown: CancellationToken,
+    sessions: Vec<Capability>,
+    tips: [Option<String>; BATCHES.len()],
+}
+
+impl Service {
+    async fn start(dir: &std::path::Path, url: &str) -> Service {
+        let root = dir.join("HUB");
+        let alice = HumanName::parse("alice").unwrap();
+        let root_grant = Grant {
+            spawn: SpawnLevel::Persist,
+            ..Grant::default()
+        };
+        let hub = init_hub(
+            &root,
+            options(Durability::Fsync),
+            alice.clone(),
+            root_grant,
+            1,
+        )
+        .unwrap();
+        let secret = read_secret(&root).unwrap();
+        let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(url, NatsAuth::Anonymous).await.unwrap());
+        let hub_id = HubId::parse("bench").unwrap();
+        let shutdown = CancellationToken::new();
+        let started = service::start(Arc::clone(&bus), hub, hub_id.clone(), shutdown.clone())
+            .await
+            .unwrap();
+        tokio::spawn(started.serve());
+        let mut service = Service {
+            bus,
+            subjects: Subjects::new(hub_id),
+            shutdown,
+            sessions: Vec::new(),
+            tips: Default::default(),
+        };
+        let human = service.open(&secret, Duty::Human { human: alice }).await;
+        for slot in 0..BATCHES.len() {
+            let spawn = Spawn {
+                capability: human.clone(),
+                request: SpawnRequest {
+                    child: agent(slot),
+                    grant: Grant::default(),
+                    loan: Default::default(),
+                    driven: false,
+                    persona: None,
+                },
+            };
+            let _: Spawned = service.call(Op::Spawn, &spawn).await;
+            let session = service
+                .open(&secret, Duty::Sequencer { agent: agent(slot) })
+                .await;
+            service.sessions.push(session);
+        }
+        service
+    }
+
+    async fn call<Req: Message, Resp: Message>(&self, op: Op, req: &Req) -> Resp {
+        l3m_wire::typed::call(
+            self.bus.as_ref(),
+            &op.subject(&self.subjects),
+            req,
+            Duration::from_secs(20),
+            &Limits::default(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+    }
+
+    async fn open(&self, secret: &str, duty: Duty) -> Capability {
+        let req = OpenSession {
+            secret: secret.to_owned(),
+            duty,
+        };
+        let opened: SessionOpened = self.call(Op::OpenSession, &req).await;
+        opened.capability
+    }
+
+    /// One `append-log` with CAS on the tip the last reply returned.
+    async fn append(&mut self, slot: usize, records: Vec<String>) {
+        let req = AppendLog {
+            capability: self.sessions[slot].clone(),
+            agent: agent(slot).to_string(),
+            expected_tip: self.tips[slot].clone(),
+            records,
+        };
+        let appended: LogAppended = self.call(Op::AppendLog, &req).await;
+        self.tips[slot] = Some(appended.tip);
+    }
+}
