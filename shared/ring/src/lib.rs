@@ -57,6 +57,7 @@
 
 pub mod effects;
 pub mod files;
+pub mod git;
 pub mod journal;
 pub mod net;
 pub mod path;

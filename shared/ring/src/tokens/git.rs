@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use l3m_core::axis::Axis;
 use l3m_core::grant::{GrantError, RefPrefix, RemoteName, Within as _};
+use l3m_core::names::AgentName;
 
 use super::{GitInput, PushInput, TokenError, narrow_set};
 use crate::path::RelPath;
@@ -15,6 +16,8 @@ use crate::path::RelPath;
 /// name, remote and worktree against it.
 #[derive(Debug)]
 pub struct GitToken {
+    /// The agent: author and committer of every commit made through this token.
+    author: AgentName,
     /// Readable prefixes (`refs/l3m/a/alice/`); one not ending in `/` names a single ref.
     read_prefixes: BTreeSet<RefPrefix>,
     /// Writable prefixes, same form: a commit may move only a branch under one of them.
@@ -61,12 +64,18 @@ impl GitToken {
         worktree_roots: BTreeSet<RelPath>,
     ) -> Result<Self, TokenError> {
         Ok(Self {
+            author: input.author.clone(),
             read_prefixes: parse_prefixes(&input.read_prefixes)?,
             write_prefixes: parse_prefixes(&input.write_prefixes)?,
             push: parse_push(&input.push)?,
             acr: acr.to_path_buf(),
             worktree_roots,
         })
+    }
+
+    /// The agent commits are made as.
+    pub fn author(&self) -> &AgentName {
+        &self.author
     }
 
     /// The readable prefixes.
@@ -143,6 +152,7 @@ impl GitToken {
             );
         }
         Ok(Self {
+            author: self.author.clone(),
             read_prefixes: narrow_set(
                 Axis::GitRead,
                 &self.read_prefixes,
@@ -235,6 +245,7 @@ mod tests {
 
     fn input(read: &[&str], write: &[&str], push: &[(&str, &str, &[&str])]) -> GitInput {
         GitInput {
+            author: AgentName::parse("alice").unwrap(),
             read_prefixes: own(read),
             write_prefixes: own(write),
             push: push

@@ -66,8 +66,10 @@ pub struct MintInput {
 }
 
 /// The git axes of a [`MintInput`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitInput {
+    /// The agent, who is the author and committer of every commit made through the token.
+    pub author: AgentName,
     /// Ref prefixes readable (`refs/heads/l3m/alice/`); a prefix not ending in `/` is one ref.
     pub read_prefixes: Vec<String>,
     /// Ref prefixes writable.
@@ -139,6 +141,7 @@ impl MintInput {
             files: nonempty(grant.files.iter().map(ToString::to_string).collect()),
             net: nonempty(grant.net.iter().map(ToString::to_string).collect()),
             git: git_conferred.then(|| GitInput {
+                author: agent.clone(),
                 read_prefixes: strings(&grant.git_read),
                 write_prefixes: strings(&grant.git_write),
                 push,
