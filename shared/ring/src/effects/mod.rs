@@ -24,6 +24,7 @@
 mod hub;
 mod providers;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -131,6 +132,8 @@ pub struct Effects {
     files: Option<FileProvider>,
     /// Git, if any git axis was conferred.
     git: Option<GitProvider>,
+    /// Which of git-read, git-write and git-push the git token confers.
+    git_axes: BTreeSet<Axis>,
     /// HTTP, if the net axis was conferred.
     net: Option<NetProvider>,
     /// Mail (every agent holds its default reach).
@@ -198,11 +201,13 @@ impl Effects {
             spawn,
             wild,
         } = tokens;
+        let git_axes = Tokens::git_axes(git.as_ref());
         let files = files.map(Arc::new);
         let shell = wild.zip(files.clone()).map(|(wild, files)| ShellProvider { wild, files });
         Self {
             files: files.map(|token| FileProvider { token, journal }),
             git: git.map(GitProvider),
+            git_axes,
             net: net.map(NetProvider),
             mail: mail.map(|token| MailProvider {
                 token,
@@ -222,7 +227,13 @@ impl Effects {
                 class: class.clone(),
                 axis,
             };
-            let git = || self.git.as_ref().ok_or_else(|| missing(class_axis(class)));
+            let git = || {
+                let axis = class_axis(class);
+                self.git
+                    .as_ref()
+                    .filter(|_| self.git_axes.contains(&axis))
+                    .ok_or_else(|| missing(axis))
+            };
             match class {
                 EffectClass::FsRead => granted.fs_read = Some(self.files(class)?),
                 EffectClass::FsWrite => granted.fs_write = Some(self.files(class)?),

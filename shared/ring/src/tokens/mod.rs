@@ -193,15 +193,27 @@ impl Tokens {
         };
         confer(self.files.is_some(), Axis::Files);
         confer(self.net.is_some(), Axis::Net);
-        if let Some(git) = &self.git {
-            confer(!git.read_prefixes().is_empty(), Axis::GitRead);
-            confer(!git.write_prefixes().is_empty(), Axis::GitWrite);
-            confer(!git.push_targets().is_empty(), Axis::GitPush);
-        }
         confer(self.mail.is_some(), Axis::Mail);
         confer(self.spawn.is_some(), Axis::Spawn);
         confer(self.wild.is_some(), Axis::Wild);
+        axes.extend(Self::git_axes(self.git.as_ref()));
         axes
+    }
+
+    /// Which of git-read, git-write and git-push `git` confers: each only if the token holds a
+    /// prefix or remote for it.
+    pub(crate) fn git_axes(git: Option<&GitToken>) -> BTreeSet<Axis> {
+        let Some(git) = git else {
+            return BTreeSet::new();
+        };
+        [
+            (!git.read_prefixes().is_empty(), Axis::GitRead),
+            (!git.write_prefixes().is_empty(), Axis::GitWrite),
+            (!git.push_targets().is_empty(), Axis::GitPush),
+        ]
+        .into_iter()
+        .filter_map(|(on, axis)| on.then_some(axis))
+        .collect()
     }
 }
 

@@ -9,6 +9,9 @@ use std::process::Command;
 use l3m_core::names::AgentName;
 use l3m_ring::tokens::{GitInput, GitToken, MintInput, PushInput, Tokens, mint};
 
+/// The fixture script, included by path so test crates elsewhere can `#[path]` this module.
+const MAKE_WORKTREE: &str = include_str!("../fixtures/make_worktree.sh");
+
 /// The branch alice's worktree has checked out.
 pub const WORK: &str = "refs/heads/l3m/alice/_/work";
 
@@ -25,8 +28,11 @@ pub struct GitHub {
 impl GitHub {
     pub fn new() -> Self {
         let root = tempfile::tempdir().unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/make_worktree.sh");
-        let status = Command::new("sh").arg(script).arg(root.path()).status().unwrap();
+        let status = Command::new("sh")
+            .args(["-c", MAKE_WORKTREE, "make_worktree.sh"])
+            .arg(root.path())
+            .status()
+            .unwrap();
         assert!(status.success(), "make_worktree.sh failed");
         let path = root.path().to_path_buf();
         Self {
