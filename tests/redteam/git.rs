@@ -85,7 +85,10 @@ fn remote_boundary_matches_the_granted_url_exactly_so_url_tricks_reach_nothing()
             "git_push",
             json!({"remote": trick, "branch": "l3m/alice/_/work"}),
         );
-        assert!(matches!(err, GitError::RemoteNotGranted { .. }), "{trick}: {err}");
+        assert!(
+            matches!(err, GitError::RemoteNotGranted { .. }),
+            "{trick}: {err}"
+        );
     }
     assert_eq!(GitWorld::of(&hub), before);
     assert!(!hub.root.join("pwned").exists());
@@ -113,10 +116,22 @@ fn ref_boundary_refuses_pushing_a_branch_outside_the_prefixes_granted_for_the_re
             "{branch}: {err}"
         );
     }
-    for bad in ["l3m/alice/_/work:refs/heads/main", "+l3m/alice/_/work", "l3m/alice/", ""] {
-        let err = git_refusal(&session, "git_push", json!({"remote": "origin", "branch": bad}));
+    for bad in [
+        "l3m/alice/_/work:refs/heads/main",
+        "+l3m/alice/_/work",
+        "l3m/alice/",
+        "",
+    ] {
+        let err = git_refusal(
+            &session,
+            "git_push",
+            json!({"remote": "origin", "branch": bad}),
+        );
         assert!(
-            matches!(err, GitError::BadBranch { .. } | GitError::BranchNotPushable { .. }),
+            matches!(
+                err,
+                GitError::BadBranch { .. } | GitError::BranchNotPushable { .. }
+            ),
             "{bad}: {err}"
         );
     }
@@ -159,7 +174,15 @@ fn worktree_boundary_refuses_a_symlink_to_another_agents_worktree() {
     let theirs = hub.root.join("bob-ws");
     hub.git(
         &hub.root.join("hub.git"),
-        &["worktree", "add", "-q", "-b", "l3m/bob/_/work", theirs.to_str().unwrap(), "main"],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "l3m/bob/_/work",
+            theirs.to_str().unwrap(),
+            "main",
+        ],
     );
     std::os::unix::fs::symlink(&theirs, hub.ws.join("bob")).unwrap();
     let err = git_refusal(&session, "git_status", json!({"worktree": "workspace/bob"}));

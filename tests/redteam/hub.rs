@@ -13,18 +13,22 @@ fn mail_boundary_refuses_letters_to_uncovered_addresses_before_the_outlet() {
     let hub = GitHub::new();
     let session = Session::new(&hub, json!({"mail": ["human:bob"]}));
     for to in [
-        "bob",                      // another root
-        "carol/main",               // someone else's subtree
-        "human:carol*",             // an unlisted human
-        "office:far agent:alice*",  // alice, but at another hub
-        "human:bob* office:far",    // bob, but at another hub
+        "bob",                     // another root
+        "carol/main",              // someone else's subtree
+        "human:carol*",            // an unlisted human
+        "office:far agent:alice*", // alice, but at another hub
+        "human:bob* office:far",   // bob, but at another hub
     ] {
-        match session
-            .table
-            .dispatch("send_letter", json!({"to": to, "body": "hi"}), &session.effects)
-        {
+        match session.table.dispatch(
+            "send_letter",
+            json!({"to": to, "body": "hi"}),
+            &session.effects,
+        ) {
             Dispatch::Ran(Err(ToolError::Mail(MailError::NotCovered { address, .. }))) => {
-                assert!(address.contains(to.split_whitespace().next().unwrap().trim_end_matches('*')), "{to}: {address}");
+                assert!(
+                    address.contains(to.split_whitespace().next().unwrap().trim_end_matches('*')),
+                    "{to}: {address}"
+                );
             }
             other => panic!("{to}: expected the mail boundary, got {other:?}"),
         }
@@ -33,7 +37,11 @@ fn mail_boundary_refuses_letters_to_uncovered_addresses_before_the_outlet() {
     // What the grant does cover goes through.
     for to in ["alice/helper", "human:bob*"] {
         assert!(matches!(
-            session.table.dispatch("send_letter", json!({"to": to, "body": "hi"}), &session.effects),
+            session.table.dispatch(
+                "send_letter",
+                json!({"to": to, "body": "hi"}),
+                &session.effects
+            ),
             Dispatch::Ran(Ok(_))
         ));
     }
@@ -50,7 +58,10 @@ fn siblings_cannot_mail_each_other_by_default() {
         &session.effects,
     );
     assert!(
-        matches!(out, Dispatch::Ran(Err(ToolError::Mail(MailError::NotCovered { .. })))),
+        matches!(
+            out,
+            Dispatch::Ran(Err(ToolError::Mail(MailError::NotCovered { .. })))
+        ),
         "{out:?}"
     );
     assert!(session.outlet.calls().is_empty());
@@ -89,7 +100,10 @@ fn spawn_boundary_refuses_a_persistent_child_at_level_drive_before_the_outlet() 
         &session.effects,
     );
     assert!(
-        matches!(out, Dispatch::Ran(Err(ToolError::Spawn(SpawnError::NeedsPersist { .. })))),
+        matches!(
+            out,
+            Dispatch::Ran(Err(ToolError::Spawn(SpawnError::NeedsPersist { .. })))
+        ),
         "{out:?}"
     );
     assert!(session.outlet.calls().is_empty());

@@ -32,12 +32,18 @@ impl HubOutlet for Recorder {
         _subject: Option<&str>,
         _body: &str,
     ) -> Result<String, OutletError> {
-        self.0.lock().unwrap().push(format!("letter to {}", to.render()));
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("letter to {}", to.render()));
         Ok("letter-1".into())
     }
 
     fn spawn(&self, request: &SpawnRequest, _task: &str) -> Result<String, OutletError> {
-        self.0.lock().unwrap().push(format!("spawn {}", request.child));
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("spawn {}", request.child));
         Ok(request.child.to_string())
     }
 }
@@ -62,10 +68,8 @@ impl Session {
     pub fn new(hub: &GitHub, grant: serde_json::Value) -> Self {
         let grant: Grant = serde_json::from_value(grant).unwrap();
         let alice = AgentName::parse("alice").unwrap();
-        let remotes = BTreeMap::from([(
-            RemoteName::parse("origin").unwrap(),
-            hub.remote_url.clone(),
-        )]);
+        let remotes =
+            BTreeMap::from([(RemoteName::parse("origin").unwrap(), hub.remote_url.clone())]);
         let tokens = mint_from_grant(
             &grant,
             &alice,
@@ -110,7 +114,11 @@ impl GitWorld {
         walk(&hub.ws, &hub.ws, &mut files);
         files.sort();
         Self {
-            refs: [hub.refs("hub.git"), hub.refs("remote.git"), hub.refs("other.git")],
+            refs: [
+                hub.refs("hub.git"),
+                hub.refs("remote.git"),
+                hub.refs("other.git"),
+            ],
             status: hub.git(&hub.ws, &["status", "--porcelain", "--branch"]),
             files,
         }

@@ -20,10 +20,19 @@ fn tool_table_boundary_answers_uncovered_tools_as_absent_and_changes_nothing() {
     let before = GitWorld::of(&hub);
     let calls = [
         ("git_commit", json!({"message": "sneak"})),
-        ("git_push", json!({"remote": "origin", "branch": "l3m/alice/_/work"})),
+        (
+            "git_push",
+            json!({"remote": "origin", "branch": "l3m/alice/_/work"}),
+        ),
         ("fetch_url", json!({"url": "http://127.0.0.1:1/"})),
-        ("spawn_agent", json!({"name": "alice/kid", "task": "t", "grant": {}})),
-        ("shell", json!({"program": "sh", "args": ["-c", "echo x > README.md"]})),
+        (
+            "spawn_agent",
+            json!({"name": "alice/kid", "task": "t", "grant": {}}),
+        ),
+        (
+            "shell",
+            json!({"program": "sh", "args": ["-c", "echo x > README.md"]}),
+        ),
         ("no_such_tool", json!({})),
     ];
     for (name, input) in calls {

@@ -45,7 +45,10 @@ fn diff_is_a_unified_text_diff_against_head() {
     assert_eq!(diffs.len(), 2);
     assert_eq!(diffs[0].change.path, "README.md");
     let text = diffs[0].unified.as_deref().unwrap();
-    assert!(text.contains("--- a/README.md") && text.contains("+++ b/README.md"), "{text}");
+    assert!(
+        text.contains("--- a/README.md") && text.contains("+++ b/README.md"),
+        "{text}"
+    );
     assert!(text.contains(" # project\n+more\n"), "{text}");
     assert_eq!(diffs[1].change.path, "blob.bin");
     assert_eq!(diffs[1].change.kind, ChangeKind::Added);
@@ -62,22 +65,39 @@ fn commit_records_the_worktree_as_the_agent_and_leaves_git_clean() {
     std::fs::write(hub.ws.join("docs/a.md"), "a\n").unwrap();
     std::fs::remove_file(hub.ws.join("src/main.rs")).unwrap();
 
-    let done = git::commit(&t, "workspace", "Change the readme\n\nand more", 1_750_000_000_123)
-        .unwrap();
+    let done = git::commit(
+        &t,
+        "workspace",
+        "Change the readme\n\nand more",
+        1_750_000_000_123,
+    )
+    .unwrap();
     assert_eq!(done.branch, WORK);
     assert_eq!(done.changes.len(), 3);
     assert_eq!(hub.tip("hub.git", WORK).as_deref(), Some(done.id.as_str()));
     assert_eq!(
-        hub.git(&hub.ws, &["log", "-1", "--format=%an <%ae>|%cn <%ce>|%at|%P|%s"]).trim(),
-        format!("alice <alice@l3m.invalid>|alice <alice@l3m.invalid>|1750000000|{before}|Change the readme")
+        hub.git(
+            &hub.ws,
+            &["log", "-1", "--format=%an <%ae>|%cn <%ce>|%at|%P|%s"]
+        )
+        .trim(),
+        format!(
+            "alice <alice@l3m.invalid>|alice <alice@l3m.invalid>|1750000000|{before}|Change the readme"
+        )
     );
     assert_eq!(hub.git(&hub.ws, &["status", "--porcelain"]), "");
-    hub.git(&hub.root.join("hub.git"), &["fsck", "--strict", "--no-dangling"]);
+    hub.git(
+        &hub.root.join("hub.git"),
+        &["fsck", "--strict", "--no-dangling"],
+    );
     assert_eq!(
         hub.git(&hub.ws, &["ls-tree", "-r", "--name-only", "HEAD"]),
         "README.md\ndocs/a.md\nrun.sh\n"
     );
-    assert!(hub.git(&hub.ws, &["ls-tree", "HEAD", "run.sh"]).starts_with("100755"));
+    assert!(
+        hub.git(&hub.ws, &["ls-tree", "HEAD", "run.sh"])
+            .starts_with("100755")
+    );
     assert!(git::status(&t, "workspace").unwrap().changes.is_empty());
     assert!(matches!(
         git::commit(&t, "workspace", "again", 0),
@@ -94,8 +114,14 @@ fn log_lists_recent_commits_newest_first() {
     std::fs::write(hub.ws.join("a"), "2").unwrap();
     let second = git::commit(&t, "workspace", "two", 2_000).unwrap();
     let log = git::log(&t, "workspace", 2).unwrap();
-    let got: Vec<(&str, &str)> = log.iter().map(|c| (c.id.as_str(), c.summary.as_str())).collect();
-    assert_eq!(got, [(second.id.as_str(), "two"), (first.id.as_str(), "one")]);
+    let got: Vec<(&str, &str)> = log
+        .iter()
+        .map(|c| (c.id.as_str(), c.summary.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(second.id.as_str(), "two"), (first.id.as_str(), "one")]
+    );
     assert_eq!(log[0].author, "alice <alice@l3m.invalid>");
     assert_eq!(log[0].time_s, 2);
     let all = git::log(&t, "workspace", 10).unwrap();
@@ -113,12 +139,18 @@ fn push_sends_the_branch_to_the_granted_url() {
     assert_eq!(pushed.branch, WORK);
     assert_eq!(pushed.commit, done.id);
     assert_eq!(pushed.url, hub.remote_url);
-    assert_eq!(hub.tip("remote.git", WORK).as_deref(), Some(done.id.as_str()));
+    assert_eq!(
+        hub.tip("remote.git", WORK).as_deref(),
+        Some(done.id.as_str())
+    );
     // The exact URL names the same remote.
     std::fs::write(hub.ws.join("a"), "2").unwrap();
     let again = git::commit(&t, "workspace", "two", 2_000).unwrap();
     git::push(&t, "workspace", &hub.remote_url, WORK).unwrap();
-    assert_eq!(hub.tip("remote.git", WORK).as_deref(), Some(again.id.as_str()));
+    assert_eq!(
+        hub.tip("remote.git", WORK).as_deref(),
+        Some(again.id.as_str())
+    );
 }
 
 #[test]

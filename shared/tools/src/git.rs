@@ -45,7 +45,11 @@ pub struct GitStatus;
 
 impl Tool for GitStatus {
     fn decl(&self) -> ToolDecl {
-        declare("git_status", [EffectClass::GitRead], Reversibility::ReadOnly)
+        declare(
+            "git_status",
+            [EffectClass::GitRead],
+            Reversibility::ReadOnly,
+        )
     }
 
     fn description(&self) -> &str {
@@ -254,6 +258,9 @@ mod tests {
     fn long_diffs_are_cut_at_a_char_boundary_with_a_note() {
         assert_eq!(cut("short".into(), 10), "short");
         let cut_text = cut("ééééé".into(), 5);
-        assert!(cut_text.starts_with("éé\n(diff cut at 4 of 10 bytes)"), "{cut_text}");
+        assert!(
+            cut_text.starts_with("éé\n(diff cut at 4 of 10 bytes)"),
+            "{cut_text}"
+        );
     }
 }

@@ -86,7 +86,8 @@ impl Tool for SpawnAgent {
 
     fn call(&self, input: Value, fx: &Granted<'_>) -> Result<ToolOutput, ToolError> {
         let args = Args::parse(&input, &self.input_schema())?;
-        let child = AgentName::parse(args.string("name")?).map_err(|e| bad("name", e.to_string()))?;
+        let child =
+            AgentName::parse(args.string("name")?).map_err(|e| bad("name", e.to_string()))?;
         let grant = parse_field::<Grant>(&args, "grant")?.unwrap_or_default();
         let loan = parse_field::<Fuel>(&args, "loan")?.unwrap_or(Fuel::ZERO);
         let request = SpawnRequest {
@@ -99,7 +100,11 @@ impl Tool for SpawnAgent {
         let name = fx.spawn()?.spawn(&request, args.string("task")?)?;
         Ok(ToolOutput::text(format!(
             "spawned {name} ({})",
-            if request.driven { "driven" } else { "persistent" }
+            if request.driven {
+                "driven"
+            } else {
+                "persistent"
+            }
         )))
     }
 }

@@ -25,7 +25,7 @@
 //! - [`search`]: `search_files`, a bounded substring search over a tree.
 //! - [`clock`]: the `now` tool.
 //! - [`git`]: `git_status`, `git_diff`, `git_log`, `git_commit`, `git_push`.
-//! - [`net`]: `fetch_url`.
+//! - [`net`]: the `fetch_url` tool.
 //! - [`hub`]: `send_letter` and `spawn_agent`, which reach hubd through the sequencer's outlet.
 //! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
 //!

@@ -70,8 +70,8 @@ impl Tool for RunShell {
     }
 
     fn effect(&self, input: &Value) -> String {
-        let described = Args::parse(input, &self.input_schema())
-            .and_then(|args| Self::request(&args));
+        let described =
+            Args::parse(input, &self.input_schema()).and_then(|args| Self::request(&args));
         match described {
             Ok(r) => format!(
                 "runs `{}` with arguments {:?} in `{}`, sandboxed: no network, writes only under the write roots, killed after {} s",

@@ -1,8 +1,13 @@
 //! The git, hub and shell tools through a real table and real effects: a whole commit-and-push
 //! flow on a worktree of a bare hub repository, letters and spawns reaching the outlet in their
 //! core form, and the shell's review card saying what it would do.
-// The test plays the harness: it lays the hub out on disk and mints with ambient authority.
-#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// The test plays the harness: it lays the hub out on disk and mints with ambient authority; a
+// fixture that cannot be set up is a failed test.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::unwrap_used
+)]
 
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)]
 #[path = "../../ring/tests/git_hub/mod.rs"]
@@ -118,18 +123,37 @@ fn status_commit_log_and_push_through_the_tools() {
     let s = session(&hub, None, false);
     std::fs::write(hub.ws.join("notes.md"), "hello\n").unwrap();
     let status = ran(&s, "git_status", json!({})).unwrap().text;
-    assert!(status.contains(WORK) && status.contains("added: notes.md"), "{status}");
-    let diff = ran(&s, "git_diff", json!({"worktree": "workspace"})).unwrap().text;
-    assert!(diff.contains("+++ b/notes.md\n") && diff.contains("+hello"), "{diff}");
-    let done = ran(&s, "git_commit", json!({"message": "Add notes"})).unwrap().text;
-    assert!(done.contains(WORK) && done.contains("1 paths changed"), "{done}");
+    assert!(
+        status.contains(WORK) && status.contains("added: notes.md"),
+        "{status}"
+    );
+    let diff = ran(&s, "git_diff", json!({"worktree": "workspace"}))
+        .unwrap()
+        .text;
+    assert!(
+        diff.contains("+++ b/notes.md\n") && diff.contains("+hello"),
+        "{diff}"
+    );
+    let done = ran(&s, "git_commit", json!({"message": "Add notes"}))
+        .unwrap()
+        .text;
+    assert!(
+        done.contains(WORK) && done.contains("1 paths changed"),
+        "{done}"
+    );
     assert_eq!(
-        hub.git(&hub.ws, &["log", "-1", "--format=%an|%at|%s"]).trim(),
+        hub.git(&hub.ws, &["log", "-1", "--format=%an|%at|%s"])
+            .trim(),
         "alice|1750000000|Add notes"
     );
     let log = ran(&s, "git_log", json!({"count": 1})).unwrap().text;
-    assert!(log.contains("alice <alice@l3m.invalid> — Add notes"), "{log}");
-    let pushed = ran(&s, "git_push", json!({"remote": "origin", "branch": WORK})).unwrap().text;
+    assert!(
+        log.contains("alice <alice@l3m.invalid> — Add notes"),
+        "{log}"
+    );
+    let pushed = ran(&s, "git_push", json!({"remote": "origin", "branch": WORK}))
+        .unwrap()
+        .text;
     assert!(pushed.contains("origin"), "{pushed}");
     assert_eq!(hub.tip("remote.git", WORK), hub.tip("hub.git", WORK));
     assert!(matches!(
@@ -176,8 +200,14 @@ fn send_letter_and_spawn_agent_reach_the_outlet_in_core_form() {
     );
     for (input, field) in [
         (json!({"name": "Alice", "task": "t", "grant": {}}), "name"),
-        (json!({"name": "alice/x", "task": "t", "grant": {"flies": []}}), "grant"),
-        (json!({"name": "alice/x", "task": "t", "grant": {}, "loan": 3}), "loan"),
+        (
+            json!({"name": "alice/x", "task": "t", "grant": {"flies": []}}),
+            "grant",
+        ),
+        (
+            json!({"name": "alice/x", "task": "t", "grant": {}, "loan": 3}),
+            "loan",
+        ),
     ] {
         assert!(
             matches!(ran(&s, "spawn_agent", input), Err(ToolError::BadInput { field: f, .. }) if f == field),

@@ -165,7 +165,13 @@ fn a_tool_the_grant_does_not_cover_is_absent_like_an_unknown_one() {
     let fx = acr.effects(true);
     let ran = Arc::new(AtomicBool::new(false));
     let table = ToolTable::build(tools(&ran), &axes(&[])).unwrap();
-    for name in ["probe_fetch", "probe_shell", "fetch_url", "shell", "no_such_tool"] {
+    for name in [
+        "probe_fetch",
+        "probe_shell",
+        "fetch_url",
+        "shell",
+        "no_such_tool",
+    ] {
         match table.dispatch(name, json!({"command": "curl x"}), &fx) {
             Dispatch::Absent { name: got } => assert_eq!(got, name),
             other => panic!("`{name}` should be absent, got {other:?}"),

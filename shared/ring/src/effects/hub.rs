@@ -98,7 +98,12 @@ impl super::Mail for MailProvider {
         if !self.token.covers_address(to) {
             return Err(MailError::NotCovered {
                 address: to.render(),
-                covers: self.token.covers().iter().map(ToString::to_string).collect(),
+                covers: self
+                    .token
+                    .covers()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
             });
         }
         if body.trim().is_empty() {

@@ -203,7 +203,9 @@ impl Effects {
         } = tokens;
         let git_axes = Tokens::git_axes(git.as_ref());
         let files = files.map(Arc::new);
-        let shell = wild.zip(files.clone()).map(|(wild, files)| ShellProvider { wild, files });
+        let shell = wild
+            .zip(files.clone())
+            .map(|(wild, files)| ShellProvider { wild, files });
         Self {
             files: files.map(|token| FileProvider { token, journal }),
             git: git.map(GitProvider),
@@ -248,8 +250,7 @@ impl Effects {
                     granted.mail = Some(self.mail.as_ref().ok_or_else(|| missing(Axis::Mail))?);
                 }
                 EffectClass::Spawn => {
-                    granted.spawn =
-                        Some(self.spawn.as_ref().ok_or_else(|| missing(Axis::Spawn))?);
+                    granted.spawn = Some(self.spawn.as_ref().ok_or_else(|| missing(Axis::Spawn))?);
                 }
                 EffectClass::Shell => {
                     let axis = if self.files.is_none() {
@@ -454,8 +455,14 @@ mod tests {
                 .unwrap_err();
             assert_eq!(err, EffectsError::MissingAxis { class, axis });
         }
-        for class in [EffectClass::Blob, EffectClass::Build, EffectClass::Other("aws".into())] {
-            let err = fx.for_footprint(&Footprint::of([class.clone()])).unwrap_err();
+        for class in [
+            EffectClass::Blob,
+            EffectClass::Build,
+            EffectClass::Other("aws".into()),
+        ] {
+            let err = fx
+                .for_footprint(&Footprint::of([class.clone()]))
+                .unwrap_err();
             assert_eq!(err, EffectsError::NoProvider { class });
         }
     }
@@ -471,12 +478,18 @@ mod tests {
             _subject: Option<&str>,
             body: &str,
         ) -> Result<String, OutletError> {
-            self.0.lock().unwrap().push(format!("letter {} {body}", to.render()));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("letter {} {body}", to.render()));
             Ok("l1".into())
         }
 
         fn spawn(&self, request: &SpawnRequest, _task: &str) -> Result<String, OutletError> {
-            self.0.lock().unwrap().push(format!("spawn {}", request.child));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("spawn {}", request.child));
             Ok(request.child.to_string())
         }
     }
@@ -531,7 +544,10 @@ mod tests {
             Err(MailError::NotCovered { ref address, .. }) if address.contains("bob")
         ));
         let spawn = granted.spawn().unwrap();
-        assert_eq!(spawn.spawn(&request("alice/kid", true), "t").unwrap(), "alice/kid");
+        assert_eq!(
+            spawn.spawn(&request("alice/kid", true), "t").unwrap(),
+            "alice/kid"
+        );
         assert!(matches!(
             spawn.spawn(&request("alice/kid", false), "t"),
             Err(SpawnError::NeedsPersist { .. })
@@ -554,7 +570,9 @@ mod tests {
                 axis: Axis::Spawn
             }
         );
-        let granted = fx.for_footprint(&Footprint::of([EffectClass::Mail])).unwrap();
+        let granted = fx
+            .for_footprint(&Footprint::of([EffectClass::Mail]))
+            .unwrap();
         let to = Address::parse("alice").unwrap();
         assert_eq!(
             granted.mail().unwrap().send(&to, None, "hi"),

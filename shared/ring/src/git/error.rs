@@ -26,7 +26,9 @@ pub enum GitError {
     },
     /// The worktree boundary: the path, or a directory on the way to it, is a symlink or not a
     /// directory, so it could lead out of the ACR.
-    #[error("refused by the worktree boundary: `{worktree}` is not a real directory in the ACR: {reason}")]
+    #[error(
+        "refused by the worktree boundary: `{worktree}` is not a real directory in the ACR: {reason}"
+    )]
     NotRealDir {
         /// The worktree as given.
         worktree: String,

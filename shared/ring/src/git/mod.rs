@@ -144,7 +144,10 @@ pub fn diff(token: &GitToken, worktree: &str) -> Result<Vec<FileDiff>, GitError>
         .into_iter()
         .map(|(key, change)| {
             let before = old.get(key).map(|l| blob(&wt.repo, l.id)).transpose()?;
-            let after = new.get(key).map(|l| on_disk(&wt, key, l.kind)).transpose()?;
+            let after = new
+                .get(key)
+                .map(|l| on_disk(&wt, key, l.kind))
+                .transpose()?;
             let unified = text_diff(&change.path, before.as_deref(), after.as_deref());
             Ok(FileDiff { change, unified })
         })
@@ -187,7 +190,11 @@ pub fn commit(
     if !token.may_write(&branch) {
         return Err(GitError::BranchNotWritable {
             branch,
-            prefixes: token.write_prefixes().iter().map(ToString::to_string).collect(),
+            prefixes: token
+                .write_prefixes()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         });
     }
     let message = message.trim();
@@ -297,10 +304,7 @@ fn head_of(repo: &gix::Repository) -> Result<(Option<String>, Option<ObjectId>),
 }
 
 /// The tree of commit `head`.
-fn head_tree(
-    repo: &gix::Repository,
-    head: Option<ObjectId>,
-) -> Result<Option<ObjectId>, GitError> {
+fn head_tree(repo: &gix::Repository, head: Option<ObjectId>) -> Result<Option<ObjectId>, GitError> {
     head.map(|id| {
         let commit = repo.find_commit(id).map_err(gix("read HEAD's commit"))?;
         commit

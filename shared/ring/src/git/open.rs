@@ -24,11 +24,18 @@ pub(crate) fn open(token: &GitToken, worktree: &str) -> Result<Worktree, GitErro
         worktree: worktree.to_owned(),
         source,
     })?;
-    let under_root = token.worktree_roots().iter().any(|root| rel.is_within(root));
+    let under_root = token
+        .worktree_roots()
+        .iter()
+        .any(|root| rel.is_within(root));
     if rel.is_harness() || !under_root {
         return Err(GitError::OutsideRoots {
             worktree: worktree.to_owned(),
-            roots: token.worktree_roots().iter().map(ToString::to_string).collect(),
+            roots: token
+                .worktree_roots()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         });
     }
     let not_real = |reason: String| GitError::NotRealDir {
@@ -58,7 +65,9 @@ pub(crate) fn open(token: &GitToken, worktree: &str) -> Result<Worktree, GitErro
     let repo = gix::open_opts(&root, gix::open::Options::isolated()).map_err(gix("open"))?;
     let top = repo.workdir().map(real).transpose().map_err(&not_real)?;
     if top.as_deref() != Some(root.as_path()) {
-        return Err(not_real("it is not the top directory of a git worktree".into()));
+        return Err(not_real(
+            "it is not the top directory of a git worktree".into(),
+        ));
     }
     for dir in [repo.git_dir(), repo.common_dir()] {
         let dir = real(dir).map_err(&not_real)?;

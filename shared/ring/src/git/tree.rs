@@ -124,7 +124,9 @@ fn collect_dir(
         };
         if let Some((kind, data)) = file {
             let id = if write {
-                repo.write_blob(&data).map_err(gix("write a blob"))?.detach()
+                repo.write_blob(&data)
+                    .map_err(gix("write a blob"))?
+                    .detach()
             } else {
                 gix::objs::compute_hash(repo.object_hash(), gix::objs::Kind::Blob, &data)
                     .map_err(gix("hash a blob"))?

@@ -215,7 +215,9 @@ fn check_url(remote: &str, url: &str) -> Result<(), TokenError> {
     if url.is_empty() || url.starts_with('-') {
         Err(refuse("a URL must not be empty or start with `-`"))
     } else if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        Err(refuse("a URL must not hold whitespace or control characters"))
+        Err(refuse(
+            "a URL must not hold whitespace or control characters",
+        ))
     } else if url
         .split_once("::")
         .is_some_and(|(helper, _)| !helper.contains('/') && !helper.contains(':'))
@@ -297,7 +299,14 @@ mod tests {
                 "{bad}"
             );
         }
-        for bad in ["", "--upload-pack=x", "ext::sh -c x", "ext::sh", "fd::3", "a\nb"] {
+        for bad in [
+            "",
+            "--upload-pack=x",
+            "ext::sh -c x",
+            "ext::sh",
+            "fd::3",
+            "a\nb",
+        ] {
             assert!(
                 matches!(
                     parse(&input(&[], &[], &[("o", bad, &[])])),
@@ -306,8 +315,15 @@ mod tests {
                 "{bad:?}"
             );
         }
-        for good in ["file:///srv/up.git", "https://h.org/r.git", "git@h.org:r.git"] {
-            assert!(parse(&input(&[], &[], &[("o", good, &[])])).is_ok(), "{good}");
+        for good in [
+            "file:///srv/up.git",
+            "https://h.org/r.git",
+            "git@h.org:r.git",
+        ] {
+            assert!(
+                parse(&input(&[], &[], &[("o", good, &[])])).is_ok(),
+                "{good}"
+            );
         }
     }
 
@@ -338,7 +354,11 @@ mod tests {
         );
         for push in [
             ("other", url, &["refs/heads/l3m/alice/"][..]),
-            ("origin", "file:///srv/other.git", &["refs/heads/l3m/alice/"][..]),
+            (
+                "origin",
+                "file:///srv/other.git",
+                &["refs/heads/l3m/alice/"][..],
+            ),
             ("origin", url, &["refs/heads/"][..]),
         ] {
             assert_eq!(
@@ -347,8 +367,17 @@ mod tests {
             );
         }
         let n = t
-            .narrow(&input(&[], &[], &[("origin", url, &["refs/heads/l3m/alice/_/"])]))
+            .narrow(&input(
+                &[],
+                &[],
+                &[("origin", url, &["refs/heads/l3m/alice/_/"])],
+            ))
             .unwrap();
-        assert!(n.push_target(url).unwrap().1.may_push("refs/heads/l3m/alice/_/work"));
+        assert!(
+            n.push_target(url)
+                .unwrap()
+                .1
+                .may_push("refs/heads/l3m/alice/_/work")
+        );
     }
 }

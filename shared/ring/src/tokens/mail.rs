@@ -80,9 +80,19 @@ mod tests {
     fn covers_subtree_ancestors_and_listed_only() {
         let t = MailToken::new(
             name("alice/main"),
-            [cover("agent:alice/other"), cover("human:bob"), cover("office:far")],
+            [
+                cover("agent:alice/other"),
+                cover("human:bob"),
+                cover("office:far"),
+            ],
         );
-        for ok in ["alice/main", "alice/main/worker", "alice", "alice/other", "human:bob*"] {
+        for ok in [
+            "alice/main",
+            "alice/main/worker",
+            "alice",
+            "alice/other",
+            "human:bob*",
+        ] {
             assert!(t.covers_address(&to(ok)), "{ok}");
         }
         assert!(t.covers_address(&to("office:far agent:zed*")));

@@ -115,7 +115,9 @@ impl MintInput {
         remotes: &BTreeMap<RemoteName, String>,
     ) -> Result<Self, TokenError> {
         let strings = |set: &BTreeSet<_>| -> Vec<String> {
-            set.iter().map(|e: &l3m_core::grant::RefPrefix| e.to_string()).collect()
+            set.iter()
+                .map(|e: &l3m_core::grant::RefPrefix| e.to_string())
+                .collect()
         };
         let push = grant
             .git_push
@@ -436,8 +438,8 @@ mod tests {
             RemoteName::parse("origin").unwrap(),
             "file:///srv/up.git".to_owned(),
         )]);
-        let t = mint_from_grant(&g, &alice, dir.path().into(), &remotes, ambient_authority())
-            .unwrap();
+        let t =
+            mint_from_grant(&g, &alice, dir.path().into(), &remotes, ambient_authority()).unwrap();
         assert_eq!(
             t.conferred(),
             BTreeSet::from([
@@ -452,7 +454,10 @@ mod tests {
         );
         let git = t.git.as_ref().unwrap();
         assert!(git.may_write("refs/heads/l3m/alice/main/_/work") && !git.may_read("refs/x"));
-        assert_eq!(git.push_target("origin").unwrap().1.url(), "file:///srv/up.git");
+        assert_eq!(
+            git.push_target("origin").unwrap().1.url(),
+            "file:///srv/up.git"
+        );
         assert!(t.net.as_ref().unwrap().allows("example.org", None));
         let mail = t.mail.as_ref().unwrap();
         let to = |s| l3m_core::mail::Address::parse(s).unwrap();
@@ -467,8 +472,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let alice = AgentName::parse("alice").unwrap();
         let none = BTreeMap::new();
-        let t = mint_from_grant(&Grant::default(), &alice, dir.path().into(), &none, ambient_authority())
-            .unwrap();
+        let t = mint_from_grant(
+            &Grant::default(),
+            &alice,
+            dir.path().into(),
+            &none,
+            ambient_authority(),
+        )
+        .unwrap();
         assert_eq!(t.conferred(), BTreeSet::from([Axis::Mail]));
         assert!(t.spawn.is_none() && t.git.is_none());
         let g = grant(serde_json::json!({"git-push": {"origin": ["refs/heads/l3m/alice/"]}}));

@@ -49,7 +49,10 @@ mod tests {
         let drive = persist.narrow(SpawnLevel::Drive).unwrap();
         assert_eq!(drive.level(), SpawnLevel::Drive);
         assert!(drive.narrow(SpawnLevel::Drive).is_ok());
-        assert_eq!(drive.narrow(SpawnLevel::Off).unwrap().level(), SpawnLevel::Off);
+        assert_eq!(
+            drive.narrow(SpawnLevel::Off).unwrap().level(),
+            SpawnLevel::Off
+        );
         assert!(matches!(
             drive.narrow(SpawnLevel::Persist),
             Err(TokenError::Widening {

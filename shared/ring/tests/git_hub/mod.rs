@@ -84,9 +84,12 @@ impl GitHub {
 
     /// The commit `refname` points at in the bare repository `repo` (`None` if absent).
     pub fn tip(&self, repo: &str, refname: &str) -> Option<String> {
-        let out = git_cmd(&self.root.join(repo), &["rev-parse", "--verify", "-q", refname])
-            .output()
-            .unwrap();
+        let out = git_cmd(
+            &self.root.join(repo),
+            &["rev-parse", "--verify", "-q", refname],
+        )
+        .output()
+        .unwrap();
         out.status
             .success()
             .then(|| String::from_utf8(out.stdout).unwrap().trim().to_owned())
