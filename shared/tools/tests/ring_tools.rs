@@ -13,6 +13,10 @@
 #[path = "../../ring/tests/git_hub/mod.rs"]
 mod git_hub;
 
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#[path = "../../ring/tests/net_server/mod.rs"]
+mod net_server;
+
 use std::sync::{Arc, Mutex};
 
 use git_hub::{GitHub, WORK};
@@ -232,4 +236,52 @@ fn a_shell_call_becomes_a_card_describing_its_effect() {
         }
         other => panic!("expected a card, got {other:?}"),
     }
+}
+
+#[test]
+fn fetch_url_fetches_from_a_granted_host_and_refuses_others() {
+    let hub = GitHub::new();
+    let server = net_server::Server::start("127.0.0.1", |_| {
+        net_server::response(
+            "200 OK",
+            &[("Content-Type", "text/plain")],
+            b"hello from the host",
+        )
+    });
+    let mut tokens = hub.tokens();
+    tokens.net = Some(net_server::token(&[format!("127.0.0.1:{}", server.port)]));
+    let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
+    let journal = LocalJournal::open(&hub.acr, l3m_ring::ambient_authority()).unwrap();
+    let s = Session {
+        table,
+        fx: Effects::new(tokens, Arc::new(journal), Arc::new(FixedClock), None),
+        outlet: Arc::new(Recorder::default()),
+    };
+    let url = format!("http://127.0.0.1:{}/page", server.port);
+    let got = ran(&s, "fetch_url", json!({"url": url})).unwrap().text;
+    assert!(
+        got.starts_with("status 200\n")
+            && got.contains("content-type text/plain")
+            && got.ends_with("\nhello from the host"),
+        "{got}"
+    );
+    let before = server.seen().len();
+    for refused in [
+        format!("http://127.0.0.2:{}/page", server.port),
+        format!("http://localhost:{}/page", server.port),
+        "file:///etc/passwd".to_owned(),
+    ] {
+        assert!(
+            matches!(
+                ran(&s, "fetch_url", json!({"url": refused})),
+                Err(ToolError::Net(_))
+            ),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        server.seen().len(),
+        before,
+        "a refused fetch reached nothing"
+    );
 }
