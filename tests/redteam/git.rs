@@ -188,3 +188,56 @@ fn worktree_boundary_refuses_a_symlink_to_another_agents_worktree() {
     let err = git_refusal(&session, "git_status", json!({"worktree": "workspace/bob"}));
     assert!(matches!(err, GitError::NotRealDir { .. }), "{err}");
 }
+
+#[test]
+fn ref_boundary_refuses_reading_a_worktree_repointed_at_another_agents_branch() {
+    let hub = GitHub::new();
+    let session = Session::new(&hub, git_grant());
+    // Bob's worktree of the same hub, with a commit alice may not read.
+    let theirs = hub.root.join("bob-ws");
+    hub.git(
+        &hub.root.join("hub.git"),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "l3m/bob/_/work",
+            theirs.to_str().unwrap(),
+            "main",
+        ],
+    );
+    std::fs::write(theirs.join("secret.md"), "bob's secret\n").unwrap();
+    hub.git(&theirs, &["add", "secret.md"]);
+    hub.git(
+        &theirs,
+        &[
+            "-c",
+            "user.name=bob",
+            "-c",
+            "user.email=bob@l3m.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "secret",
+        ],
+    );
+    let bob_tip = hub.tip("hub.git", "refs/heads/l3m/bob/_/work");
+    // Alice repoints her worktree's `.git` at bob's worktree git directory (outside the ACR).
+    let bobs_gitdir = hub.git(&theirs, &["rev-parse", "--absolute-git-dir"]);
+    std::fs::write(
+        hub.ws.join(".git"),
+        format!("gitdir: {}\n", bobs_gitdir.trim()),
+    )
+    .unwrap();
+    for tool in ["git_status", "git_diff", "git_log"] {
+        let err = git_refusal(&session, tool, json!({}));
+        assert!(
+            matches!(&err, GitError::BranchNotReadable { branch, .. } if branch == "refs/heads/l3m/bob/_/work"),
+            "{tool}: {err}"
+        );
+    }
+    let err = git_refusal(&session, "git_commit", json!({"message": "x"}));
+    assert!(matches!(err, GitError::BranchNotWritable { .. }), "{err}");
+    assert_eq!(hub.tip("hub.git", "refs/heads/l3m/bob/_/work"), bob_tip);
+}

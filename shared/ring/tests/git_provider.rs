@@ -11,7 +11,7 @@ fn status_lists_each_kind_of_change_against_head() {
     let hub = GitHub::new();
     let t = hub.token();
     let clean = git::status(&t, "workspace").unwrap();
-    assert_eq!(clean.branch.as_deref(), Some(WORK));
+    assert_eq!(clean.branch, WORK);
     assert!(clean.head.is_some() && clean.changes.is_empty());
 
     std::fs::write(hub.ws.join("README.md"), "# changed\n").unwrap();

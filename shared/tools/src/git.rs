@@ -65,7 +65,7 @@ impl Tool for GitStatus {
         let status = fx.git_read()?.status(worktree(&args)?)?;
         let mut lines = vec![format!(
             "branch {}, HEAD {}",
-            status.branch.as_deref().unwrap_or("(detached)"),
+            status.branch,
             status.head.as_deref().unwrap_or("(no commits yet)")
         )];
         if status.changes.is_empty() {

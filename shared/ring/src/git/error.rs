@@ -48,7 +48,9 @@ pub enum GitError {
         git_dir: String,
     },
     /// The worktree's HEAD is detached or names no branch, so a commit has nowhere to go.
-    #[error("refused: `{worktree}` has a detached HEAD; commits go only onto a checked-out branch")]
+    #[error(
+        "refused by the ref boundary: `{worktree}` has a detached HEAD; git calls work only on a checked-out branch"
+    )]
     Detached {
         /// The worktree.
         worktree: String,
@@ -61,6 +63,17 @@ pub enum GitError {
         /// The branch's full ref name.
         branch: String,
         /// The writable prefixes.
+        prefixes: Vec<String>,
+    },
+    /// The ref boundary: the worktree's checked-out branch lies under no readable prefix, so
+    /// neither its status, its diff nor its log may be shown.
+    #[error(
+        "refused by the ref boundary: branch `{branch}` is not under a readable prefix (prefixes: {prefixes:?})"
+    )]
+    BranchNotReadable {
+        /// The branch's full ref name.
+        branch: String,
+        /// The readable prefixes.
         prefixes: Vec<String>,
     },
     /// The ref boundary: the branch to push lies under no prefix granted for that remote.

@@ -8,7 +8,8 @@
 //!   (an agent could write a `.git` directory of its own, with its own config, inside its
 //!   roots; such a repository is never opened). Repositories are opened isolated: no system or
 //!   global git config, no environment;
-//! - **ref** (commit): the worktree's checked-out branch lies under a writable prefix;
+//! - **ref**: the worktree's checked-out branch lies under a readable prefix (status, diff,
+//!   log) or a writable one (commit); a detached HEAD is refused;
 //! - **remote and ref** (push): the remote is one the token lists, named exactly as granted
 //!   (its name, or its URL byte for byte), and the branch lies under the prefixes granted for it.
 //!
@@ -76,8 +77,8 @@ pub struct Change {
 /// A worktree's state against its HEAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
-    /// The checked-out branch's full name; `None` when HEAD is detached.
-    pub branch: Option<String>,
+    /// The checked-out branch's full name.
+    pub branch: String,
     /// The commit HEAD is at; `None` on an unborn branch.
     pub head: Option<String>,
     /// Every changed path, sorted.
@@ -124,7 +125,7 @@ pub const MAX_LOG: usize = 1000;
 /// The worktree's changes against its HEAD.
 pub fn status(token: &GitToken, worktree: &str) -> Result<Status, GitError> {
     let wt = open::open(token, worktree)?;
-    let (branch, head) = head_of(&wt.repo)?;
+    let (branch, head) = readable_head(token, &wt)?;
     let old = tree::of_tree(&wt.repo, head_tree(&wt.repo, head)?)?;
     let new = tree::of_worktree(&wt.repo, &wt.root, false)?;
     Ok(Status {
@@ -137,7 +138,7 @@ pub fn status(token: &GitToken, worktree: &str) -> Result<Status, GitError> {
 /// The worktree's text diff against its HEAD, file by file.
 pub fn diff(token: &GitToken, worktree: &str) -> Result<Vec<FileDiff>, GitError> {
     let wt = open::open(token, worktree)?;
-    let (_, head) = head_of(&wt.repo)?;
+    let (_, head) = readable_head(token, &wt)?;
     let old = tree::of_tree(&wt.repo, head_tree(&wt.repo, head)?)?;
     let new = tree::of_worktree(&wt.repo, &wt.root, false)?;
     changed(&old, &new)
@@ -157,7 +158,7 @@ pub fn diff(token: &GitToken, worktree: &str) -> Result<Vec<FileDiff>, GitError>
 /// The `n` most recent commits of HEAD's first-parent line, newest first (at most [`MAX_LOG`]).
 pub fn log(token: &GitToken, worktree: &str, n: usize) -> Result<Vec<CommitInfo>, GitError> {
     let wt = open::open(token, worktree)?;
-    let (_, mut next) = head_of(&wt.repo)?;
+    let (_, mut next) = readable_head(token, &wt)?;
     let mut out = Vec::new();
     while let Some(id) = next.filter(|_| out.len() < n.min(MAX_LOG)) {
         let commit = wt.repo.find_commit(id).map_err(gix("read a commit"))?;
@@ -294,6 +295,32 @@ fn move_branch(
             }
         }
     }
+}
+
+/// HEAD's branch and commit, if that branch may be read: a worktree whose HEAD is detached or on
+/// a branch outside the readable prefixes (say, one repointed at another agent's worktree) shows
+/// nothing.
+fn readable_head(
+    token: &GitToken,
+    wt: &open::Worktree,
+) -> Result<(String, Option<ObjectId>), GitError> {
+    let (branch, head) = head_of(&wt.repo)?;
+    let Some(branch) = branch else {
+        return Err(GitError::Detached {
+            worktree: wt.name.clone(),
+        });
+    };
+    if !token.may_read(&branch) {
+        return Err(GitError::BranchNotReadable {
+            branch,
+            prefixes: token
+                .read_prefixes()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        });
+    }
+    Ok((branch, head))
 }
 
 /// HEAD's branch (full name; `None` if detached) and commit (`None` if unborn).
