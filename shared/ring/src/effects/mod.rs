@@ -559,6 +559,24 @@ mod tests {
     }
 
     #[test]
+    fn a_spawn_token_narrowed_to_off_refuses_before_the_outlet() {
+        use l3m_core::grant::SpawnLevel;
+        let outlet = Arc::new(Recorder::default());
+        let token = crate::tokens::SpawnToken::new(SpawnLevel::Persist)
+            .narrow(SpawnLevel::Off)
+            .unwrap();
+        let provider = SpawnProvider {
+            token,
+            outlet: Some(Arc::clone(&outlet) as Arc<dyn HubOutlet>),
+        };
+        assert_eq!(
+            Spawn::spawn(&provider, &request("alice/kid", true), "t"),
+            Err(SpawnError::Off)
+        );
+        assert!(outlet.0.lock().unwrap().is_empty());
+    }
+
+    #[test]
     fn spawn_off_mints_nothing_and_no_outlet_is_a_typed_error() {
         use l3m_core::grant::SpawnLevel;
         let (_dir, fx) = hub_effects(SpawnLevel::Off, None);
