@@ -3,43 +3,48 @@
 //! A tool body never touches the world directly: it calls a provider, and every provider call
 //! takes a capability token whose scope the provider checks again on each call. This crate holds
 //! both halves. Tokens ([`tokens`]) are values only this crate can construct — minted once at
-//! boot by [`tokens::mint`], one per conferred axis, narrowed but never widened. Providers
-//! ([`files`], [`net`], [`shell`]; git comes later) are the one place a class meets the
-//! operating system. Tame edits are journaled before they happen ([`journal`]), which is what
-//! rewind restores from.
+//! boot from the agent's grant by [`tokens::mint_from_grant`], one per conferred axis, narrowed
+//! but never widened. Providers ([`files`], [`git`], [`net`], [`shell`]) are the one place a
+//! class meets the operating system; mail and spawn are checked here and carried to hubd by an
+//! outlet the sequencer plugs in ([`effects::HubOutlet`]). Tame edits are journaled before they
+//! happen ([`journal`]), which is what rewind restores from.
 //!
 //! **Must never**: be bypassed. Tool crates must not use `std::fs`, `std::process`, `std::net`,
 //! `std::env`, or cap-std's ambient authority (the sealing linter's `disallowed-methods`); this
 //! crate is the only one that does, and only through capability handles rooted at the ACR.
 //!
-//! Limitations of this slice: files, HTTP and the sandboxed shell have providers; the git
-//! provider comes later. Tokens are minted from a [`tokens::MintInput`]; filling it from an
-//! `l3m_core::grant::Grant` waits on the mail token learning human and office covers, so that no
-//! cover is dropped on the way. Providers are Linux-only (they rely on `O_NOFOLLOW`, `openat2`
-//! and bubblewrap).
+//! Limitations of this slice: blob store, tree view, airmail, build and run have no provider
+//! yet, so no tool can use them. Providers are Linux-only (they rely on `O_NOFOLLOW`, `openat2`
+//! and bubblewrap); git push needs the `git` CLI.
 //!
 //! # Layout
 //! - [`path`]: ACR-relative paths, parsed once (`..`, absolute and NUL refused).
-//! - [`tokens`]: the capability tokens and `mint`.
+//! - [`tokens`]: the capability tokens, `mint_from_grant` and `mint`.
 //! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
+//! - [`git`]: the git provider (status, diff, log, commit onto granted branches, push to granted
+//!   remotes) on worktrees under the write roots.
 //! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
-//! - [`effects`]: the effect-class traits tool bodies are written over, and the `Effects` bundle
-//!   that grants a call exactly the classes its footprint names.
+//! - [`effects`]: the effect-class traits tool bodies are written over, the `Effects` bundle
+//!   that grants a call exactly the classes its footprint names, and the `HubOutlet`.
 //! - [`net`]: the HTTP provider (GET/HEAD to the token's hosts, checked before, at connect, at redirects).
 //! - [`shell`]: the sandboxed shell (listed programs under bubblewrap: no network, a deadline).
 //!
 //! # Example
 //! ```
+//! use std::collections::BTreeMap;
+//! use l3m_core::grant::{AcrPath, Grant};
+//! use l3m_core::names::AgentName;
 //! use l3m_ring::{ambient_authority, files, journal::LocalJournal, tokens};
 //!
 //! let acr = tempfile::tempdir()?;
 //! std::fs::create_dir(acr.path().join("workspace"))?;
-//! let input = tokens::MintInput {
-//!     acr: acr.path().into(),
-//!     files: Some(vec!["workspace".into()]),
+//! let grant = Grant {
+//!     files: [AcrPath::parse("workspace")?].into(),
 //!     ..Default::default()
 //! };
-//! let minted = tokens::mint(&input, ambient_authority())?;
+//! let alice = AgentName::parse("alice")?;
+//! let minted =
+//!     tokens::mint_from_grant(&grant, &alice, acr.path().into(), &BTreeMap::new(), ambient_authority())?;
 //! let token = minted.files.as_ref().unwrap();
 //! let journal = LocalJournal::open(acr.path(), ambient_authority())?;
 //!
@@ -57,6 +62,7 @@
 
 pub mod effects;
 pub mod files;
+pub mod git;
 pub mod journal;
 pub mod net;
 pub mod path;

@@ -50,6 +50,43 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional field of any JSON type.
+    pub(crate) fn opt_value(&self, field: &str) -> Option<&'a Value> {
+        self.0.get(field)
+    }
+
+    /// An optional boolean field.
+    pub(crate) fn opt_bool(&self, field: &str) -> Result<Option<bool>, ToolError> {
+        match self.0.get(field) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(bad(
+                field,
+                format!("expected a boolean, got {}", kind(other)),
+            )),
+        }
+    }
+
+    /// An optional array of strings.
+    pub(crate) fn opt_strings(&self, field: &str) -> Result<Option<Vec<&'a str>>, ToolError> {
+        match self.0.get(field) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str().ok_or_else(|| {
+                        bad(field, format!("expected strings only, got {}", kind(item)))
+                    })
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(other) => Err(bad(
+                field,
+                format!("expected an array of strings, got {}", kind(other)),
+            )),
+        }
+    }
+
     /// An optional whole number in `1..=max`.
     pub(crate) fn opt_count(&self, field: &str, max: usize) -> Result<Option<usize>, ToolError> {
         let Some(value) = self.0.get(field) else {

@@ -24,6 +24,10 @@
 //! - [`edit`]: `edit_file`, an exact-string replace that refuses missing or ambiguous matches.
 //! - [`search`]: `search_files`, a bounded substring search over a tree.
 //! - [`clock`]: the `now` tool.
+//! - [`git`]: `git_status`, `git_diff`, `git_log`, `git_commit`, `git_push`.
+//! - [`net`]: the `fetch_url` tool.
+//! - [`hub`]: `send_letter` and `spawn_agent`, which reach hubd through the sequencer's outlet.
+//! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
 //!
 //! # Example
 //! ```
@@ -42,7 +46,11 @@ mod args;
 pub mod clock;
 pub mod edit;
 pub mod files;
+pub mod git;
+pub mod hub;
+pub mod net;
 pub mod search;
+pub mod shell;
 pub mod table;
 pub mod tool;
 
@@ -60,5 +68,14 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(edit::EditFile),
         Box::new(search::SearchFiles),
         Box::new(clock::Now),
+        Box::new(git::GitStatus),
+        Box::new(git::GitDiff),
+        Box::new(git::GitLog),
+        Box::new(git::GitCommit),
+        Box::new(git::GitPush),
+        Box::new(net::FetchUrl),
+        Box::new(hub::SendLetter),
+        Box::new(hub::SpawnAgent),
+        Box::new(shell::RunShell),
     ]
 }

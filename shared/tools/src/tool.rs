@@ -1,8 +1,11 @@
 //! The contract every tool body implements, what it returns, and how it fails.
 
 use l3m_core::effects::{EffectClass, ToolDecl};
-use l3m_ring::effects::{EffectsError, Granted};
+use l3m_ring::effects::{EffectsError, Granted, MailError, SpawnError};
 use l3m_ring::files::FilesError;
+use l3m_ring::git::GitError;
+use l3m_ring::net::NetError;
+use l3m_ring::shell::ShellError;
 use serde_json::Value;
 
 /// A tool the model may call. Its body reaches the world only through `fx`, which holds exactly
@@ -59,6 +62,21 @@ pub enum ToolError {
     /// The file provider refused or failed the call; its text names the boundary.
     #[error("the file provider refused: {0}")]
     Files(#[from] FilesError),
+    /// The git provider refused or failed the call; its text names the boundary.
+    #[error("the git provider refused: {0}")]
+    Git(#[from] GitError),
+    /// The HTTP provider refused or failed the fetch; its text names the boundary.
+    #[error("the net provider refused: {0}")]
+    Net(#[from] NetError),
+    /// The mail provider refused the letter, or hubd did.
+    #[error("the mail provider refused: {0}")]
+    Mail(#[from] MailError),
+    /// The spawn provider refused the request, or hubd's spawn gate did.
+    #[error("the spawn provider refused: {0}")]
+    Spawn(#[from] SpawnError),
+    /// The sandboxed shell refused or failed the run; its text names the boundary.
+    #[error("the shell refused: {0}")]
+    Shell(#[from] ShellError),
     /// The tool's effects could not be granted, or it reached for a class it did not declare.
     #[error("effects not granted: {0}")]
     Effects(#[from] EffectsError),

@@ -34,20 +34,30 @@ struct Probe {
 }
 
 impl Probe {
-    /// `fetch_url`: a bounded net tool (no net provider exists yet).
+    /// `probe_fetch`: a bounded net tool.
     fn fetch(ran: &Arc<AtomicBool>) -> Self {
         Self::new(
-            "fetch_url",
+            "probe_fetch",
             vec![EffectClass::Net],
             Reversibility::Bounded,
             ran,
         )
     }
 
-    /// `run_shell`: a wild tool whose body would write into the workspace.
+    /// `probe_shell`: a wild tool whose body would write into the workspace.
     fn shell(ran: &Arc<AtomicBool>) -> Self {
         let classes = vec![EffectClass::FsWrite, EffectClass::Shell];
-        Self::new("run_shell", classes, Reversibility::Wild, ran)
+        Self::new("probe_shell", classes, Reversibility::Wild, ran)
+    }
+
+    /// `probe_build`: a bounded build tool (no build provider exists in the ring).
+    fn build(ran: &Arc<AtomicBool>) -> Self {
+        Self::new(
+            "probe_build",
+            vec![EffectClass::Build],
+            Reversibility::Bounded,
+            ran,
+        )
     }
 
     fn new(
@@ -100,6 +110,7 @@ fn tools(ran: &Arc<AtomicBool>) -> Vec<Box<dyn Tool>> {
     let mut all = builtin();
     all.push(Box::new(Probe::fetch(ran)));
     all.push(Box::new(Probe::shell(ran)));
+    all.push(Box::new(Probe::build(ran)));
     all
 }
 
@@ -114,12 +125,19 @@ fn offered(table: &ToolTable) -> Vec<(String, Tier)> {
 #[test]
 fn offers_exactly_the_tools_the_grant_covers() {
     let ran = Arc::new(AtomicBool::new(false));
-    let cases: [(&[Axis], &[&str]); 5] = [
+    let cases: [(&[Axis], &[&str]); 9] = [
         (&[], &[]),
-        (&[Axis::Files, Axis::Mail], &[]),
-        (&[Axis::Net], &["fetch_url"]),
-        (&[Axis::Wild], &["run_shell"]),
-        (&[Axis::Net, Axis::Wild], &["fetch_url", "run_shell"]),
+        (&[Axis::Files, Axis::Mail], &["send_letter"]),
+        (&[Axis::Net], &["fetch_url", "probe_fetch"]),
+        (&[Axis::Wild], &["probe_shell", "shell"]),
+        (
+            &[Axis::Net, Axis::Wild],
+            &["fetch_url", "probe_fetch", "probe_shell", "shell"],
+        ),
+        (&[Axis::GitRead], &["git_diff", "git_log", "git_status"]),
+        (&[Axis::GitWrite], &["git_commit"]),
+        (&[Axis::GitPush], &["git_push"]),
+        (&[Axis::Spawn, Axis::Build], &["probe_build", "spawn_agent"]),
     ];
     for (grant, extra) in cases {
         let table = ToolTable::build(tools(&ran), &axes(grant)).unwrap();
@@ -128,7 +146,7 @@ fn offers_exactly_the_tools_the_grant_covers() {
             .map(|n| (n.to_string(), Tier::Tame))
             .collect();
         for name in extra {
-            let tier = if *name == "run_shell" {
+            let tier = if ["probe_shell", "shell"].contains(name) {
                 Tier::Wild
             } else {
                 Tier::Tame
@@ -147,7 +165,13 @@ fn a_tool_the_grant_does_not_cover_is_absent_like_an_unknown_one() {
     let fx = acr.effects(true);
     let ran = Arc::new(AtomicBool::new(false));
     let table = ToolTable::build(tools(&ran), &axes(&[])).unwrap();
-    for name in ["fetch_url", "run_shell", "no_such_tool"] {
+    for name in [
+        "probe_fetch",
+        "probe_shell",
+        "fetch_url",
+        "shell",
+        "no_such_tool",
+    ] {
         match table.dispatch(name, json!({"command": "curl x"}), &fx) {
             Dispatch::Absent { name: got } => assert_eq!(got, name),
             other => panic!("`{name}` should be absent, got {other:?}"),
@@ -210,11 +234,11 @@ fn a_wild_call_becomes_a_card_and_nothing_runs() {
     let table = ToolTable::build(tools(&ran), &axes(&[Axis::Wild])).unwrap();
     let before = acr.snapshot();
     let input = json!({"command": "rm -rf workspace"});
-    let card = match table.dispatch("run_shell", input.clone(), &fx) {
+    let card = match table.dispatch("probe_shell", input.clone(), &fx) {
         Dispatch::NeedsReview(card) => card,
         other => panic!("a wild call must wait for review, got {other:?}"),
     };
-    assert_eq!(card.tool, "run_shell");
+    assert_eq!(card.tool, "probe_shell");
     assert_eq!(card.input, input);
     assert_eq!(
         card.footprint,
@@ -238,13 +262,25 @@ fn a_covered_class_with_no_provider_fails_without_running() {
     let acr = Acr::new();
     let fx = acr.effects(true);
     let ran = Arc::new(AtomicBool::new(false));
-    let table = ToolTable::build(tools(&ran), &axes(&[Axis::Net])).unwrap();
-    let err = run(&table, &fx, "fetch_url", json!({})).unwrap_err();
+    let table = ToolTable::build(tools(&ran), &axes(&[Axis::Build, Axis::Net])).unwrap();
+    let err = run(&table, &fx, "probe_build", json!({})).unwrap_err();
     assert!(
         matches!(
             err,
             ToolError::Effects(EffectsError::NoProvider {
-                class: EffectClass::Net
+                class: EffectClass::Build
+            })
+        ),
+        "{err}"
+    );
+    // Net has a provider, but this session was minted no net token.
+    let err = run(&table, &fx, "probe_fetch", json!({})).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ToolError::Effects(EffectsError::MissingAxis {
+                class: EffectClass::Net,
+                axis: Axis::Net
             })
         ),
         "{err}"

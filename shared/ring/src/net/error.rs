@@ -131,4 +131,12 @@ pub enum NetError {
         /// The client's error.
         source: reqwest::Error,
     },
+    /// The fetch could not be run: no thread or runtime to run it on.
+    #[error("fetching `{url}` could not start: {source}")]
+    Runtime {
+        /// The URL.
+        url: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }

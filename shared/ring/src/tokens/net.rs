@@ -10,7 +10,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use l3m_core::axis::Axis;
-use l3m_core::grant::{HostPattern, Within};
+use l3m_core::grant::{GrantError, HostPattern, Within};
 
 use super::{TokenError, narrow_set};
 
@@ -121,9 +121,9 @@ pub(super) fn parse_hosts<S: AsRef<str>>(hosts: &[S]) -> Result<BTreeSet<String>
 }
 
 fn parse_host(host: &str) -> Result<NetHost, TokenError> {
-    let refuse = |reason| TokenError::Host {
+    let refuse = |reason: &str| TokenError::Host {
         host: host.into(),
-        reason,
+        reason: reason.to_owned(),
     };
     let (name, port) = match host.rsplit_once(':') {
         Some((name, port)) => match port.parse::<u16>() {
@@ -132,11 +132,9 @@ fn parse_host(host: &str) -> Result<NetHost, TokenError> {
         },
         None => (host, None),
     };
-    let pattern = HostPattern::parse(name).map_err(|_| {
-        refuse(
-            "a host rule is a lowercase DNS name or `*.domain` (as in a grant), with an optional \
-             `:port`; no scheme, path, userinfo, IPv6 literal or trailing dot",
-        )
+    let pattern = HostPattern::parse(name).map_err(|e| match e {
+        GrantError::BadHost { reason, .. } => refuse(&reason),
+        other => refuse(&other.to_string()),
     })?;
     Ok(NetHost { pattern, port })
 }

@@ -1,22 +1,13 @@
 //! The spawn token: how an agent may spawn children.
 
 use l3m_core::axis::Axis;
+use l3m_core::grant::SpawnLevel;
 
 use super::TokenError;
 
-/// The spawn axis when it is on (DESIGN §4). `off` is the absence of a token. Ordered:
-/// `Drive < Persist`, so narrowing may only move down.
-///
-/// This mirrors the level `l3m_core::grant` will define; it will be replaced by it when it lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SpawnLevel {
-    /// Children retire when the call that started them returns.
-    Drive,
-    /// Children outlive the call that started them.
-    Persist,
-}
-
-/// The right to ask hubd to admit children, at a level.
+/// The right to ask hubd to admit children, at a level of the grant's own [`SpawnLevel`]. Minting
+/// makes none for `off`; a token narrowed to `off` allows nothing, and the spawn provider refuses
+/// every request through it.
 #[derive(Debug)]
 pub struct SpawnToken {
     /// The highest level this token allows.
@@ -41,8 +32,8 @@ impl SpawnToken {
         } else {
             Err(TokenError::Widening {
                 axis: Axis::Spawn,
-                asked: format!("{level:?}"),
-                held: vec![format!("{:?}", self.level)],
+                asked: level.to_string(),
+                held: vec![self.level.to_string()],
             })
         }
     }
@@ -58,6 +49,10 @@ mod tests {
         let drive = persist.narrow(SpawnLevel::Drive).unwrap();
         assert_eq!(drive.level(), SpawnLevel::Drive);
         assert!(drive.narrow(SpawnLevel::Drive).is_ok());
+        assert_eq!(
+            drive.narrow(SpawnLevel::Off).unwrap().level(),
+            SpawnLevel::Off
+        );
         assert!(matches!(
             drive.narrow(SpawnLevel::Persist),
             Err(TokenError::Widening {

@@ -38,6 +38,20 @@ impl WildToken {
     }
 }
 
+/// The effect class a grant's wild-class name stands for: a built-in class by its name (so a
+/// tame one such as `net` is then refused by [`parse_classes`], never passed off as wild), or
+/// [`EffectClass::Other`].
+pub(super) fn class_of(name: &str) -> EffectClass {
+    use EffectClass::*;
+    [
+        FsRead, FsWrite, Blob, TreeView, Clock, GitRead, GitWrite, GitPush, Net, Mail, Airmail,
+        Spawn, Build, Run, Shell,
+    ]
+    .into_iter()
+    .find(|class| class.name() == name)
+    .unwrap_or_else(|| Other(name.to_owned()))
+}
+
 /// Checks each class is wild: a tame class on the wild axis is a grant error, not a wider token.
 pub(super) fn parse_classes(classes: &[EffectClass]) -> Result<BTreeSet<EffectClass>, TokenError> {
     classes
@@ -63,6 +77,13 @@ mod tests {
             parse_classes(&[EffectClass::Net]),
             Err(TokenError::NotWild { .. })
         ));
+    }
+
+    #[test]
+    fn grant_names_map_to_classes() {
+        assert_eq!(class_of("shell"), EffectClass::Shell);
+        assert_eq!(class_of("net"), EffectClass::Net);
+        assert_eq!(class_of("aws"), EffectClass::Other("aws".into()));
     }
 
     #[test]

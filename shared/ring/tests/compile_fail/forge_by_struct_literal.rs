@@ -1,7 +1,8 @@
 // A token cannot be written as a struct literal outside the ring: its fields are private.
 use std::collections::BTreeSet;
 
-use l3m_ring::tokens::{FilesToken, GitToken, MailToken, NetToken, SpawnLevel, SpawnToken, WildToken};
+use l3m_core::grant::SpawnLevel;
+use l3m_ring::tokens::{FilesToken, GitToken, MailToken, NetToken, SpawnToken, WildToken};
 
 fn forge(acr: cap_std::fs::Dir, me: l3m_core::names::AgentName) {
     let _files = FilesToken {
@@ -11,11 +12,14 @@ fn forge(acr: cap_std::fs::Dir, me: l3m_core::names::AgentName) {
     };
     let _net = NetToken { hosts: BTreeSet::new() };
     let _git = GitToken {
+        author: me.clone(),
         read_prefixes: BTreeSet::new(),
         write_prefixes: BTreeSet::new(),
-        push_remotes: BTreeSet::new(),
+        push: std::collections::BTreeMap::new(),
+        acr: "/".into(),
+        worktree_roots: BTreeSet::new(),
     };
-    let _mail = MailToken { agent: me, also: BTreeSet::new() };
+    let _mail = MailToken { agent: me, covers: BTreeSet::new() };
     let _spawn = SpawnToken { level: SpawnLevel::Persist };
     let _wild = WildToken { classes: BTreeSet::new() };
 }

@@ -1,6 +1,7 @@
 // No method widens a token, and its fields, which hold the scope, are private.
 use l3m_ring::path::RelPath;
-use l3m_ring::tokens::{FilesToken, NetToken, SpawnLevel, SpawnToken};
+use l3m_core::grant::SpawnLevel;
+use l3m_ring::tokens::{FilesToken, NetToken, SpawnToken};
 
 fn widen_files(token: &mut FilesToken) {
     token.write_roots.insert(RelPath::root());

@@ -12,7 +12,7 @@ fn widen_net(token: &mut NetToken) {
 }
 
 fn widen_git(token: &mut GitToken) {
-    token.write_prefixes().insert("refs/".to_string());
+    token.write_prefixes().insert(l3m_core::grant::RefPrefix::parse("refs/").unwrap());
 }
 
 fn main() {}

@@ -77,6 +77,7 @@ impl Acr {
             self.tokens(files),
             self.journal.clone(),
             Arc::new(FixedClock),
+            None,
         )
     }
 

@@ -1,7 +1,7 @@
 //! Red team for the sandboxed shell: unlisted programs, the network, writes outside the write
 //! roots, runaway time and output are each stopped by their named boundary.
 
-mod shell_acr;
+use crate::shell_acr;
 
 use std::io::Read;
 use std::net::TcpListener;

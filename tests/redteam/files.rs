@@ -3,7 +3,7 @@
 //! sibling agent's ACR and the harness's `.l3m/` are snapshotted before and compared after, and
 //! the undo journal holds no entry for a refused call.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::symlink;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Red team for the HTTP provider: each trick to reach a host the token does not list, and each
 //! limit, is refused by its named boundary, and the outside server sees nothing.
 
-mod net_server;
+use crate::net_server;
 
 use l3m_ring::net::{FetchRequest, NetError, fetch};
 use net_server::{Server, response, token};

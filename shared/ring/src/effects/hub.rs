@@ -1,0 +1,143 @@
+//! The hub-facing classes, mail and spawn: the ring checks the token, then hands the call to an
+//! outlet the sequencer plugs in, which reaches hubd (and hubd re-checks the real gate).
+
+use std::sync::Arc;
+
+use l3m_core::grant::{SpawnLevel, SpawnRequest};
+use l3m_core::mail::Address;
+
+use crate::tokens::{MailToken, SpawnToken};
+
+/// What the sequencer plugs in so mail and spawn tools reach hubd (the ring checks tokens first).
+pub trait HubOutlet: Send + Sync {
+    /// Appends a letter to the inbox `to` names; returns the letter's id.
+    fn send_letter(
+        &self,
+        to: &Address,
+        subject: Option<&str>,
+        body: &str,
+    ) -> Result<String, OutletError>;
+    /// Asks hubd to admit a child; returns the child's name.
+    fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError>;
+}
+
+/// Why the outlet could not carry a call to hubd, or hubd refused it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutletError {
+    /// hubd answered with a refusal (its gate's reason, e.g. a spawn widening an axis).
+    #[error("hubd refused ({code}): {reason}")]
+    Refused {
+        /// hubd's error code.
+        code: String,
+        /// hubd's message.
+        reason: String,
+    },
+    /// No outlet was plugged into this session's effects, so nothing can reach hubd.
+    #[error("no hub outlet is plugged into this session; mail and spawn cannot reach hubd")]
+    Absent,
+    /// hubd could not be reached or did not answer.
+    #[error("hubd could not be reached: {reason}")]
+    Unreachable {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Why a letter was not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MailError {
+    /// The mail boundary: no cover of the token reaches the address.
+    #[error(
+        "refused by the mail boundary: `{address}` is not covered by the mail grant (covers: {covers:?})"
+    )]
+    NotCovered {
+        /// The address, rendered.
+        address: String,
+        /// What the token covers.
+        covers: Vec<String>,
+    },
+    /// The letter is empty.
+    #[error("a letter needs a body")]
+    EmptyBody,
+    /// The outlet failed or hubd refused.
+    #[error(transparent)]
+    Outlet(#[from] OutletError),
+}
+
+/// Why a spawn was not asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpawnError {
+    /// The spawn boundary: the token's level is `off`.
+    #[error("refused by the spawn boundary: the spawn level is off; this agent may not spawn")]
+    Off,
+    /// The spawn boundary: a child that outlives its call needs the `persist` level.
+    #[error(
+        "refused by the spawn boundary: child `{child}` is not driven, which needs spawn level persist (held: {held})"
+    )]
+    NeedsPersist {
+        /// The child asked for.
+        child: String,
+        /// The level held.
+        held: SpawnLevel,
+    },
+    /// The outlet failed or hubd refused (hubd's spawn gate is the real check).
+    #[error(transparent)]
+    Outlet(#[from] OutletError),
+}
+
+/// Letters through the outlet, after the mail token's check.
+pub(super) struct MailProvider {
+    /// The session's mail token.
+    pub(super) token: MailToken,
+    /// Where covered letters go; `for_footprint` grants mail only when it is plugged in.
+    pub(super) outlet: Option<Arc<dyn HubOutlet>>,
+}
+
+impl super::Mail for MailProvider {
+    fn send(&self, to: &Address, subject: Option<&str>, body: &str) -> Result<String, MailError> {
+        if !self.token.covers_address(to) {
+            return Err(MailError::NotCovered {
+                address: to.render(),
+                covers: self
+                    .token
+                    .covers()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            });
+        }
+        if body.trim().is_empty() {
+            return Err(MailError::EmptyBody);
+        }
+        Ok(outlet(&self.outlet)?.send_letter(to, subject, body)?)
+    }
+}
+
+/// Spawn requests through the outlet, after the spawn token's check.
+pub(super) struct SpawnProvider {
+    /// The session's spawn token.
+    pub(super) token: SpawnToken,
+    /// Where admitted-looking requests go; hubd's gate decides.
+    pub(super) outlet: Option<Arc<dyn HubOutlet>>,
+}
+
+impl super::Spawn for SpawnProvider {
+    fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, SpawnError> {
+        match self.token.level() {
+            SpawnLevel::Off => return Err(SpawnError::Off),
+            SpawnLevel::Drive if !request.driven => {
+                return Err(SpawnError::NeedsPersist {
+                    child: request.child.to_string(),
+                    held: SpawnLevel::Drive,
+                });
+            }
+            SpawnLevel::Drive | SpawnLevel::Persist => {}
+        }
+        Ok(outlet(&self.outlet)?.spawn(request, task)?)
+    }
+}
+
+/// The plugged-in outlet, or [`OutletError::Absent`].
+fn outlet(outlet: &Option<Arc<dyn HubOutlet>>) -> Result<&dyn HubOutlet, OutletError> {
+    outlet.as_deref().ok_or(OutletError::Absent)
+}

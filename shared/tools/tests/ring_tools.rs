@@ -1,0 +1,287 @@
+//! The git, hub and shell tools through a real table and real effects: a whole commit-and-push
+//! flow on a worktree of a bare hub repository, letters and spawns reaching the outlet in their
+//! core form, and the shell's review card saying what it would do.
+// The test plays the harness: it lays the hub out on disk and mints with ambient authority; a
+// fixture that cannot be set up is a failed test.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::unwrap_used
+)]
+
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#[path = "../../ring/tests/git_hub/mod.rs"]
+mod git_hub;
+
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#[path = "../../ring/tests/net_server/mod.rs"]
+mod net_server;
+
+use std::sync::{Arc, Mutex};
+
+use git_hub::{GitHub, WORK};
+use l3m_core::grant::{SpawnLevel, SpawnRequest};
+use l3m_core::mail::Address;
+use l3m_ring::effects::{Clock, Effects, HubOutlet, OutletError};
+use l3m_ring::journal::LocalJournal;
+use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable, builtin};
+use serde_json::{Value, json};
+
+struct FixedClock;
+
+impl Clock for FixedClock {
+    fn now_ms(&self) -> u64 {
+        1_750_000_000_000
+    }
+}
+
+/// Records every call in the form hubd would receive it.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl HubOutlet for Recorder {
+    fn send_letter(
+        &self,
+        to: &Address,
+        subject: Option<&str>,
+        body: &str,
+    ) -> Result<String, OutletError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{} | {subject:?} | {body}", to.render()));
+        Ok("l-7".into())
+    }
+
+    fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError> {
+        self.0.lock().unwrap().push(format!(
+            "{} driven={} loan={} grant={} | {task}",
+            request.child,
+            request.driven,
+            request.loan.model_calls,
+            serde_json::to_string(&request.grant).unwrap()
+        ));
+        Err(OutletError::Refused {
+            code: "widening".into(),
+            reason: "spawn refused on axis `net`".into(),
+        })
+    }
+}
+
+struct Session {
+    table: ToolTable,
+    fx: Effects,
+    outlet: Arc<Recorder>,
+}
+
+fn session(hub: &GitHub, spawn: Option<SpawnLevel>, wild: bool) -> Session {
+    let mut tokens = hub.tokens();
+    if spawn.is_some() || wild {
+        let extra = l3m_ring::tokens::MintInput {
+            acr: hub.acr.clone(),
+            spawn,
+            wild: wild.then(|| vec![l3m_core::effects::EffectClass::Shell]),
+            ..Default::default()
+        };
+        let more = l3m_ring::tokens::mint(&extra, l3m_ring::ambient_authority()).unwrap();
+        tokens.spawn = more.spawn;
+        tokens.wild = more.wild;
+    }
+    tokens.mail = hub_mail(hub);
+    let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
+    let journal = LocalJournal::open(&hub.acr, l3m_ring::ambient_authority()).unwrap();
+    let outlet = Arc::new(Recorder::default());
+    let fx = Effects::new(
+        tokens,
+        Arc::new(journal),
+        Arc::new(FixedClock),
+        Some(Arc::clone(&outlet) as Arc<dyn HubOutlet>),
+    );
+    Session { table, fx, outlet }
+}
+
+fn hub_mail(hub: &GitHub) -> Option<l3m_ring::tokens::MailToken> {
+    let input = l3m_ring::tokens::MintInput {
+        acr: hub.acr.clone(),
+        mail: Some(l3m_ring::tokens::MailInput {
+            agent: l3m_core::names::AgentName::parse("alice").unwrap(),
+            covers: vec![],
+        }),
+        ..Default::default()
+    };
+    l3m_ring::tokens::mint(&input, l3m_ring::ambient_authority())
+        .unwrap()
+        .mail
+}
+
+fn ran(s: &Session, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+    match s.table.dispatch(tool, input, &s.fx) {
+        Dispatch::Ran(result) => result,
+        other => panic!("{tool} did not run: {other:?}"),
+    }
+}
+
+#[test]
+fn status_commit_log_and_push_through_the_tools() {
+    let hub = GitHub::new();
+    let s = session(&hub, None, false);
+    std::fs::write(hub.ws.join("notes.md"), "hello\n").unwrap();
+    let status = ran(&s, "git_status", json!({})).unwrap().text;
+    assert!(
+        status.contains(WORK) && status.contains("added: notes.md"),
+        "{status}"
+    );
+    let diff = ran(&s, "git_diff", json!({"worktree": "workspace"}))
+        .unwrap()
+        .text;
+    assert!(
+        diff.contains("+++ b/notes.md\n") && diff.contains("+hello"),
+        "{diff}"
+    );
+    let done = ran(&s, "git_commit", json!({"message": "Add notes"}))
+        .unwrap()
+        .text;
+    assert!(
+        done.contains(WORK) && done.contains("1 paths changed"),
+        "{done}"
+    );
+    assert_eq!(
+        hub.git(&hub.ws, &["log", "-1", "--format=%an|%at|%s"])
+            .trim(),
+        "alice|1750000000|Add notes"
+    );
+    let log = ran(&s, "git_log", json!({"count": 1})).unwrap().text;
+    assert!(
+        log.contains("alice <alice@l3m.invalid> — Add notes"),
+        "{log}"
+    );
+    let pushed = ran(&s, "git_push", json!({"remote": "origin", "branch": WORK}))
+        .unwrap()
+        .text;
+    assert!(pushed.contains("origin"), "{pushed}");
+    assert_eq!(hub.tip("remote.git", WORK), hub.tip("hub.git", WORK));
+    assert!(matches!(
+        ran(&s, "git_log", json!({"count": 0})),
+        Err(ToolError::BadInput { field, .. }) if field == "count"
+    ));
+}
+
+#[test]
+fn send_letter_and_spawn_agent_reach_the_outlet_in_core_form() {
+    let hub = GitHub::new();
+    let s = session(&hub, Some(SpawnLevel::Persist), false);
+    let sent = ran(
+        &s,
+        "send_letter",
+        json!({"to": "alice/helper", "subject": "hi", "body": "the plan"}),
+    )
+    .unwrap()
+    .text;
+    assert!(sent.contains("l-7"), "{sent}");
+    let refused = ran(
+        &s,
+        "spawn_agent",
+        json!({
+            "name": "alice/helper",
+            "task": "read the code",
+            "grant": {"files": ["workspace"], "net": ["example.org"]},
+            "loan": {"model-calls": 5, "bytes": 0, "wakes": 0},
+            "persist": true
+        }),
+    )
+    .unwrap_err();
+    assert!(refused.to_string().contains("axis `net`"), "{refused}");
+    assert_eq!(
+        *s.outlet.0.lock().unwrap(),
+        [
+            "agent:alice/helper* | Some(\"hi\") | the plan".to_owned(),
+            "alice/helper driven=false loan=5 grant={\"files\":[\"workspace\"],\"git-read\":[],\
+             \"git-write\":[],\"git-push\":{},\"net\":[\"example.org\"],\"mail\":[],\"spawn\":\"off\",\
+             \"airmail\":[],\"postman\":false,\"wild\":[],\"build\":false,\"run\":false,\
+             \"review\":false,\"lifetime\":\"unbounded\"} | read the code"
+                .to_owned(),
+        ]
+    );
+    for (input, field) in [
+        (json!({"name": "Alice", "task": "t", "grant": {}}), "name"),
+        (
+            json!({"name": "alice/x", "task": "t", "grant": {"flies": []}}),
+            "grant",
+        ),
+        (
+            json!({"name": "alice/x", "task": "t", "grant": {}, "loan": 3}),
+            "loan",
+        ),
+    ] {
+        assert!(
+            matches!(ran(&s, "spawn_agent", input), Err(ToolError::BadInput { field: f, .. }) if f == field),
+            "{field}"
+        );
+    }
+}
+
+#[test]
+fn a_shell_call_becomes_a_card_describing_its_effect() {
+    let hub = GitHub::new();
+    let s = session(&hub, None, true);
+    let input = json!({"program": "sh", "args": ["-c", "ls"], "timeout_s": 5});
+    match s.table.dispatch("shell", input.clone(), &s.fx) {
+        Dispatch::NeedsReview(card) => {
+            assert_eq!(card.input, input);
+            assert_eq!(
+                card.effect,
+                "runs `sh` with arguments [\"-c\", \"ls\"] in `workspace`, sandboxed: no network, \
+                 writes only under the write roots, killed after 5 s"
+            );
+        }
+        other => panic!("expected a card, got {other:?}"),
+    }
+}
+
+#[test]
+fn fetch_url_fetches_from_a_granted_host_and_refuses_others() {
+    let hub = GitHub::new();
+    let server = net_server::Server::start("127.0.0.1", |_| {
+        net_server::response(
+            "200 OK",
+            &[("Content-Type", "text/plain")],
+            b"hello from the host",
+        )
+    });
+    let mut tokens = hub.tokens();
+    tokens.net = Some(net_server::token(&[format!("127.0.0.1:{}", server.port)]));
+    let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
+    let journal = LocalJournal::open(&hub.acr, l3m_ring::ambient_authority()).unwrap();
+    let s = Session {
+        table,
+        fx: Effects::new(tokens, Arc::new(journal), Arc::new(FixedClock), None),
+        outlet: Arc::new(Recorder::default()),
+    };
+    let url = format!("http://127.0.0.1:{}/page", server.port);
+    let got = ran(&s, "fetch_url", json!({"url": url})).unwrap().text;
+    assert!(
+        got.starts_with("status 200\n")
+            && got.contains("content-type text/plain")
+            && got.ends_with("\nhello from the host"),
+        "{got}"
+    );
+    let before = server.seen().len();
+    for refused in [
+        format!("http://127.0.0.2:{}/page", server.port),
+        format!("http://localhost:{}/page", server.port),
+        "file:///etc/passwd".to_owned(),
+    ] {
+        assert!(
+            matches!(
+                ran(&s, "fetch_url", json!({"url": refused})),
+                Err(ToolError::Net(_))
+            ),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        server.seen().len(),
+        before,
+        "a refused fetch reached nothing"
+    );
+}
