@@ -12,11 +12,13 @@
 //! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
+//! - `persona`: publishing an upstream persona.
 
 mod error;
 mod gate;
 mod handlers;
 mod lease;
+mod persona;
 mod state;
 
 use std::future::Future;
@@ -103,6 +105,9 @@ pub async fn start(
     binder.bind(Op::RenewLease, handlers::renew_lease).await?;
     binder
         .bind(Op::ReleaseLease, handlers::release_lease)
+        .await?;
+    binder
+        .bind(Op::PublishPersona, persona::publish_persona)
         .await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),

@@ -16,6 +16,7 @@
 //! - [`mail`]: sending letters, reading an inbox, marking a letter read.
 //! - [`lease`]: the session lock that makes one sequencer the only one running an agent.
 //! - [`notify`]: the announcement published after every ref write.
+//! - [`persona`]: publishing an upstream persona (humans only).
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
@@ -23,6 +24,7 @@ pub mod lease;
 pub mod log;
 pub mod mail;
 pub mod notify;
+pub mod persona;
 pub mod session;
 pub mod tree;
 
@@ -59,11 +61,13 @@ pub enum Op {
     RenewLease,
     /// [`lease::ReleaseLease`].
     ReleaseLease,
+    /// [`persona::PublishPersona`].
+    PublishPersona,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 15] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -78,6 +82,7 @@ impl Op {
         Op::AcquireLease,
         Op::RenewLease,
         Op::ReleaseLease,
+        Op::PublishPersona,
     ];
 
     /// The operation's subject token.
@@ -97,6 +102,7 @@ impl Op {
             Op::AcquireLease => "acquire-lease",
             Op::RenewLease => "renew-lease",
             Op::ReleaseLease => "release-lease",
+            Op::PublishPersona => "publish-persona",
         }
     }
 
