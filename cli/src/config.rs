@@ -254,7 +254,11 @@ mod tests {
         let e = parse("human = \"alice\"\n[hubs.local]\nroot = \"/x\"\nhub_id = 7\n").unwrap_err();
         assert_eq!(e.line, 4);
         assert_eq!(e.key, "hubs.local.hub_id");
-        assert!(e.to_string().starts_with("/h/l3m.toml:4: `hubs.local.hub_id`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("/h/l3m.toml:4: `hubs.local.hub_id`"),
+            "{e}"
+        );
     }
 
     #[test]

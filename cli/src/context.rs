@@ -104,8 +104,8 @@ impl Context {
     pub async fn connect(&self) -> Result<Session, CliError> {
         let hub = self.hub()?;
         let bus = bus_for(&hub).await?;
-        let secret = hubd::init::read_secret(hub.root())
-            .map_err(|e| CliError::Runtime(e.to_string()))?;
+        let secret =
+            hubd::init::read_secret(hub.root()).map_err(|e| CliError::Runtime(e.to_string()))?;
         let duty = Duty::Human {
             human: hub.human.clone(),
         };

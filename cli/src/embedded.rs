@@ -27,9 +27,14 @@ pub struct Embedded {
 
 impl Embedded {
     /// Opens the hub at `root` and starts hubd on `bus`; every subject is live on return.
-    pub async fn start(bus: Arc<dyn Bus>, root: &Path, hub_id: HubId) -> Result<Embedded, CliError> {
-        let hub = Hub::open(root, HubOptions::default())
-            .map_err(|e| CliError::Runtime(format!("cannot open the hub at {}: {e}", root.display())))?;
+    pub async fn start(
+        bus: Arc<dyn Bus>,
+        root: &Path,
+        hub_id: HubId,
+    ) -> Result<Embedded, CliError> {
+        let hub = Hub::open(root, HubOptions::default()).map_err(|e| {
+            CliError::Runtime(format!("cannot open the hub at {}: {e}", root.display()))
+        })?;
         let shutdown = CancellationToken::new();
         let started = hubd::service::start(Arc::clone(&bus), hub, hub_id, shutdown.clone())
             .await

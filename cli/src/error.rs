@@ -37,7 +37,9 @@ pub enum CliError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// The `--hub` named is not in the document.
-    #[error("no hub named `{name}` in {document}{known}: run `l3m init --hub {name}` or pick one with --hub")]
+    #[error(
+        "no hub named `{name}` in {document}{known}: run `l3m init --hub {name}` or pick one with --hub"
+    )]
     UnknownHub {
         /// The name asked for.
         name: String,

@@ -12,8 +12,16 @@ use serde::Deserialize;
 
 /// The tools the scripted agents may call.
 const TOOLS: &[&str] = &[
-    "read_file", "write_file", "edit_file", "list_dir", "git_status", "git_diff", "git_log",
-    "git_commit", "send_letter", "spawn_agent",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "git_status",
+    "git_diff",
+    "git_log",
+    "git_commit",
+    "send_letter",
+    "spawn_agent",
 ];
 
 #[derive(Debug, Deserialize)]
@@ -38,14 +46,23 @@ struct Use {
 }
 
 fn data(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/commands/demo").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/commands/demo")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn script(name: &str) -> Script {
     let script: Script = toml::from_str(&data(name)).unwrap();
+    for turn in &script.turn {
+        assert!(!turn.text.trim().is_empty(), "{name}: every turn says something");
+    }
     for used in script.turn.iter().flat_map(|t| &t.tool_use) {
-        assert!(TOOLS.contains(&used.name.as_str()), "{name}: unknown tool {}", used.name);
+        assert!(
+            TOOLS.contains(&used.name.as_str()),
+            "{name}: unknown tool {}",
+            used.name
+        );
     }
     script
 }
@@ -77,7 +94,10 @@ fn the_worker_writes_edits_commits_and_mails_its_parent_in_that_order() {
         .flat_map(|t| &t.tool_use)
         .map(|u| u.name.clone())
         .collect();
-    assert_eq!(names, ["write_file", "edit_file", "git_commit", "send_letter"]);
+    assert_eq!(
+        names,
+        ["write_file", "edit_file", "git_commit", "send_letter"]
+    );
     let worker = script("worker.toml");
     let letter = &worker.turn[3].tool_use[0].input;
     assert_eq!(letter["to"].as_str(), Some("demo/lead"));

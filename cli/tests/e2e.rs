@@ -18,24 +18,35 @@ use predicates::prelude::*;
 /// Appends a short session to `agent`'s Log as its sequencer would (a sequencer-duty session
 /// opened with the hub secret), so log, view and stats have something real to read.
 fn append_session(home: &Home, agent: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
-        let bus: Arc<dyn Bus> =
-            Arc::new(NatsBus::connect(&home.nats_url(), NatsAuth::Anonymous).await.unwrap());
+        let bus: Arc<dyn Bus> = Arc::new(
+            NatsBus::connect(&home.nats_url(), NatsAuth::Anonymous)
+                .await
+                .unwrap(),
+        );
         let secret = hubd::init::read_secret(&home.hub_root()).unwrap();
         let agent = AgentName::parse(agent).unwrap();
         let client = HubClient::open(
             bus,
             HubId::parse("local").unwrap(),
             &secret,
-            Duty::Sequencer { agent: agent.clone() },
+            Duty::Sequencer {
+                agent: agent.clone(),
+            },
         )
         .await
         .unwrap();
         let call = CallId::new("c1").unwrap();
         let tool = ToolUseId::new("t1").unwrap();
         let bodies = vec![
-            RecordBody::SystemPrompt { text: "You keep notes.".into(), continues: false },
+            RecordBody::SystemPrompt {
+                text: "You keep notes.".into(),
+                continues: false,
+            },
             RecordBody::UserLine {
                 from: Entity::parse("human:alice").unwrap(),
                 text: "write the notes".into(),
@@ -74,7 +85,11 @@ fn append_session(home: &Home, agent: &str) {
         let records: Vec<Record> = bodies
             .into_iter()
             .enumerate()
-            .map(|(i, body)| Record { seq: i as u64, at_ms: 1_000 + 250 * i as u64, body })
+            .map(|(i, body)| Record {
+                seq: i as u64,
+                at_ms: 1_000 + 250 * i as u64,
+                body,
+            })
             .collect();
         client.append_log(&agent, None, &records).await.unwrap();
     });
@@ -85,7 +100,10 @@ fn a_whole_session_through_the_cli() {
     let home = Home::new();
     home.init();
     let doc = std::fs::read_to_string(home.path().join("l3m.toml")).unwrap();
-    assert!(doc.contains("human = \"alice\"") && doc.contains("[hubs.local]"), "{doc}");
+    assert!(
+        doc.contains("human = \"alice\"") && doc.contains("[hubs.local]"),
+        "{doc}"
+    );
     let stack = home.up();
     let pids = home.run_pids();
     assert_eq!(pids.len(), 2, "nats-server and hubd: {:?}", home.run_file());
@@ -93,7 +111,14 @@ fn a_whole_session_through_the_cli() {
 
     // Spawn under flags; the task arrives as a letter from the human.
     let spawned = home.json(&[
-        "spawn", "demo", "--files", "workspace", "--spawn", "persist", "--task", "write notes",
+        "spawn",
+        "demo",
+        "--files",
+        "workspace",
+        "--spawn",
+        "persist",
+        "--task",
+        "write notes",
     ]);
     assert_eq!(spawned["child"], "demo");
     assert_eq!(spawned["work_branch"], "refs/heads/l3m/demo/_/work");
@@ -122,8 +147,15 @@ fn a_whole_session_through_the_cli() {
     assert_eq!(letters[0]["subject"], "task");
     assert_eq!(letters[1]["body"], "hello there");
     assert_eq!(letters[2]["subject"], "more");
-    assert!(letters.iter().all(|l| l["read"] == false && l["from"] == "human:alice*"));
-    home.l3m(&["mail", "ls"]).assert().success().stdout(predicate::str::contains("[ ]"));
+    assert!(
+        letters
+            .iter()
+            .all(|l| l["read"] == false && l["from"] == "human:alice*")
+    );
+    home.l3m(&["mail", "ls"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("[ ]"));
 
     let grant = home.json(&["grant", "show", "demo"]);
     assert_eq!(grant["grant"]["files"], serde_json::json!(["workspace"]));
@@ -132,7 +164,10 @@ fn a_whole_session_through_the_cli() {
     home.l3m(&["grant", "show", "demo"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("spawn      persist").and(predicate::str::contains("net        (none)")));
+        .stdout(
+            predicate::str::contains("spawn      persist")
+                .and(predicate::str::contains("net        (none)")),
+        );
 
     // A Log written as the sequencer writes it: log, view and stats read it back.
     append_session(&home, "demo");
@@ -140,7 +175,10 @@ fn a_whole_session_through_the_cli() {
         .assert()
         .success()
         .stdout(predicate::str::contains("#0").and(predicate::str::contains("write_file")));
-    let out = home.l3m(&["log", "demo", "--from", "4", "--json"]).output().unwrap();
+    let out = home
+        .l3m(&["log", "demo", "--from", "4", "--json"])
+        .output()
+        .unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -153,14 +191,16 @@ fn a_whole_session_through_the_cli() {
     assert_eq!(view["system"], "You keep notes.");
     assert_eq!(view["messages"][1]["role"], "assistant");
     assert_eq!(view["messages"][1]["tool_uses"][0]["name"], "write_file");
-    home.l3m(&["view", "demo"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("── system ──").and(predicate::str::contains("← result t1")));
+    home.l3m(&["view", "demo"]).assert().success().stdout(
+        predicate::str::contains("── system ──").and(predicate::str::contains("← result t1")),
+    );
     let stats = home.json(&["stats"]);
     let demo = &stats["agents"]["demo"];
     assert_eq!(demo["model_calls"], 1);
-    assert_eq!((demo["tokens_in"].as_u64(), demo["tokens_out"].as_u64()), (Some(120), Some(30)));
+    assert_eq!(
+        (demo["tokens_in"].as_u64(), demo["tokens_out"].as_u64()),
+        (Some(120), Some(30))
+    );
     assert_eq!(demo["tools"]["write_file"]["uses"], 1);
     assert_eq!(demo["tools"]["write_file"]["total_ms"], 250);
 
@@ -171,7 +211,10 @@ fn a_whole_session_through_the_cli() {
     let tree = home.json(&["tree"]);
     let roots = tree["roots"].as_array().unwrap();
     assert_eq!(roots.len(), 2);
-    home.l3m(&["tree"]).assert().success().stdout(predicate::str::contains("└── wearer  asleep"));
+    home.l3m(&["tree"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("└── wearer  asleep"));
     let again = home.json(&["persona", "publish", "coder", "--from", "wearer"]);
     assert_eq!(again["previous"], published["commit"]);
     home.l3m(&["persona", "publish", "coder", "--from", "demo"])
@@ -180,32 +223,57 @@ fn a_whole_session_through_the_cli() {
         .stderr(predicate::str::contains("demo has no persona branch"));
 
     // Unknown agents are exit 3 everywhere.
-    for args in [&["log", "ghost"][..], &["grant", "show", "ghost"], &["retire", "ghost"], &["stats", "ghost"]] {
+    for args in [
+        &["log", "ghost"][..],
+        &["grant", "show", "ghost"],
+        &["retire", "ghost"],
+        &["stats", "ghost"],
+    ] {
         home.l3m(args)
             .assert()
             .code(3)
             .stderr(predicate::str::contains("ghost"));
     }
     // A bad name is a usage error before anything is sent.
-    home.l3m(&["log", "Bad Name"]).assert().code(2).stderr(predicate::str::contains("not an agent name"));
+    home.l3m(&["log", "Bad Name"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not an agent name"));
 
     let retired = home.json(&["retire", "demo"]);
     assert_eq!(retired["agents"], serde_json::json!(["demo"]));
     let collected = home.json(&["collect", "demo"]);
     assert_eq!(collected["agent"], "demo");
     let ls = home.json(&["ls"]);
-    let demo = ls["agents"].as_array().unwrap().iter().find(|a| a["name"] == "demo").unwrap().clone();
+    let demo = ls["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "demo")
+        .unwrap()
+        .clone();
     assert_eq!(demo["life"], "collected");
 
     let doctor = home.l3m(&["doctor", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
     let check = |name: &str| {
-        report["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone()
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
     };
     assert_eq!(check("nats-server")["ok"], true);
     assert_eq!(check("hubd")["ok"], true);
     assert_eq!(check("hub")["ok"], true);
-    assert!(check("stack")["detail"].as_str().unwrap().contains("2 of 2 processes alive"));
+    assert!(
+        check("stack")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 of 2 processes alive")
+    );
     assert_eq!(doctor.status.success(), report["ok"] == true);
 
     // `l3m up` over a live stack refuses; `l3m down` stops every process.
@@ -216,6 +284,9 @@ fn a_whole_session_through_the_cli() {
     home.l3m(&["down"]).assert().success();
     assert!(pids.iter().all(|p| !pid_alive(*p)), "every process stopped");
     assert!(home.run_file().is_none());
-    home.l3m(&["ls"]).assert().code(5).stderr(predicate::str::contains("run `l3m up`"));
+    home.l3m(&["ls"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("run `l3m up`"));
     drop(stack);
 }

@@ -30,9 +30,13 @@ async fn hubd_serves_in_process_over_the_local_bus() {
     hubd::init::init_hub(&root, Default::default(), human.clone(), grant.clone(), 1).unwrap();
     let bus: Arc<dyn Bus> = Arc::new(LocalBus::new());
     let hub_id = HubId::parse("local").unwrap();
-    let embedded = Embedded::start(Arc::clone(&bus), &root, hub_id.clone()).await.unwrap();
+    let embedded = Embedded::start(Arc::clone(&bus), &root, hub_id.clone())
+        .await
+        .unwrap();
     let secret = hubd::init::read_secret(&root).unwrap();
-    let client = HubClient::open(bus, hub_id, &secret, Duty::Human { human }).await.unwrap();
+    let client = HubClient::open(bus, hub_id, &secret, Duty::Human { human })
+        .await
+        .unwrap();
     client
         .spawn(SpawnRequest {
             child: AgentName::parse("demo").unwrap(),
@@ -75,7 +79,10 @@ fn up_embedded_serves_the_other_commands_until_down() {
     );
     let begun = Instant::now();
     while home.run_file().is_none() {
-        assert!(up.0.try_wait().unwrap().is_none(), "l3m up --embedded exited early");
+        assert!(
+            up.0.try_wait().unwrap().is_none(),
+            "l3m up --embedded exited early"
+        );
         assert!(begun.elapsed() < Duration::from_secs(30), "no run file");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -83,9 +90,15 @@ fn up_embedded_serves_the_other_commands_until_down() {
     home.l3m(&["spawn", "demo"]).assert().success();
     let ls = home.json(&["ls"]);
     assert_eq!(ls["agents"][0]["name"], "demo");
-    home.l3m(&["down"]).assert().success().stdout(predicate::str::contains("stopped l3m"));
+    home.l3m(&["down"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("stopped l3m"));
     let status = up.0.wait().unwrap();
-    assert!(status.success(), "l3m up --embedded stopped cleanly on SIGTERM: {status}");
+    assert!(
+        status.success(),
+        "l3m up --embedded stopped cleanly on SIGTERM: {status}"
+    );
     assert!(home.run_file().is_none());
     home.l3m(&["ls"]).assert().code(5);
 }

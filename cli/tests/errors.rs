@@ -9,45 +9,52 @@ use predicates::prelude::*;
 #[test]
 fn no_document_is_not_found_and_says_to_init() {
     let home = Home::new();
-    home.l3m(&["ls"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no l3m.toml").and(predicate::str::contains("run `l3m init`")));
+    home.l3m(&["ls"]).assert().code(3).stderr(
+        predicate::str::contains("no l3m.toml").and(predicate::str::contains("run `l3m init`")),
+    );
 }
 
 #[test]
 fn bad_arguments_are_usage_errors() {
     let home = Home::new();
     home.l3m(&["spawn"]).assert().code(2);
-    home.l3m(&["spawn", "x", "--spawn", "sometimes"]).assert().code(2);
+    home.l3m(&["spawn", "x", "--spawn", "sometimes"])
+        .assert()
+        .code(2);
     home.l3m(&["frobnicate"]).assert().code(2);
-    home.l3m(&["init"]).assert().code(2).stderr(predicate::str::contains("--human"));
+    home.l3m(&["init"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--human"));
 }
 
 #[test]
 fn an_unknown_hub_and_a_missing_hub_folder_are_not_found() {
     let home = Home::new();
     home.init();
-    home.l3m(&["--hub", "far", "ls"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no hub named `far`").and(predicate::str::contains("local")));
+    home.l3m(&["--hub", "far", "ls"]).assert().code(3).stderr(
+        predicate::str::contains("no hub named `far`").and(predicate::str::contains("local")),
+    );
     std::fs::remove_dir_all(home.hub_root()).unwrap();
-    home.l3m(&["ls"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no hub at").and(predicate::str::contains("run `l3m init`")));
+    home.l3m(&["ls"]).assert().code(3).stderr(
+        predicate::str::contains("no hub at").and(predicate::str::contains("run `l3m init`")),
+    );
 }
 
 #[test]
 fn a_stack_that_is_not_up_is_exit_5() {
     let home = Home::new();
     home.init();
-    for args in [&["ls"][..], &["say", "demo", "hi"], &["down"], &["tree", "--json"]] {
-        home.l3m(args)
-            .assert()
-            .code(5)
-            .stderr(predicate::str::contains("the stack is not up").and(predicate::str::contains("run `l3m up`")));
+    for args in [
+        &["ls"][..],
+        &["say", "demo", "hi"],
+        &["down"],
+        &["tree", "--json"],
+    ] {
+        home.l3m(args).assert().code(5).stderr(
+            predicate::str::contains("the stack is not up")
+                .and(predicate::str::contains("run `l3m up`")),
+        );
     }
     // A run file whose NATS is gone is the stack being down too.
     std::fs::create_dir_all(home.hub_root().join(".l3m-run")).unwrap();
@@ -56,7 +63,10 @@ fn a_stack_that_is_not_up_is_exit_5() {
         "nats = \"nats://127.0.0.1:9\"\nhub_id = \"local\"\nstarted_at_ms = 0\n",
     )
     .unwrap();
-    home.l3m(&["ls"]).assert().code(5).stderr(predicate::str::contains("cannot reach NATS"));
+    home.l3m(&["ls"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("cannot reach NATS"));
 }
 
 #[test]
@@ -86,10 +96,16 @@ fn init_twice_under_one_name_is_refused_and_keeps_the_document() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("says you are `alice`"));
-    assert_eq!(std::fs::read_to_string(home.path().join("l3m.toml")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("l3m.toml")).unwrap(),
+        before
+    );
     home.l3m(&["--hub", "second", "init"]).assert().success();
     let doc = std::fs::read_to_string(home.path().join("l3m.toml")).unwrap();
-    assert!(doc.starts_with(&before) && doc.contains("[hubs.second]"), "{doc}");
+    assert!(
+        doc.starts_with(&before) && doc.contains("[hubs.second]"),
+        "{doc}"
+    );
 }
 
 /// A copy of `l3m` alone in a folder, with only `extra` beside it and an empty PATH.
@@ -115,7 +131,10 @@ fn up_without_a_service_binary_says_how_to_get_it_and_starts_nothing() {
         .env("PATH", bin.path())
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("cannot find the `hubd` binary").and(predicate::str::contains("cargo build -p hubd")));
+        .stderr(
+            predicate::str::contains("cannot find the `hubd` binary")
+                .and(predicate::str::contains("cargo build -p hubd")),
+        );
     assert!(home.run_file().is_none());
 }
 
@@ -129,8 +148,14 @@ fn a_service_that_dies_at_start_stops_the_rest_and_shows_its_log() {
     let l3m = lonely_l3m(
         bin.path(),
         &[
-            ("hubd", &format!("#!/bin/sh\nexec {} \"$@\"\n", hubd.display())),
-            ("sequencer", "#!/bin/sh\necho 'no such subcommand: supervise' >&2\nexit 2\n"),
+            (
+                "hubd",
+                &format!("#!/bin/sh\nexec {} \"$@\"\n", hubd.display()),
+            ),
+            (
+                "sequencer",
+                "#!/bin/sh\necho 'no such subcommand: supervise' >&2\nexit 2\n",
+            ),
         ],
     );
     let _guard = StackGuard { home: &home };
@@ -138,8 +163,14 @@ fn a_service_that_dies_at_start_stops_the_rest_and_shows_its_log() {
         .env("PATH", bin.path())
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("sequencer exited").and(predicate::str::contains("no such subcommand: supervise")));
-    assert!(home.run_file().is_none(), "no run file for a stack that did not come up");
+        .stderr(
+            predicate::str::contains("sequencer exited")
+                .and(predicate::str::contains("no such subcommand: supervise")),
+        );
+    assert!(
+        home.run_file().is_none(),
+        "no run file for a stack that did not come up"
+    );
     // Nothing of the half-started stack is left listening: a fresh up succeeds.
     let stack = home.up();
     drop(stack);

@@ -27,10 +27,19 @@ fn git(f: &Fixture, args: &[&str], stdin: Option<&str>) -> String {
         .spawn()
         .unwrap();
     if let Some(text) = stdin {
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
@@ -58,7 +67,11 @@ async fn only_a_human_publishes_and_only_the_three_files_travel() {
     assert_eq!(first.refname, "refs/l3m/personas/coder");
     assert_eq!(first.previous, None);
     assert_eq!(
-        git(&f, &["show", "refs/l3m/personas/coder:instructions.md"], None),
+        git(
+            &f,
+            &["show", "refs/l3m/personas/coder:instructions.md"],
+            None
+        ),
         "instructions v1"
     );
 
@@ -92,7 +105,11 @@ async fn only_a_human_publishes_and_only_the_three_files_travel() {
     .collect::<String>();
     let tree = git(&f, &["mktree"], Some(&tree_text));
     let parent = f.tip("refs/l3m/a/bob/_/persona").unwrap();
-    let edit = git(&f, &["commit-tree", &tree, "-p", &parent, "-m", "bob edits"], None);
+    let edit = git(
+        &f,
+        &["commit-tree", &tree, "-p", &parent, "-m", "bob edits"],
+        None,
+    );
     git(&f, &["update-ref", "refs/l3m/a/bob/_/persona", &edit], None);
 
     // The wearer's own sequencer may not publish upstream; nothing is written.
@@ -101,24 +118,42 @@ async fn only_a_human_publishes_and_only_the_three_files_travel() {
     let refused = f
         .call::<_, PersonaPublished>(
             Op::PublishPersona,
-            &publish(bob, PersonaSource::Agent { agent: "bob".into() }),
+            &publish(
+                bob,
+                PersonaSource::Agent {
+                    agent: "bob".into(),
+                },
+            ),
         )
         .await
         .unwrap_err();
     assert_eq!(refused.code, ErrorCode::Refused);
-    assert!(refused.message.contains("humans only"), "{}", refused.message);
+    assert!(
+        refused.message.contains("humans only"),
+        "{}",
+        refused.message
+    );
     assert_eq!(f.refs(), before);
 
     // The human publishes bob's improvements: the three files, never the hook.
     let second: PersonaPublished = f
         .call(
             Op::PublishPersona,
-            &publish(human.clone(), PersonaSource::Agent { agent: "bob".into() }),
+            &publish(
+                human.clone(),
+                PersonaSource::Agent {
+                    agent: "bob".into(),
+                },
+            ),
         )
         .await
         .unwrap();
     assert_eq!(second.previous.as_deref(), Some(first.commit.as_str()));
-    let listed = git(&f, &["ls-tree", "--name-only", "refs/l3m/personas/coder"], None);
+    let listed = git(
+        &f,
+        &["ls-tree", "--name-only", "refs/l3m/personas/coder"],
+        None,
+    );
     assert_eq!(listed, "instructions.md\nmemories.md\npersonality.md");
     assert_eq!(
         git(&f, &["show", "refs/l3m/personas/coder:memories.md"], None),
@@ -149,7 +184,11 @@ async fn publishing_from_an_agent_without_a_persona_or_an_unknown_one_is_refused
         .await
         .unwrap_err();
     assert_eq!(no_branch.code, ErrorCode::Invalid);
-    assert!(no_branch.message.contains("plain has no persona branch"), "{}", no_branch.message);
+    assert!(
+        no_branch.message.contains("plain has no persona branch"),
+        "{}",
+        no_branch.message
+    );
     let unknown = f
         .call::<_, PersonaPublished>(Op::PublishPersona, &from("ghost"))
         .await

@@ -14,8 +14,12 @@ fn deleting_the_only_refs_of_an_agent_folder_succeeds_durably() {
     let hub = Hub::create(dir.path().join("HUB"), options).unwrap();
     let inbox = "refs/l3m/a/solo/_/inbox";
     let persona = "refs/l3m/a/solo/_/persona";
-    let first = hub.append(inbox, Tip::Absent, &["{\"v\":1}".into()], "one").unwrap();
-    let commit = hub.commit_files(persona, Tip::Absent, &[("a.md", b"a")], "p").unwrap();
+    let first = hub
+        .append(inbox, Tip::Absent, &["{\"v\":1}".into()], "one")
+        .unwrap();
+    let commit = hub
+        .commit_files(persona, Tip::Absent, &[("a.md", b"a")], "p")
+        .unwrap();
     hub.delete_ref(persona, commit).unwrap();
     hub.delete_ref(inbox, first.commit).unwrap();
     assert_eq!(hub.tip(inbox).unwrap(), Tip::Absent);

@@ -46,8 +46,17 @@ fn binary_check(name: &str, required: bool, version_arg: &str) -> Check {
                 .output()
                 .ok()
                 .map(|o| {
-                    let text = if o.stdout.is_empty() { o.stderr } else { o.stdout };
-                    String::from_utf8_lossy(&text).lines().next().unwrap_or("").trim().to_owned()
+                    let text = if o.stdout.is_empty() {
+                        o.stderr
+                    } else {
+                        o.stdout
+                    };
+                    String::from_utf8_lossy(&text)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned()
                 })
                 .unwrap_or_default();
             Check {
@@ -93,27 +102,53 @@ fn config_checks(cx: &Context) -> Vec<Check> {
     let path = cx.document_path();
     let document = match crate::config::Document::load(&path) {
         Ok(Some(d)) => d,
-        Ok(None) => return vec![failed("config", format!("no {}", path.display()), "run `l3m init --human NAME`")],
+        Ok(None) => {
+            return vec![failed(
+                "config",
+                format!("no {}", path.display()),
+                "run `l3m init --human NAME`",
+            )];
+        }
         Err(e) => return vec![failed("config", e.to_string(), "fix the line it names")],
     };
     let mut checks = vec![passed("config", path.display().to_string(), true)];
     let hub = match cx.hub() {
         Ok(hub) => hub,
         Err(e) => {
-            checks.push(failed("hub", e.to_string(), "run `l3m init`, or pick a hub with --hub"));
+            checks.push(failed(
+                "hub",
+                e.to_string(),
+                "run `l3m init`, or pick a hub with --hub",
+            ));
             return checks;
         }
     };
     drop(document);
     match hubd::init::read_secret(hub.root()) {
-        Ok(_) => checks.push(passed("hub", format!("`{}` at {}", hub.name, hub.root().display()), true)),
-        Err(e) => checks.push(failed("hub", e.to_string(), "chmod 600 the secret, or re-run `l3m init` for a new hub")),
+        Ok(_) => checks.push(passed(
+            "hub",
+            format!("`{}` at {}", hub.name, hub.root().display()),
+            true,
+        )),
+        Err(e) => checks.push(failed(
+            "hub",
+            e.to_string(),
+            "chmod 600 the secret, or re-run `l3m init` for a new hub",
+        )),
     }
     let up = match (&hub.entry.nats, RunFile::read(hub.root())) {
         (Some(url), _) => format!("uses the NATS server {url}"),
         (None, Ok(Some(run))) => {
-            let live = run.processes.iter().filter(|p| crate::stack::process::alive(p)).count();
-            format!("{live} of {} processes alive on {}", run.processes.len(), run.nats)
+            let live = run
+                .processes
+                .iter()
+                .filter(|p| crate::stack::process::alive(p))
+                .count();
+            format!(
+                "{live} of {} processes alive on {}",
+                run.processes.len(),
+                run.nats
+            )
         }
         (None, Ok(None)) => "not up (run `l3m up`)".into(),
         (None, Err(e)) => e.to_string(),
@@ -160,8 +195,14 @@ pub async fn cmd_doctor(args: Args, cx: Context) -> Result<(), CliError> {
     if ok {
         Ok(())
     } else {
-        let missing: Vec<&str> = checks.iter().filter(|c| !c.ok && c.required).map(|c| c.name.as_str()).collect();
-        Err(CliError::Runtime(format!("required checks failed: {}", missing.join(", "))))
+        let missing: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.ok && c.required)
+            .map(|c| c.name.as_str())
+            .collect();
+        Err(CliError::Runtime(format!(
+            "required checks failed: {}",
+            missing.join(", ")
+        )))
     }
 }
-

@@ -26,7 +26,11 @@ pub async fn cmd_down(_args: Args, cx: Context) -> Result<(), CliError> {
     // An embedded `l3m up` removes the run file itself as it stops; either way it goes.
     RunFile::remove(hub.root())?;
     for p in &run.processes {
-        let how = if killed.contains(&p.service) { "killed" } else { "stopped" };
+        let how = if killed.contains(&p.service) {
+            "killed"
+        } else {
+            "stopped"
+        };
         println!("{how} {} (pid {})", p.service, p.pid);
     }
     Ok(())

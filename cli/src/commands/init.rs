@@ -80,8 +80,9 @@ pub async fn cmd_init(args: Args, cx: Context) -> Result<(), CliError> {
                 path.display()
             )));
         }
-        (Some(given), _) => HumanName::parse(given)
-            .map_err(|e| CliError::usage(format!("--human {given}: {e}")))?,
+        (Some(given), _) => {
+            HumanName::parse(given).map_err(|e| CliError::usage(format!("--human {given}: {e}")))?
+        }
         (None, Some(known)) => known.clone(),
         (None, None) => {
             return Err(CliError::usage(
@@ -104,17 +105,28 @@ pub async fn cmd_init(args: Args, cx: Context) -> Result<(), CliError> {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    init_hub(&root, HubOptions::default(), human.clone(), grant.grant, now_ms)
-        .map_err(|e| CliError::Runtime(format!("cannot create the hub at {}: {e}", root.display())))?;
+    init_hub(
+        &root,
+        HubOptions::default(),
+        human.clone(),
+        grant.grant,
+        now_ms,
+    )
+    .map_err(|e| CliError::Runtime(format!("cannot create the hub at {}: {e}", root.display())))?;
     let (head, table) = add_hub(existing.as_ref(), &human, &name, &root, &hub_id);
     let old = match &existing {
         Some(_) => std::fs::read_to_string(&path).map_err(|e| CliError::io("read", &path, e))?,
-        None => "# The human's own document: hubs, models (credentials by env var name only).\n".into(),
+        None => {
+            "# The human's own document: hubs, models (credentials by env var name only).\n".into()
+        }
     };
     let text = format!("{head}{old}{table}");
     Document::parse(&path, &text)?;
     std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
-    println!("created hub `{name}` at {} with human:{human} as its root", root.display());
+    println!(
+        "created hub `{name}` at {} with human:{human} as its root",
+        root.display()
+    );
     println!("recorded it in {}", path.display());
     println!("next: l3m up");
     Ok(())

@@ -90,7 +90,11 @@ pub fn grant_from_flags(args: &Args) -> Result<Grant, CliError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| CliError::io("read the grant file", path, e))?;
         let file: GrantFile = toml::from_str(&text).map_err(|e| {
-            CliError::usage(format!("{} is not a valid grant: {}", path.display(), e.message()))
+            CliError::usage(format!(
+                "{} is not a valid grant: {}",
+                path.display(),
+                e.message()
+            ))
         })?;
         file.check()
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
@@ -161,7 +165,10 @@ pub async fn cmd_spawn(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&out);
     }
-    println!("spawned {} (work branch {}, ACR {})", out.child, out.work_branch, out.acr);
+    println!(
+        "spawned {} (work branch {}, ACR {})",
+        out.child, out.work_branch, out.acr
+    );
     if let Some(letter) = &out.task_letter {
         println!("task sent as letter {letter}");
     }

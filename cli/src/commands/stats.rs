@@ -39,7 +39,11 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
         });
     }
     let mut agents: BTreeMap<String, AgentStats> = BTreeMap::new();
-    for state in tree.agents.iter().filter(|a| a.life != AgentLife::Collected) {
+    for state in tree
+        .agents
+        .iter()
+        .filter(|a| a.life != AgentLife::Collected)
+    {
         let Ok(name) = AgentName::parse(&state.name) else {
             continue;
         };

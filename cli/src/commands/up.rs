@@ -43,7 +43,12 @@ pub struct Args {
     #[arg(long)]
     pub foreground: bool,
     /// Which services to start.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "hubd,sequencer")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "hubd,sequencer"
+    )]
     pub services: Vec<Service>,
 }
 
@@ -65,9 +70,9 @@ impl Stack {
 
     /// Whether some process has exited, and which.
     fn exited(&mut self) -> Option<String> {
-        self.started
-            .iter_mut()
-            .find_map(|s| matches!(s.child.try_wait(), Ok(Some(_))).then(|| s.entry.service.clone()))
+        self.started.iter_mut().find_map(|s| {
+            matches!(s.child.try_wait(), Ok(Some(_))).then(|| s.entry.service.clone())
+        })
     }
 }
 
@@ -85,7 +90,8 @@ impl Drop for Stack {
 fn spinner() -> ProgressBar {
     let bar = ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
@@ -120,7 +126,8 @@ fn check_not_up(hub: &Selected) -> Result<(), CliError> {
 
 /// Waits until hubd answers a session request, or fails with its log.
 async fn wait_for_hubd(hub: &Selected, url: &str, started: &mut Started) -> Result<(), CliError> {
-    let secret = hubd::init::read_secret(hub.root()).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let secret =
+        hubd::init::read_secret(hub.root()).map_err(|e| CliError::Runtime(e.to_string()))?;
     let begun = Instant::now();
     let bus: Arc<dyn Bus> = Arc::new(
         NatsBus::connect(url, nats_auth(hub)?)
@@ -180,7 +187,10 @@ fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<Strin
         Service::Sequencer => {
             args.extend([
                 "--secret-file".into(),
-                hub.root().join(hubd::init::SECRET_FILE).display().to_string(),
+                hub.root()
+                    .join(hubd::init::SECRET_FILE)
+                    .display()
+                    .to_string(),
                 "--config".into(),
                 hub.document.display().to_string(),
             ]);
@@ -206,7 +216,12 @@ async fn start_service(
     stack: &mut Stack,
 ) -> Result<(), CliError> {
     let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
-    let mut started = process::start(service.as_str(), binary, &service_args(service, hub, url)?, log)?;
+    let mut started = process::start(
+        service.as_str(),
+        binary,
+        &service_args(service, hub, url)?,
+        log,
+    )?;
     let ready = match service {
         Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
         Service::Sequencer => {
@@ -247,11 +262,16 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     services.sort();
     services.dedup();
     if !services.contains(&Service::Hubd) && hub.entry.nats.is_none() {
-        tracing::info!("starting without hubd: commands will find no hubd until one serves this hub");
+        tracing::info!(
+            "starting without hubd: commands will find no hubd until one serves this hub"
+        );
     }
     // Every binary is found before anything starts, so a missing one starts nothing.
     let nats_binary = match hub.entry.nats {
-        None => Some(binaries::find("nats-server", binaries::install_hint("nats-server"))?),
+        None => Some(binaries::find(
+            "nats-server",
+            binaries::install_hint("nats-server"),
+        )?),
         Some(_) => None,
     };
     let service_binaries = if args.embedded {
@@ -259,7 +279,12 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     } else {
         services
             .iter()
-            .map(|s| Ok((*s, binaries::find(s.binary(), binaries::install_hint(s.binary()))?)))
+            .map(|s| {
+                Ok((
+                    *s,
+                    binaries::find(s.binary(), binaries::install_hint(s.binary()))?,
+                ))
+            })
             .collect::<Result<Vec<_>, CliError>>()?
     };
     let bar = spinner();
@@ -275,7 +300,11 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
             stack.started.push(started);
             url
         }
-        (None, None) => return Err(CliError::Runtime("no NATS server and no nats-server binary".into())),
+        (None, None) => {
+            return Err(CliError::Runtime(
+                "no NATS server and no nats-server binary".into(),
+            ));
+        }
     };
     if args.embedded {
         return run_embedded(&hub, &url, &services, stack, bar).await;
@@ -296,7 +325,10 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     for p in &run.processes {
         println!("{:<12} pid {:<8} log {}", p.service, p.pid, p.log.display());
     }
-    println!("the stack is up on {url} (run file {})", RunFile::path(hub.root()).display());
+    println!(
+        "the stack is up on {url} (run file {})",
+        RunFile::path(hub.root()).display()
+    );
     if !args.foreground {
         println!("stop it with `l3m down`");
         stack.keep();
@@ -339,7 +371,8 @@ async fn run_embedded(
     if services.contains(&Service::Sequencer) {
         start_sequencers(Arc::clone(&bus), hub.root(), &hub.hub_id()?, &hub.document).await?;
     }
-    let me = std::env::current_exe().map_err(|e| CliError::Runtime(format!("cannot find this binary: {e}")))?;
+    let me = std::env::current_exe()
+        .map_err(|e| CliError::Runtime(format!("cannot find this binary: {e}")))?;
     let mut processes = stack.entries();
     processes.push(StackProcess {
         service: "l3m".into(),

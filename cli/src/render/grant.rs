@@ -10,8 +10,20 @@ pub fn axes(grant: &Grant) -> Vec<(String, String)> {
         return Vec::new();
     };
     let order = [
-        "files", "git-read", "git-write", "git-push", "net", "mail", "spawn", "airmail",
-        "postman", "wild", "build", "run", "review", "lifetime",
+        "files",
+        "git-read",
+        "git-write",
+        "git-push",
+        "net",
+        "mail",
+        "spawn",
+        "airmail",
+        "postman",
+        "wild",
+        "build",
+        "run",
+        "review",
+        "lifetime",
     ];
     order
         .iter()
@@ -59,7 +71,9 @@ pub fn render(agent: &str, grant: &Grant, account: &Account) -> String {
         "", "model-calls", "bytes", "wakes"
     ));
     for (name, [calls, bytes, wakes]) in account_rows(account) {
-        out.push_str(&format!("  {name:<10} {calls:>11} {bytes:>12} {wakes:>6}\n"));
+        out.push_str(&format!(
+            "  {name:<10} {calls:>11} {bytes:>12} {wakes:>6}\n"
+        ));
     }
     out
 }
@@ -70,8 +84,7 @@ mod tests {
 
     #[test]
     fn every_axis_is_listed_and_empty_ones_say_so() {
-        let grant: Grant =
-            toml::from_str("files = [\"workspace\"]\nspawn = \"drive\"\n").unwrap();
+        let grant: Grant = toml::from_str("files = [\"workspace\"]\nspawn = \"drive\"\n").unwrap();
         let axes = axes(&grant);
         assert_eq!(axes.len(), 14, "{axes:?}");
         assert_eq!(axes[0], ("files".into(), "workspace".into()));

@@ -71,7 +71,10 @@ pub fn fold(records: &[Record]) -> AgentStats {
             }
             RecordBody::ToolResult { id, is_error, .. } => {
                 let id = id.to_string();
-                let name = names.get(&id).cloned().unwrap_or_else(|| "(unknown)".into());
+                let name = names
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| "(unknown)".into());
                 let tool = stats.tools.entry(name).or_default();
                 tool.uses += 1;
                 tool.errors += u64::from(*is_error);
@@ -136,36 +139,48 @@ mod tests {
     fn latency_runs_from_start_to_result_and_tokens_add_up() {
         let call: l3m_core::log::CallId = serde_json::from_value(serde_json::json!("c1")).unwrap();
         let records = vec![
-            record(1, 10, RecordBody::CallStarted {
-                call: call.clone(),
-                provider: "scripted".into(),
-                model: "m".into(),
-                attempt: 1,
-                fallback_of: None,
-            }),
-            record(2, 20, RecordBody::AssistantReply {
-                call,
-                text: String::new(),
-                tool_uses: vec![ToolUse {
-                    id: id("t1"),
-                    name: "read_file".into(),
-                    input: serde_json::json!({}),
-                }],
-                usage: Usage {
-                    input_tokens: 100,
-                    output_tokens: 7,
-                    cache_read_tokens: 0,
-                    cache_write_tokens: 0,
+            record(
+                1,
+                10,
+                RecordBody::CallStarted {
+                    call: call.clone(),
+                    provider: "scripted".into(),
+                    model: "m".into(),
+                    attempt: 1,
+                    fallback_of: None,
                 },
-                stop_reason: "tool_use".into(),
-            }),
+            ),
+            record(
+                2,
+                20,
+                RecordBody::AssistantReply {
+                    call,
+                    text: String::new(),
+                    tool_uses: vec![ToolUse {
+                        id: id("t1"),
+                        name: "read_file".into(),
+                        input: serde_json::json!({}),
+                    }],
+                    usage: Usage {
+                        input_tokens: 100,
+                        output_tokens: 7,
+                        cache_read_tokens: 0,
+                        cache_write_tokens: 0,
+                    },
+                    stop_reason: "tool_use".into(),
+                },
+            ),
             record(3, 30, RecordBody::ToolStarted { id: id("t1") }),
-            record(4, 75, RecordBody::ToolResult {
-                id: id("t1"),
-                output: "ok".into(),
-                is_error: false,
-                effects: vec![],
-            }),
+            record(
+                4,
+                75,
+                RecordBody::ToolResult {
+                    id: id("t1"),
+                    output: "ok".into(),
+                    is_error: false,
+                    effects: vec![],
+                },
+            ),
         ];
         let s = fold(&records);
         assert_eq!((s.model_calls, s.tokens_in, s.tokens_out), (1, 100, 7));

@@ -31,7 +31,11 @@ pub fn draw(agents: &[AgentState]) -> String {
     humans.dedup();
     for human in humans {
         out.push_str(&format!("{human}\n"));
-        let mine: Vec<&AgentState> = roots.iter().copied().filter(|a| a.parent == human).collect();
+        let mine: Vec<&AgentState> = roots
+            .iter()
+            .copied()
+            .filter(|a| a.parent == human)
+            .collect();
         draw_level(agents, &mine, "", &mut out);
     }
     out
@@ -40,7 +44,11 @@ pub fn draw(agents: &[AgentState]) -> String {
 fn draw_level(all: &[AgentState], level: &[&AgentState], prefix: &str, out: &mut String) {
     for (i, agent) in level.iter().enumerate() {
         let last = i + 1 == level.len();
-        out.push_str(&format!("{prefix}{}{}\n", if last { "└── " } else { "├── " }, label(agent)));
+        out.push_str(&format!(
+            "{prefix}{}{}\n",
+            if last { "└── " } else { "├── " },
+            label(agent)
+        ));
         let children: Vec<&AgentState> = all.iter().filter(|a| a.parent == agent.name).collect();
         let deeper = format!("{prefix}{}", if last { "    " } else { "│   " });
         draw_level(all, &children, &deeper, out);

@@ -28,7 +28,10 @@ pub fn render(view: &View) -> String {
                             is_error,
                         } => {
                             let tag = if *is_error { "error" } else { "result" };
-                            out.push_str(&format!("  ← {tag} {id}:\n{}\n", indented(&indented(output))));
+                            out.push_str(&format!(
+                                "  ← {tag} {id}:\n{}\n",
+                                indented(&indented(output))
+                            ));
                         }
                     }
                 }
@@ -74,7 +77,10 @@ mod tests {
             },
         ];
         let text = render(&l3m_core::view::view(&records));
-        assert!(text.starts_with("── system ──\n  You are a tester.\n"), "{text}");
+        assert!(
+            text.starts_with("── system ──\n  You are a tester.\n"),
+            "{text}"
+        );
         assert!(text.contains("── 0 user ──\n"), "{text}");
         assert!(text.contains("hi"), "{text}");
     }

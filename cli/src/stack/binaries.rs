@@ -11,7 +11,11 @@ const FALLBACK_DIRS: &[&str] = &["/usr/sbin", "/usr/local/bin", "/usr/bin"];
 
 /// Finds `name`: next to `current_exe` (and one level up, for test binaries in
 /// `target/debug/deps/`), then on `path`, then in the fallback directories.
-pub fn find_in(name: &str, current_exe: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+pub fn find_in(
+    name: &str,
+    current_exe: Option<&Path>,
+    path: Option<&std::ffi::OsStr>,
+) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(dir) = current_exe.and_then(Path::parent) {
         dirs.push(dir.to_owned());

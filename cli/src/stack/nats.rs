@@ -66,7 +66,11 @@ fn listening_url(dir: &Path, pid: u32) -> Option<String> {
     let path = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| Some(e.ok()?.path()))
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(&suffix)))?;
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+        })?;
     let ports: Ports = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
     ports.nats.into_iter().next()
 }

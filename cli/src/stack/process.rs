@@ -26,7 +26,12 @@ pub struct Started {
 
 /// Starts `binary args` in its own process group (so a Ctrl-C at the terminal after `l3m up`
 /// returned does not reach it), with stdin closed and stdout and stderr appended to `log`.
-pub fn start(service: &str, binary: &Path, args: &[String], log: PathBuf) -> Result<Started, CliError> {
+pub fn start(
+    service: &str,
+    binary: &Path,
+    args: &[String],
+    log: PathBuf,
+) -> Result<Started, CliError> {
     use std::os::unix::process::CommandExt;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -80,7 +85,10 @@ pub fn alive(entry: &StackProcess) -> bool {
         || (argv0.file_name().is_some() && argv0.file_name() == entry.binary.file_name());
     let zombie = std::fs::read_to_string(proc.join("stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false);
     runs_it && !zombie
 }

@@ -79,7 +79,10 @@ impl Home {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("l3m {all:?} printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+            panic!(
+                "l3m {all:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
         })
     }
 
@@ -130,7 +133,10 @@ impl Home {
 pub fn pid_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -144,7 +150,9 @@ impl Drop for StackGuard<'_> {
         let pids = self.home.run_pids();
         let _ = self.home.l3m(&["down"]).output();
         for pid in pids.into_iter().filter(|p| pid_alive(*p)) {
-            let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
         }
     }
 }

@@ -27,6 +27,9 @@ pub async fn cmd_show(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&view);
     }
-    print!("{}", render::grant::render(&view.agent, &view.grant, &view.account));
+    print!(
+        "{}",
+        render::grant::render(&view.agent, &view.grant, &view.account)
+    );
     Ok(())
 }

@@ -34,6 +34,9 @@ pub async fn cmd_send(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&sent);
     }
-    println!("letter {} → {} (#{} of {})", sent.letter, args.to, sent.seq, sent.inbox);
+    println!(
+        "letter {} → {} (#{} of {})",
+        sent.letter, args.to, sent.seq, sent.inbox
+    );
     Ok(())
 }

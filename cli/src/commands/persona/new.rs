@@ -42,8 +42,14 @@ fn text(path: Option<&Path>, starter: String) -> Result<String, CliError> {
 pub async fn cmd_new(args: Args, cx: Context) -> Result<(), CliError> {
     let persona = persona_name(&args.name)?;
     let source = PersonaSource::Files {
-        instructions: text(args.instructions.as_deref(), format!("# {persona}: instructions\n"))?,
-        personality: text(args.personality.as_deref(), format!("# {persona}: personality\n"))?,
+        instructions: text(
+            args.instructions.as_deref(),
+            format!("# {persona}: instructions\n"),
+        )?,
+        personality: text(
+            args.personality.as_deref(),
+            format!("# {persona}: personality\n"),
+        )?,
         memories: text(args.memories.as_deref(), format!("# {persona}: memories\n"))?,
     };
     let session = cx.connect().await?;
