@@ -26,7 +26,7 @@ pub const DEFAULT_ROOT_GRANT: &str = include_str!("default-root-grant.toml");
 /// or runs (docs/cli.md shows it in full).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The hub folder to create (default: <l3m home>/hub, or <l3m home>/hubs/<name> for a hub
+    /// The hub folder to create (default: `L3M_HOME/hub`, or `L3M_HOME/hubs/NAME` for a hub
     /// not named `local`).
     #[arg(long, value_name = "DIR")]
     pub hub_root: Option<PathBuf>,

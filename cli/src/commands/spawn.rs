@@ -23,7 +23,7 @@ use crate::output;
 pub struct Args {
     /// The new agent's name (one segment for a root, e.g. `demo`).
     pub name: String,
-    /// A persona to wear (forked from refs/l3m/personas/<P>).
+    /// A persona to wear (forked from `refs/l3m/personas/P`).
     #[arg(long, value_name = "P")]
     pub persona: Option<String>,
     /// A first task, sent as a letter from you.

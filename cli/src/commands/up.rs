@@ -23,7 +23,7 @@ const HUBD_READY_WITHIN: Duration = Duration::from_secs(15);
 const SETTLE: Duration = Duration::from_millis(700);
 
 /// Start the local stack: nats-server (when the hub names no `nats`), hubd and the sequencer
-/// supervisor, each as a child process logging to HUB/.l3m-run/<service>.log.
+/// supervisor, each as a child process logging to `HUB/.l3m-run/SERVICE.log`.
 ///
 /// By default the services are left running when `l3m up` returns (each in its own process
 /// group, so a Ctrl-C at the terminal does not reach them); `l3m down` stops them. With
