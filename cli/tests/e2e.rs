@@ -290,3 +290,45 @@ fn a_whole_session_through_the_cli() {
         .stderr(predicate::str::contains("run `l3m up`"));
     drop(stack);
 }
+
+#[test]
+fn log_follow_prints_records_as_they_are_appended() {
+    use std::io::BufRead;
+    let home = Home::new();
+    home.init();
+    let _stack = home.up();
+    home.l3m(&["spawn", "demo"]).assert().success();
+    let mut follow = std::process::Command::new(assert_cmd::cargo::cargo_bin("l3m"))
+        .env("L3M_HOME", home.path())
+        .args(["log", "demo", "--follow", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // The follower subscribes before its first read; give it a moment to be up, then append.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    append_session(&home, "demo");
+    let mut seen = Vec::new();
+    while seen.len() < 6 {
+        match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(line) => seen.push(serde_json::from_str::<serde_json::Value>(&line).unwrap()),
+            Err(e) => {
+                let _ = follow.kill();
+                panic!("only {} records followed: {e}", seen.len());
+            }
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let seqs: Vec<u64> = seen.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(seen[0]["kind"], "system-prompt");
+}
