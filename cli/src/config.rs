@@ -4,7 +4,8 @@
 //! The document lives in the l3m home (`~/.l3m`, or `$L3M_HOME`). Credentials appear only as
 //! environment variable *names* (`api_key_env`, `nats_password_env`); the CLI never writes a
 //! secret into it. A malformed document is a [`ConfigError`] naming the file, the line and the
-//! key. `l3m init` adds to the document by appending text, so the human's comments and layout
+//! key; so is a top-level key that neither the CLI nor the sequencer reads (a misspelling is
+//! caught, never ignored). `l3m init` adds to the document by appending text, so the human's comments and layout
 //! survive.
 //!
 //! # Layout
@@ -21,6 +22,12 @@ use serde::Deserialize;
 
 /// The document's file name inside the l3m home.
 pub const DOCUMENT: &str = "l3m.toml";
+
+/// The top-level keys the CLI reads.
+const CLI_KEYS: [&str; 3] = ["human", "default_hub", "hubs"];
+
+/// The top-level keys the sequencer reads; the CLI keeps them as they are.
+pub const SEQUENCER_KEYS: [&str; 4] = ["models", "agents", "default_model", "sequencer"];
 
 /// A malformed `l3m.toml`: where, which key, and what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +105,28 @@ impl Document {
                 message,
             }
         };
+        let table: toml::Table = toml::from_str(text).map_err(|e| {
+            located(
+                path,
+                text,
+                e.span().map_or(0, |s| s.start),
+                e.message().to_owned(),
+            )
+        })?;
+        if let Some(key) = table
+            .keys()
+            .find(|k| !CLI_KEYS.contains(&k.as_str()) && !SEQUENCER_KEYS.contains(&k.as_str()))
+        {
+            let mut all: Vec<&str> = CLI_KEYS.to_vec();
+            all.extend(SEQUENCER_KEYS);
+            return Err(at_key(
+                key,
+                format!(
+                    "unknown top-level key; the document's keys are {}",
+                    all.join(", ")
+                ),
+            ));
+        }
         let human = known
             .human
             .as_deref()
@@ -265,6 +294,13 @@ mod tests {
     fn an_unknown_hub_key_is_refused_not_ignored() {
         let e = parse("[hubs.local]\nroot = \"/x\"\nhub_id = \"a\"\nnast = \"n\"\n").unwrap_err();
         assert!(e.message.contains("nast"), "{e}");
+    }
+
+    #[test]
+    fn a_misspelt_top_level_key_is_refused() {
+        let e = parse("human = \"alice\"\ndefualt_hub = \"local\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "defualt_hub"));
+        assert!(e.message.contains("unknown top-level key"), "{e}");
     }
 
     #[test]

@@ -55,7 +55,10 @@ fn data(name: &str) -> String {
 fn script(name: &str) -> Script {
     let script: Script = toml::from_str(&data(name)).unwrap();
     for turn in &script.turn {
-        assert!(!turn.text.trim().is_empty(), "{name}: every turn says something");
+        assert!(
+            !turn.text.trim().is_empty(),
+            "{name}: every turn says something"
+        );
     }
     for used in script.turn.iter().flat_map(|t| &t.tool_use) {
         assert!(
