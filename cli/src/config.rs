@@ -5,8 +5,8 @@
 //! environment variable *names* (`api_key_env`, `nats_password_env`); the CLI never writes a
 //! secret into it. A malformed document is a [`ConfigError`] naming the file, the line and the
 //! key; so is a top-level key that neither the CLI nor the sequencer reads (a misspelling is
-//! caught, never ignored). `l3m init` adds to the document by appending text, so the human's comments and layout
-//! survive.
+//! caught, never ignored). `l3m init` adds to the document by appending text, so the human's
+//! comments and layout survive.
 //!
 //! # Layout
 //! - [`Document`], [`HubEntry`]: the typed part of the document.
