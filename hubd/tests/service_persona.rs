@@ -208,3 +208,141 @@ async fn publishing_from_an_agent_without_a_persona_or_an_unknown_one_is_refused
     assert_eq!(bad.code, ErrorCode::Invalid);
     assert_eq!(f.refs(), before, "nothing written");
 }
+
+/// Commits `files` on top of `refname` with the git CLI, as a wearer's edit.
+fn edit_branch(f: &Fixture, refname: &str, files: &[(&str, &str)]) -> String {
+    let blob = |text: &str| git(f, &["hash-object", "-w", "--stdin"], Some(text));
+    let tree_text = files
+        .iter()
+        .map(|(name, text)| format!("100644 blob {}\t{name}\n", blob(text)))
+        .collect::<String>();
+    let tree = git(f, &["mktree"], Some(&tree_text));
+    let parent = f.tip(refname).unwrap();
+    let edit = git(
+        f,
+        &["commit-tree", &tree, "-p", &parent, "-m", "edit"],
+        None,
+    );
+    git(f, &["update-ref", refname, &edit], None);
+    edit
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_merges_upstream_changes_keeps_the_wearers_and_refuses_a_conflict() {
+    use l3m_wire::hubd::persona::{PersonaPulled, PullPersona};
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    let publish = |source| PublishPersona {
+        capability: human.clone(),
+        persona: "coder".into(),
+        source,
+    };
+    let v1: PersonaPublished = f
+        .call(Op::PublishPersona, &publish(files("v1")))
+        .await
+        .unwrap();
+    let spawn = Spawn {
+        capability: human.clone(),
+        request: SpawnRequest {
+            child: agent("bob"),
+            grant: root_grant(),
+            loan: Default::default(),
+            driven: false,
+            persona: Some(PersonaName::parse("coder").unwrap()),
+        },
+    };
+    f.call::<_, Spawned>(Op::Spawn, &spawn).await.unwrap();
+    let branch = "refs/l3m/a/bob/_/persona";
+    let pull = |cap| PullPersona {
+        capability: cap,
+        agent: "bob".into(),
+    };
+
+    // Nothing new upstream: nothing written.
+    let same: PersonaPulled = f.call(Op::PullPersona, &pull(human.clone())).await.unwrap();
+    assert_eq!(
+        (same.commit.as_str(), same.updated.len()),
+        (v1.commit.as_str(), 0)
+    );
+
+    // The wearer edits its memories and adds a hook; upstream changes the instructions.
+    edit_branch(
+        &f,
+        branch,
+        &[
+            ("instructions.md", "instructions v1"),
+            ("personality.md", "personality v1"),
+            ("memories.md", "bob remembers"),
+            ("hooks.star", "def on_event(e): return 'show'"),
+        ],
+    );
+    let upstream_v2 = PersonaSource::Files {
+        instructions: "instructions v2".into(),
+        personality: "personality v1".into(),
+        memories: "memories v1".into(),
+    };
+    let v2: PersonaPublished = f
+        .call(Op::PublishPersona, &publish(upstream_v2))
+        .await
+        .unwrap();
+    let bob = f.sequencer("bob").await;
+    let merged: PersonaPulled = f.call(Op::PullPersona, &pull(bob)).await.unwrap();
+    assert_eq!(merged.updated, ["instructions.md"]);
+    assert_eq!(merged.upstream, v2.commit);
+    let show = |path: &str| git(&f, &["show", &format!("{branch}:{path}")], None);
+    assert_eq!(show("instructions.md"), "instructions v2");
+    assert_eq!(show("memories.md"), "bob remembers");
+    assert_eq!(show("hooks.star"), "def on_event(e): return 'show'");
+    assert_eq!(
+        git(&f, &["rev-parse", &format!("{branch}^2")], None),
+        v2.commit
+    );
+
+    // Upstream now changes the memories too: both sides changed them, so the pull refuses.
+    let upstream_v3 = PersonaSource::Files {
+        instructions: "instructions v2".into(),
+        personality: "personality v1".into(),
+        memories: "memories v3".into(),
+    };
+    f.call::<_, PersonaPublished>(Op::PublishPersona, &publish(upstream_v3))
+        .await
+        .unwrap();
+    let before = f.refs();
+    let conflict = f
+        .call::<_, PersonaPulled>(Op::PullPersona, &pull(human.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.code, ErrorCode::Conflict);
+    assert!(
+        conflict.message.contains("memories.md"),
+        "{}",
+        conflict.message
+    );
+    assert_eq!(f.refs(), before, "nothing written");
+
+    // Another agent may not pull into bob's branch; an agent without a persona has none.
+    f.spawn(&human, "plain", root_grant()).await.unwrap();
+    let plain = f.sequencer("plain").await;
+    let refused = f
+        .call::<_, PersonaPulled>(Op::PullPersona, &pull(plain))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Refused);
+    let none = f
+        .call::<_, PersonaPulled>(
+            Op::PullPersona,
+            &PullPersona {
+                capability: human.clone(),
+                agent: "plain".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(none.code, ErrorCode::Invalid);
+    assert!(
+        none.message.contains("wears no persona"),
+        "{}",
+        none.message
+    );
+    f.fsck();
+}

@@ -12,7 +12,7 @@
 //! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
-//! - `persona`: publishing an upstream persona.
+//! - `persona`: publishing an upstream persona and pulling it into a wearer.
 
 mod error;
 mod gate;
@@ -109,6 +109,7 @@ pub async fn start(
     binder
         .bind(Op::PublishPersona, persona::publish_persona)
         .await?;
+    binder.bind(Op::PullPersona, persona::pull_persona).await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,

@@ -521,4 +521,19 @@ impl HubClient {
         )
         .await
     }
+
+    /// Brings upstream changes of the persona `agent` wears into its persona branch.
+    pub async fn pull_persona(
+        &self,
+        agent: &AgentName,
+    ) -> Result<crate::hubd::persona::PersonaPulled, ClientError> {
+        self.call(
+            Op::PullPersona,
+            &crate::hubd::persona::PullPersona {
+                capability: self.cap(),
+                agent: agent.to_string(),
+            },
+        )
+        .await
+    }
 }

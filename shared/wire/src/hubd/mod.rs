@@ -16,7 +16,7 @@
 //! - [`mail`]: sending letters, reading an inbox, marking a letter read.
 //! - [`lease`]: the session lock that makes one sequencer the only one running an agent.
 //! - [`notify`]: the announcement published after every ref write.
-//! - [`persona`]: publishing an upstream persona (humans only).
+//! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
@@ -63,11 +63,13 @@ pub enum Op {
     ReleaseLease,
     /// [`persona::PublishPersona`].
     PublishPersona,
+    /// [`persona::PullPersona`].
+    PullPersona,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 15] = [
+    pub const ALL: [Op; 16] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -83,6 +85,7 @@ impl Op {
         Op::RenewLease,
         Op::ReleaseLease,
         Op::PublishPersona,
+        Op::PullPersona,
     ];
 
     /// The operation's subject token.
@@ -103,6 +106,7 @@ impl Op {
             Op::RenewLease => "renew-lease",
             Op::ReleaseLease => "release-lease",
             Op::PublishPersona => "publish-persona",
+            Op::PullPersona => "pull-persona",
         }
     }
 

@@ -12,6 +12,16 @@
 //!   persona's ref whose parent is the previous upstream version. Any duty but a human's is
 //!   `refused`; an unknown agent is `not-found`; an agent without a persona branch, or a branch
 //!   lacking one of the three files, is `invalid` naming it.
+//! - `hubd.pull-persona` `{ capability, agent: str }` → `hubd.persona-pulled` `{ agent: str,
+//!   persona: str, commit: str, upstream: str, updated: [str] }`: brings the upstream version
+//!   of the persona the agent wears into its persona branch as a merge commit (first parent
+//!   the branch, second the upstream tip). For each of the three files: upstream's version is
+//!   taken when the wearer has not changed it since their common ancestor; the wearer's is
+//!   kept when upstream has not; both changed differently is `conflict` naming the file and
+//!   writes nothing. Every other file on the branch (hooks, programs) is kept. `updated`
+//!   lists the files that changed; when upstream is already in the branch's history nothing
+//!   is written and `commit` is the branch's tip. Allowed to whoever may write the branch (the
+//!   wearer's sequencer or a human).
 
 use serde::{Deserialize, Serialize};
 
@@ -71,4 +81,36 @@ pub struct PersonaPublished {
 
 impl Message for PersonaPublished {
     const KIND: &'static str = "hubd.persona-published";
+}
+
+/// Asks to bring upstream persona changes into an agent's persona branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullPersona {
+    /// The caller's session: a human's, or the wearer's sequencer.
+    pub capability: Capability,
+    /// The wearer.
+    pub agent: String,
+}
+
+impl Message for PullPersona {
+    const KIND: &'static str = "hubd.pull-persona";
+}
+
+/// A persona pulled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersonaPulled {
+    /// The wearer.
+    pub agent: String,
+    /// The persona it wears.
+    pub persona: String,
+    /// The persona branch's tip now.
+    pub commit: String,
+    /// The upstream version brought in.
+    pub upstream: String,
+    /// The persona files that changed, in publishing order.
+    pub updated: Vec<String>,
+}
+
+impl Message for PersonaPulled {
+    const KIND: &'static str = "hubd.persona-pulled";
 }
