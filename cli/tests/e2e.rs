@@ -217,6 +217,14 @@ fn a_whole_session_through_the_cli() {
         .stdout(predicate::str::contains("└── wearer  asleep"));
     let again = home.json(&["persona", "publish", "coder", "--from", "wearer"]);
     assert_eq!(again["previous"], published["commit"]);
+    let pulled = home.json(&["persona", "pull", "wearer"]);
+    assert_eq!(pulled["persona"], "coder");
+    assert_eq!(pulled["upstream"], again["commit"]);
+    assert_eq!(pulled["updated"], serde_json::json!([]));
+    home.l3m(&["persona", "pull", "demo"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("wears no persona"));
     home.l3m(&["persona", "publish", "coder", "--from", "demo"])
         .assert()
         .code(2)

@@ -2,6 +2,7 @@
 
 pub mod new;
 pub mod publish;
+pub mod pull;
 
 use clap::Subcommand;
 
@@ -15,6 +16,8 @@ pub enum Command {
     New(new::Args),
     /// Publish a wearer's improvements upstream (only the three persona files).
     Publish(publish::Args),
+    /// Merge upstream changes into a wearer's persona branch.
+    Pull(pull::Args),
 }
 
 /// Runs one persona subcommand.
@@ -22,6 +25,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
     match command {
         Command::New(args) => new::cmd_new(args, cx).await,
         Command::Publish(args) => publish::cmd_publish(args, cx).await,
+        Command::Pull(args) => pull::cmd_pull(args, cx).await,
     }
 }
 
