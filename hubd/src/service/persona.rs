@@ -99,6 +99,9 @@ pub async fn publish_persona(
         .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
 }
 
+/// A persona branch's files, by path.
+pub type Files = BTreeMap<String, Vec<u8>>;
+
 /// What a pull does to one persona file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileMerge {
@@ -129,14 +132,14 @@ pub fn merge_persona_file(
 /// The wearer's files after a pull, and which persona files changed; `Err(file)` names the
 /// first file both sides changed.
 pub fn merge_persona_files(
-    base: &BTreeMap<String, Vec<u8>>,
-    mine: &BTreeMap<String, Vec<u8>>,
-    theirs: &BTreeMap<String, Vec<u8>>,
-) -> Result<(BTreeMap<String, Vec<u8>>, Vec<String>), String> {
+    base: &Files,
+    mine: &Files,
+    theirs: &Files,
+) -> Result<(Files, Vec<String>), String> {
     let mut merged = mine.clone();
     let mut updated = Vec::new();
     for file in PERSONA_FILES {
-        fn get<'a>(m: &'a BTreeMap<String, Vec<u8>>, file: &str) -> Option<&'a [u8]> {
+        fn get<'a>(m: &'a Files, file: &str) -> Option<&'a [u8]> {
             m.get(file).map(Vec::as_slice)
         }
         match merge_persona_file(get(base, file), get(mine, file), get(theirs, file)) {

@@ -589,7 +589,7 @@ fn collect_files(
 ) -> Result<(), StoreError> {
     let decoded = tree
         .decode()
-        .map_err(|e| StoreError::git(format!("decode a tree under {prefix}"))(e.into()))?
+        .map_err(StoreError::git(format!("decode a tree under {prefix}")))?
         .entries
         .iter()
         .map(|e| (e.filename.to_string(), e.mode, e.oid.to_owned()))
