@@ -1,17 +1,26 @@
-//! `l3m`: The human's command line for l3m.
-//!
-//! This duty has no implementation yet. The binary exists so the workspace shows the
-//! architecture and so `l3m --help` can say what the duty is; it does nothing else.
+//! `l3m`: the human's command line. Parses arguments, sets up logging, finds the l3m home, and
+//! runs the command; every decision lives in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::Parser;
 
-/// The human's command line for l3m (arrives with the CLI issue).
-///
-/// l3m initialises hubs, starts the local stack, spawns and inspects agents, and shows exactly what each model sees.
-#[derive(Debug, Parser)]
-#[command(name = "l3m", version, arg_required_else_help = true)]
-struct Cli {}
-
-fn main() {
-    let Cli {} = Cli::parse();
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = l3m::Cli::parse();
+    let home = std::env::var_os("L3M_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".l3m")))
+        .unwrap_or_else(|| PathBuf::from(".l3m"));
+    match l3m::run(cli, home) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("l3m: {error}");
+            ExitCode::from(error.exit() as u8)
+        }
+    }
 }

@@ -76,6 +76,19 @@ pub enum ServiceError {
         /// The tip it is at.
         actual: Tip,
     },
+    /// A persona pull would overwrite a wearer's edit of a file upstream also changed.
+    #[error(
+        "{agent} changed {file} and so did persona {persona} upstream; publish the wearer's \
+         version first (l3m persona publish {persona} --from {agent}) or reconcile by hand"
+    )]
+    PersonaConflict {
+        /// The wearer.
+        agent: String,
+        /// The persona.
+        persona: String,
+        /// The file both sides changed.
+        file: String,
+    },
     /// A ledger gate refused the row (a spawn that widens, a retire out of order, …).
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -158,7 +171,9 @@ impl ServiceError {
             | ServiceError::BadTip { .. }
             | ServiceError::Invalid(_) => ErrorCode::Invalid,
             ServiceError::NotFound { .. } => ErrorCode::NotFound,
-            ServiceError::Conflict { .. } => ErrorCode::Conflict,
+            ServiceError::Conflict { .. } | ServiceError::PersonaConflict { .. } => {
+                ErrorCode::Conflict
+            }
             ServiceError::Lease(LeaseError::BadTtl { .. }) => ErrorCode::Invalid,
             ServiceError::Lease(_) => ErrorCode::Conflict,
             ServiceError::Store(_) | ServiceError::Io { .. } | ServiceError::Internal(_) => {

@@ -13,11 +13,13 @@
 //!   its children `regrant` and `airmail` hold those two operations.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
+//! - `persona`: publishing an upstream persona and pulling it into a wearer.
 
 mod error;
 mod gate;
 mod handlers;
 mod lease;
+mod persona;
 mod state;
 
 use std::future::Future;
@@ -109,6 +111,10 @@ pub async fn start(
     binder
         .bind(Op::StageAirmail, handlers::stage_airmail)
         .await?;
+    binder
+        .bind(Op::PublishPersona, persona::publish_persona)
+        .await?;
+    binder.bind(Op::PullPersona, persona::pull_persona).await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,

@@ -278,6 +278,22 @@ impl State {
         }
     }
 
+    /// The persona a live agent wears, as its spawn row recorded it.
+    pub(super) fn worn_persona(
+        &self,
+        agent: &AgentName,
+    ) -> Result<Option<l3m_core::names::PersonaName>, ServiceError> {
+        match self.tree().ledger.agent(agent) {
+            Some(entry) if entry.life == Life::Live => Ok(entry.persona.clone()),
+            Some(entry) => Err(not_found(
+                "agent",
+                agent,
+                format!(" as live: it is {}", entry.life),
+            )),
+            None => Err(not_found("agent", agent, String::new())),
+        }
+    }
+
     /// `hubd.read-grant`.
     pub fn read_grant(
         &self,

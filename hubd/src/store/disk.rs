@@ -182,7 +182,14 @@ impl Disk {
             return Err(StoreError::git(format!("delete the ref {refname}"))(err));
         }
         if self.durability == Durability::Fsync {
-            sync_dir(parent_of(&self.git_dir.join(refname))?)?;
+            // Git removes the directories a delete leaves empty, so the removal is made durable
+            // in the nearest directory that still exists.
+            let path = self.git_dir.join(refname);
+            let mut dir = parent_of(&path)?;
+            while !dir.is_dir() && dir != self.git_dir {
+                dir = parent_of(dir)?;
+            }
+            sync_dir(dir)?;
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use super::disk::{Disk, Durability, read_tip};
 use super::index::ChainIndex;
 use super::input::{commit_message, file_tree, records_blob};
 use super::layout::{self, INITIAL_SETTINGS, SETTINGS_FILE};
-use super::object::{NewCommit, chain_commit, files_commit};
+use super::object::{NewCommit, chain_commit, files_commit, merge_files_commit};
 use super::read::{count_lines, read_object, resync_chain};
 use super::refname::{RefKind, classify};
 use super::{StoreError, Tip};
@@ -410,6 +410,69 @@ impl Hub {
         Ok(blob.detach().data)
     }
 
+    /// Every file (blob) in the tree of `commit`, by its path, recursively.
+    pub fn files_at(&self, commit: ObjectId) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
+        let repo = self.repo.to_thread_local();
+        let tree = repo
+            .find_commit(commit)
+            .and_then(|commit| commit.tree())
+            .map_err(StoreError::git(format!("read the tree of {commit}")))?;
+        let mut files = BTreeMap::new();
+        collect_files(&repo, tree, "", &mut files)?;
+        Ok(files)
+    }
+
+    /// The nearest common ancestor of `one` and `two`, if their histories meet.
+    pub fn merge_base(&self, one: ObjectId, two: ObjectId) -> Result<Option<ObjectId>, StoreError> {
+        let repo = self.repo.to_thread_local();
+        let parents = |id: ObjectId| -> Result<Vec<ObjectId>, StoreError> {
+            let commit = repo
+                .find_commit(id)
+                .map_err(StoreError::git(format!("read the commit {id}")))?;
+            Ok(commit.parent_ids().map(|p| p.detach()).collect())
+        };
+        let mut of_two = std::collections::HashSet::new();
+        let mut queue = std::collections::VecDeque::from([two]);
+        while let Some(id) = queue.pop_front() {
+            if of_two.insert(id) {
+                queue.extend(parents(id)?);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut queue = std::collections::VecDeque::from([one]);
+        while let Some(id) = queue.pop_front() {
+            if of_two.contains(&id) {
+                return Ok(Some(id));
+            }
+            if seen.insert(id) {
+                queue.extend(parents(id)?);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Commits exactly `files` as a merge on the plain ref `refname`: first parent its tip
+    /// `expected`, second parent the existing commit `other`. Like [`Hub::commit_files`] the
+    /// tree is a whole snapshot.
+    pub fn merge_files(
+        &self,
+        refname: &str,
+        expected: ObjectId,
+        other: ObjectId,
+        files: &[(&str, &[u8])],
+        summary: &str,
+    ) -> Result<ObjectId, StoreError> {
+        require_kind(refname, RefKind::Plain)?;
+        let tree = file_tree(files)?;
+        let message = commit_message(summary)?;
+        let slot = self.plain.get(refname);
+        let _writer = lock(&slot);
+        let new = merge_files_commit(expected, other, &tree, message, self.now())?;
+        self.disk
+            .publish(&self.repo.refs, refname, Tip::At(expected), &new)?;
+        Ok(new.commit)
+    }
+
     /// A copy of every non-empty chain's index, by refname.
     ///
     /// Lets tools and tests compare what the store believes with what a fresh walk of
@@ -513,6 +576,37 @@ fn require_kind(refname: &str, expected: RefKind) -> Result<(), StoreError> {
             expected,
             actual,
         });
+    }
+    Ok(())
+}
+
+/// Adds every blob under `tree` to `files`, its path prefixed by `prefix`.
+fn collect_files(
+    repo: &gix::Repository,
+    tree: gix::Tree<'_>,
+    prefix: &str,
+    files: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<(), StoreError> {
+    let decoded = tree
+        .decode()
+        .map_err(StoreError::git(format!("decode a tree under {prefix}")))?
+        .entries
+        .iter()
+        .map(|e| (e.filename.to_string(), e.mode, e.oid.to_owned()))
+        .collect::<Vec<_>>();
+    for (name, mode, oid) in decoded {
+        let path = format!("{prefix}{name}");
+        if mode.is_tree() {
+            let sub = repo
+                .find_tree(oid)
+                .map_err(StoreError::git(format!("read the tree {path}")))?;
+            collect_files(repo, sub, &format!("{path}/"), files)?;
+        } else if mode.is_blob() {
+            let blob = repo
+                .find_blob(oid)
+                .map_err(StoreError::git(format!("read the file {path}")))?;
+            files.insert(path, blob.detach().data);
+        }
     }
     Ok(())
 }

@@ -85,7 +85,16 @@ pub(crate) fn chain_commit(
     let mut objects = vec![blob];
     let tree_id = tree.id;
     objects.push(tree);
-    Ok((finish(parent, tree_id, objects, message, time)?, records_id))
+    Ok((
+        finish(
+            parent.id().into_iter().collect(),
+            tree_id,
+            objects,
+            message,
+            time,
+        )?,
+        records_id,
+    ))
 }
 
 /// The commit of a whole tree of files (settings, grants, persona files).
@@ -97,7 +106,27 @@ pub(crate) fn files_commit(
 ) -> Result<NewCommit, StoreError> {
     let mut objects = Vec::new();
     let tree_id = encode_dir(root, &mut objects)?;
-    finish(parent, tree_id, objects, message, time)
+    finish(
+        parent.id().into_iter().collect(),
+        tree_id,
+        objects,
+        message,
+        time,
+    )
+}
+
+/// A merge commit of a whole tree of files: first parent `parent` (the ref's tip), second
+/// parent `other` (an existing commit whose history it brings in).
+pub(crate) fn merge_files_commit(
+    parent: ObjectId,
+    other: ObjectId,
+    root: &Dir,
+    message: String,
+    time: gix::date::Time,
+) -> Result<NewCommit, StoreError> {
+    let mut objects = Vec::new();
+    let tree_id = encode_dir(root, &mut objects)?;
+    finish(vec![parent, other], tree_id, objects, message, time)
 }
 
 /// Appends the objects of `dir` (children first) to `objects` and returns the tree's id.
@@ -130,7 +159,7 @@ fn encode_dir(dir: &Dir, objects: &mut Vec<LooseObject>) -> Result<ObjectId, Sto
 
 /// Adds the commit object on `tree` to `objects`.
 fn finish(
-    parent: Tip,
+    parents: Vec<ObjectId>,
     tree: ObjectId,
     mut objects: Vec<LooseObject>,
     message: String,
@@ -143,7 +172,7 @@ fn finish(
     };
     let commit = encode(&gix::objs::Commit {
         tree,
-        parents: parent.id().into_iter().collect(),
+        parents: parents.into(),
         author: signature.clone(),
         committer: signature,
         encoding: None,

@@ -541,3 +541,37 @@ fn decode_lines(op: Op, lines: &[String]) -> Result<Vec<Record>, ClientError> {
         })
         .collect()
 }
+
+impl HubClient {
+    /// Publishes `persona` upstream from `source` (a human's session only).
+    pub async fn publish_persona(
+        &self,
+        persona: &l3m_core::names::PersonaName,
+        source: crate::hubd::persona::PersonaSource,
+    ) -> Result<crate::hubd::persona::PersonaPublished, ClientError> {
+        self.call(
+            Op::PublishPersona,
+            &crate::hubd::persona::PublishPersona {
+                capability: self.cap(),
+                persona: persona.to_string(),
+                source,
+            },
+        )
+        .await
+    }
+
+    /// Brings upstream changes of the persona `agent` wears into its persona branch.
+    pub async fn pull_persona(
+        &self,
+        agent: &AgentName,
+    ) -> Result<crate::hubd::persona::PersonaPulled, ClientError> {
+        self.call(
+            Op::PullPersona,
+            &crate::hubd::persona::PullPersona {
+                capability: self.cap(),
+                agent: agent.to_string(),
+            },
+        )
+        .await
+    }
+}

@@ -16,6 +16,7 @@
 //! - [`mail`]: sending letters, reading an inbox, marking a letter read, staging airmail.
 //! - [`lease`]: the session lock that makes one sequencer the only one running an agent.
 //! - [`notify`]: the announcement published after every ref write.
+//! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
@@ -23,6 +24,7 @@ pub mod lease;
 pub mod log;
 pub mod mail;
 pub mod notify;
+pub mod persona;
 pub mod session;
 pub mod tree;
 
@@ -63,11 +65,15 @@ pub enum Op {
     Regrant,
     /// [`mail::StageAirmail`].
     StageAirmail,
+    /// [`persona::PublishPersona`].
+    PublishPersona,
+    /// [`persona::PullPersona`].
+    PullPersona,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 16] = [
+    pub const ALL: [Op; 18] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -84,6 +90,8 @@ impl Op {
         Op::ReleaseLease,
         Op::Regrant,
         Op::StageAirmail,
+        Op::PublishPersona,
+        Op::PullPersona,
     ];
 
     /// The operation's subject token.
@@ -105,6 +113,8 @@ impl Op {
             Op::ReleaseLease => "release-lease",
             Op::Regrant => "regrant",
             Op::StageAirmail => "stage-airmail",
+            Op::PublishPersona => "publish-persona",
+            Op::PullPersona => "pull-persona",
         }
     }
 

@@ -1,0 +1,208 @@
+//! `l3m doctor`: what this machine has, what it lacks, and how to get it.
+
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::CliError;
+use crate::output;
+use crate::stack::binaries;
+use crate::stack::runfile::RunFile;
+
+/// Check this machine and the configuration: nats-server, git, hubd and sequencer (required);
+/// docker (builds and runs) and bwrap (the sandboxed shell), which are optional; the
+/// l3m.toml document, the hub folder and its secret; and whether the stack is up.
+///
+/// Each failed check says what to install or run. Exits 1 when a required check fails.
+/// `--json` prints `{"ok", "checks": [{"name", "ok", "required", "detail", "fix"}]}`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub name: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// Whether l3m cannot work without it.
+    pub required: bool,
+    /// What was found.
+    pub detail: String,
+    /// What to do when it failed.
+    pub fix: Option<String>,
+}
+
+fn binary_check(name: &str, required: bool, version_arg: &str) -> Check {
+    match binaries::find(name, binaries::install_hint(name)) {
+        Ok(path) => {
+            let version = Command::new(&path)
+                .arg(version_arg)
+                .output()
+                .ok()
+                .map(|o| {
+                    let text = if o.stdout.is_empty() {
+                        o.stderr
+                    } else {
+                        o.stdout
+                    };
+                    String::from_utf8_lossy(&text)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned()
+                })
+                .unwrap_or_default();
+            Check {
+                name: name.into(),
+                ok: true,
+                required,
+                detail: format!("{} {version}", path.display()).trim().to_owned(),
+                fix: None,
+            }
+        }
+        Err(_) => Check {
+            name: name.into(),
+            ok: false,
+            required,
+            detail: "not found".into(),
+            fix: Some(binaries::install_hint(name).into()),
+        },
+    }
+}
+
+fn failed(name: &str, detail: String, fix: &str) -> Check {
+    Check {
+        name: name.into(),
+        ok: false,
+        required: true,
+        detail,
+        fix: Some(fix.into()),
+    }
+}
+
+fn passed(name: &str, detail: String, required: bool) -> Check {
+    Check {
+        name: name.into(),
+        ok: true,
+        required,
+        detail,
+        fix: None,
+    }
+}
+
+/// The document, hub and stack checks.
+fn config_checks(cx: &Context) -> Vec<Check> {
+    let path = cx.document_path();
+    let document = match crate::config::Document::load(&path) {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return vec![failed(
+                "config",
+                format!("no {}", path.display()),
+                "run `l3m init --human NAME`",
+            )];
+        }
+        Err(e) => return vec![failed("config", e.to_string(), "fix the line it names")],
+    };
+    let mut checks = vec![passed("config", path.display().to_string(), true)];
+    let hub = match cx.hub() {
+        Ok(hub) => hub,
+        Err(e) => {
+            checks.push(failed(
+                "hub",
+                e.to_string(),
+                "run `l3m init`, or pick a hub with --hub",
+            ));
+            return checks;
+        }
+    };
+    drop(document);
+    match hubd::init::read_secret(hub.root()) {
+        Ok(_) => checks.push(passed(
+            "hub",
+            format!("`{}` at {}", hub.name, hub.root().display()),
+            true,
+        )),
+        Err(e) => checks.push(failed(
+            "hub",
+            e.to_string(),
+            "chmod 600 the secret, or re-run `l3m init` for a new hub",
+        )),
+    }
+    let up = match (&hub.entry.nats, RunFile::read(hub.root())) {
+        (Some(url), _) => format!("uses the NATS server {url}"),
+        (None, Ok(Some(run))) => {
+            let live = run
+                .processes
+                .iter()
+                .filter(|p| crate::stack::process::alive(p))
+                .count();
+            format!(
+                "{live} of {} processes alive on {}",
+                run.processes.len(),
+                run.nats
+            )
+        }
+        (None, Ok(None)) => "not up (run `l3m up`)".into(),
+        (None, Err(e)) => e.to_string(),
+    };
+    checks.push(passed("stack", up, false));
+    checks
+}
+
+/// Runs every check.
+pub fn checks(cx: &Context) -> Vec<Check> {
+    let mut checks = vec![
+        binary_check("nats-server", true, "--version"),
+        binary_check("git", true, "--version"),
+        binary_check("hubd", true, "--version"),
+        binary_check("sequencer", true, "--version"),
+        binary_check("docker", false, "--version"),
+        binary_check("bwrap", false, "--version"),
+    ];
+    checks.extend(config_checks(cx));
+    checks
+}
+
+/// Runs `l3m doctor`.
+pub async fn cmd_doctor(args: Args, cx: Context) -> Result<(), CliError> {
+    let checks = tokio::task::spawn_blocking(move || checks(&cx))
+        .await
+        .map_err(|e| CliError::Runtime(format!("the checks failed: {e}")))?;
+    let ok = checks.iter().all(|c| c.ok || !c.required);
+    if args.json {
+        output::json(&serde_json::json!({ "ok": ok, "checks": checks }))?;
+    } else {
+        for c in &checks {
+            let mark = match (c.ok, c.required) {
+                (true, _) => "ok  ",
+                (false, true) => "MISS",
+                (false, false) => "opt ",
+            };
+            println!("[{mark}] {:<12} {}", c.name, c.detail);
+            if let Some(fix) = &c.fix {
+                println!("       {fix}");
+            }
+        }
+    }
+    if ok {
+        Ok(())
+    } else {
+        let missing: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.ok && c.required)
+            .map(|c| c.name.as_str())
+            .collect();
+        Err(CliError::Runtime(format!(
+            "required checks failed: {}",
+            missing.join(", ")
+        )))
+    }
+}

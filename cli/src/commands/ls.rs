@@ -1,0 +1,48 @@
+//! `l3m ls`: every agent the ledger knows, with its computed state.
+
+use crate::context::Context;
+use crate::error::CliError;
+use crate::output;
+use crate::render::tree::life;
+
+/// List every agent with its computed state (running, asleep, retired, collected).
+///
+/// A state is never stored: hubd computes it from the ledger and the session leases.
+/// `--json` prints `{"agents": [{"name", "parent", "life", "holder"}]}`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Leave out collected agents.
+    #[arg(long)]
+    pub live: bool,
+}
+
+/// Runs `l3m ls`.
+pub async fn cmd_ls(args: Args, cx: Context) -> Result<(), CliError> {
+    let session = cx.connect().await?;
+    let mut tree = session.client.list_agents().await?;
+    if args.live {
+        tree.agents
+            .retain(|a| !matches!(a.life, l3m_wire::hubd::tree::AgentLife::Collected));
+    }
+    if args.json {
+        return output::json(&tree);
+    }
+    if tree.agents.is_empty() {
+        println!("no agents yet: spawn one with `l3m spawn NAME`");
+        return Ok(());
+    }
+    println!("{:<32} {:<10} {:<24} holder", "agent", "life", "parent");
+    for a in &tree.agents {
+        println!(
+            "{:<32} {:<10} {:<24} {}",
+            a.name,
+            life(a.life),
+            a.parent,
+            a.holder.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! The argument tree and the dispatcher: one file per subcommand, groups as folders. Each
+//! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
+
+pub mod collect;
+pub mod doctor;
+pub mod down;
+pub mod grant;
+pub mod init;
+pub mod log;
+pub mod ls;
+pub mod mail;
+pub mod persona;
+pub mod retire;
+pub mod say;
+pub mod spawn;
+pub mod stats;
+pub mod tree;
+pub mod up;
+pub mod view;
+
+use clap::{Parser, Subcommand};
+
+use crate::context::Context;
+use crate::error::CliError;
+
+/// The human's command line for l3m.
+///
+/// l3m initialises hubs, starts the local stack, spawns and inspects agents, and shows exactly
+/// what each model sees. Start with `l3m init`, then `l3m up`.
+///
+/// Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 not found, 4 refused by hubd, 5 the
+/// stack is not running.
+#[derive(Debug, Parser)]
+#[command(name = "l3m", version, arg_required_else_help = true)]
+pub struct Cli {
+    /// The hub to work on, by its name in l3m.toml (default: `default_hub`).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub hub: Option<String>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Make a hub and record it in l3m.toml.
+    Init(init::Args),
+    /// Start the local stack.
+    Up(up::Args),
+    /// Stop the local stack.
+    Down(down::Args),
+    /// Spawn a root agent.
+    Spawn(spawn::Args),
+    /// List agents.
+    Ls(ls::Args),
+    /// Draw the agent tree.
+    Tree(tree::Args),
+    /// Send an agent a letter from you.
+    Say(say::Args),
+    /// Show an agent's Log.
+    Log(log::Args),
+    /// Show exactly what an agent's model would see.
+    View(view::Args),
+    /// Retire an agent and its subtree.
+    Retire(retire::Args),
+    /// Collect a retired agent's memory.
+    Collect(collect::Args),
+    /// Send and list letters.
+    #[command(subcommand)]
+    Mail(mail::Command),
+    /// Show grants.
+    #[command(subcommand)]
+    Grant(grant::Command),
+    /// Model calls, tokens and tool latency per agent.
+    Stats(stats::Args),
+    /// Check this machine and the configuration.
+    Doctor(doctor::Args),
+    /// Make, publish and pull personas.
+    #[command(subcommand)]
+    Persona(persona::Command),
+}
+
+/// Runs one command.
+pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
+    match command {
+        Command::Init(args) => init::cmd_init(args, cx).await,
+        Command::Up(args) => up::cmd_up(args, cx).await,
+        Command::Down(args) => down::cmd_down(args, cx).await,
+        Command::Spawn(args) => spawn::cmd_spawn(args, cx).await,
+        Command::Ls(args) => ls::cmd_ls(args, cx).await,
+        Command::Tree(args) => tree::cmd_tree(args, cx).await,
+        Command::Say(args) => say::cmd_say(args, cx).await,
+        Command::Log(args) => log::cmd_log(args, cx).await,
+        Command::View(args) => view::cmd_view(args, cx).await,
+        Command::Retire(args) => retire::cmd_retire(args, cx).await,
+        Command::Collect(args) => collect::cmd_collect(args, cx).await,
+        Command::Mail(command) => mail::dispatch(command, cx).await,
+        Command::Grant(command) => grant::dispatch(command, cx).await,
+        Command::Stats(args) => stats::cmd_stats(args, cx).await,
+        Command::Doctor(args) => doctor::cmd_doctor(args, cx).await,
+        Command::Persona(command) => persona::dispatch(command, cx).await,
+    }
+}

@@ -1,0 +1,61 @@
+//! `l3m stats`: a fold over the Logs.
+
+use std::collections::BTreeMap;
+
+use l3m_core::names::AgentName;
+use l3m_wire::hubd::tree::AgentLife;
+
+use crate::context::{Context, agent};
+use crate::error::CliError;
+use crate::output;
+use crate::render::stats::{AgentStats, fold, table};
+
+/// Model calls, tokens in and out, and each tool's uses, errors and latency (from its
+/// `tool-started` to its `tool-result`), per agent: a fold over the Logs, nothing stored.
+///
+/// With NAME, that agent and its descendants; without, every agent not yet collected.
+/// `--json` prints `{"agents": {<name>: {"model_calls", "failed_calls", "tokens_in",
+/// "tokens_out", "tools": {<tool>: {"uses", "errors", "timed", "total_ms", "max_ms"}}}}}`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The top of the subtree to fold (default: every agent).
+    pub name: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `l3m stats`.
+pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
+    let top = args.name.as_deref().map(agent).transpose()?;
+    let session = cx.connect().await?;
+    let client = &session.client;
+    let tree = client.list_agents().await?;
+    if let Some(top) = &top
+        && !tree.agents.iter().any(|a| a.name == top.as_str())
+    {
+        return Err(CliError::NotFound {
+            message: format!("no agent {top} in the ledger: see `l3m ls`"),
+        });
+    }
+    let mut agents: BTreeMap<String, AgentStats> = BTreeMap::new();
+    for state in tree
+        .agents
+        .iter()
+        .filter(|a| a.life != AgentLife::Collected)
+    {
+        let Ok(name) = AgentName::parse(&state.name) else {
+            continue;
+        };
+        if top.as_ref().is_some_and(|t| !name.is_within(t)) {
+            continue;
+        }
+        let read = client.read_log_from(&name, 0).await?;
+        agents.insert(state.name.clone(), fold(&read.records));
+    }
+    if args.json {
+        return output::json(&serde_json::json!({ "agents": agents }));
+    }
+    print!("{}", table(&agents));
+    Ok(())
+}

@@ -1,0 +1,401 @@
+//! `l3m up`: the local stack.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use l3m_core::duty::Duty;
+use l3m_wire::bus::{Bus, NatsBus};
+use l3m_wire::client::HubClient;
+
+use crate::context::{Context, Selected, nats_auth};
+use crate::embedded::{Embedded, start_sequencers};
+use crate::error::CliError;
+use crate::stack::process::{self, GRACE, Started};
+use crate::stack::runfile::{RunFile, StackProcess};
+use crate::stack::{Service, binaries, nats, run_dir};
+
+/// How long hubd may take to answer its first session request.
+const HUBD_READY_WITHIN: Duration = Duration::from_secs(15);
+
+/// How long a started service must stay alive to count as started.
+const SETTLE: Duration = Duration::from_millis(700);
+
+/// Start the local stack: nats-server (when the hub names no `nats`), hubd and the sequencer
+/// supervisor, each as a child process logging to `HUB/.l3m-run/SERVICE.log`.
+///
+/// By default the services are left running when `l3m up` returns (each in its own process
+/// group, so a Ctrl-C at the terminal does not reach them); `l3m down` stops them. With
+/// `--foreground`, `l3m up` stays until Ctrl-C or SIGTERM and then stops them itself.
+///
+/// Binaries are found next to the `l3m` binary first, then on PATH, then in /usr/sbin,
+/// /usr/local/bin and /usr/bin; a missing one is an error naming how to get it.
+///
+/// `--embedded` runs hubd inside this process instead (in the foreground), on the same NATS
+/// server, so every other command works unchanged.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run the services inside this process (implies --foreground).
+    #[arg(long)]
+    pub embedded: bool,
+    /// Stay in the foreground until Ctrl-C, then stop the stack.
+    #[arg(long)]
+    pub foreground: bool,
+    /// Which services to start.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "hubd,sequencer"
+    )]
+    pub services: Vec<Service>,
+}
+
+/// What `up` started so far; dropping it without [`Stack::keep`] stops all of it.
+struct Stack {
+    started: Vec<Started>,
+    kept: bool,
+}
+
+impl Stack {
+    fn entries(&self) -> Vec<StackProcess> {
+        self.started.iter().map(|s| s.entry.clone()).collect()
+    }
+
+    /// Leaves the processes running.
+    fn keep(mut self) {
+        self.kept = true;
+    }
+
+    /// Whether some process has exited, and which.
+    fn exited(&mut self) -> Option<String> {
+        self.started.iter_mut().find_map(|s| {
+            matches!(s.child.try_wait(), Ok(Some(_))).then(|| s.entry.service.clone())
+        })
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if !self.kept {
+            process::stop(&self.entries(), GRACE);
+            for s in &mut self.started {
+                let _ = s.child.wait();
+            }
+        }
+    }
+}
+
+fn spinner() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Refuses to start over a live stack; clears a stale run file.
+fn check_not_up(hub: &Selected) -> Result<(), CliError> {
+    if let Some(run) = RunFile::read(hub.root())? {
+        let live: Vec<String> = run
+            .processes
+            .iter()
+            .filter(|p| process::alive(p))
+            .map(|p| format!("{} (pid {})", p.service, p.pid))
+            .collect();
+        if !live.is_empty() {
+            return Err(CliError::Runtime(format!(
+                "the stack is already up: {}; run `l3m down` first",
+                live.join(", ")
+            )));
+        }
+        tracing::info!("removing a stale run file");
+        RunFile::remove(hub.root())?;
+    }
+    Ok(())
+}
+
+/// Waits until hubd answers a session request, or fails with its log.
+async fn wait_for_hubd(hub: &Selected, url: &str, started: &mut Started) -> Result<(), CliError> {
+    let secret =
+        hubd::init::read_secret(hub.root()).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let begun = Instant::now();
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect(url, nats_auth(hub)?)
+            .await
+            .map_err(|e| CliError::Runtime(format!("cannot reach NATS at {url}: {e}")))?,
+    );
+    loop {
+        if let Ok(Some(status)) = started.child.try_wait() {
+            return Err(CliError::Runtime(format!(
+                "hubd exited with {status} while starting; its log ({}):\n{}",
+                started.entry.log.display(),
+                process::log_tail(&started.entry.log, 20)
+            )));
+        }
+        let duty = Duty::Human {
+            human: hub.human.clone(),
+        };
+        let attempt = HubClient::open(Arc::clone(&bus), hub.hub_id()?, &secret, duty);
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), attempt).await {
+            return Ok(());
+        }
+        if begun.elapsed() > HUBD_READY_WITHIN {
+            return Err(CliError::Runtime(format!(
+                "hubd did not answer within {HUBD_READY_WITHIN:?}; its log ({}):\n{}",
+                started.entry.log.display(),
+                process::log_tail(&started.entry.log, 20)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The arguments each service is started with.
+fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<String>, CliError> {
+    let root = hub.root().display().to_string();
+    let mut args: Vec<String> = match service {
+        Service::Hubd => vec!["serve".into()],
+        Service::Sequencer => vec!["supervise".into()],
+    };
+    args.extend([
+        "--hub".into(),
+        root,
+        "--hub-id".into(),
+        hub.entry.hub_id.clone(),
+        "--nats".into(),
+        url.to_owned(),
+    ]);
+    match service {
+        Service::Hubd => {
+            if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
+                let password = std::env::var(var).map_err(|_| {
+                    CliError::usage(format!("${var} (the NATS password) is not set: export it"))
+                })?;
+                args.extend(["--user".into(), user.clone(), "--password".into(), password]);
+            }
+        }
+        Service::Sequencer => {
+            args.extend([
+                "--secret-file".into(),
+                hub.root()
+                    .join(hubd::init::SECRET_FILE)
+                    .display()
+                    .to_string(),
+                "--config".into(),
+                hub.document.display().to_string(),
+            ]);
+            if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
+                args.extend([
+                    "--nats-user".into(),
+                    user.clone(),
+                    "--nats-password-env".into(),
+                    var.clone(),
+                ]);
+            }
+        }
+    }
+    Ok(args)
+}
+
+/// Starts one service and checks it came up.
+async fn start_service(
+    service: Service,
+    binary: &Path,
+    hub: &Selected,
+    url: &str,
+    stack: &mut Stack,
+) -> Result<(), CliError> {
+    let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
+    let mut started = process::start(
+        service.as_str(),
+        binary,
+        &service_args(service, hub, url)?,
+        log,
+    )?;
+    let ready = match service {
+        Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
+        Service::Sequencer => {
+            tokio::time::sleep(SETTLE).await;
+            match started.child.try_wait() {
+                Ok(Some(status)) => Err(CliError::Runtime(format!(
+                    "{} exited with {status} right after it started; its log ({}):\n{}",
+                    service.as_str(),
+                    started.entry.log.display(),
+                    process::log_tail(&started.entry.log, 20)
+                ))),
+                _ => Ok(()),
+            }
+        }
+    };
+    stack.started.push(started);
+    ready
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn until_stopped() -> Result<(), CliError> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| CliError::Runtime(format!("cannot watch for SIGTERM: {e}")))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+/// Runs `l3m up`.
+pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
+    let hub = cx.hub()?;
+    check_not_up(&hub)?;
+    let dir = run_dir(hub.root());
+    std::fs::create_dir_all(&dir).map_err(|e| CliError::io("create", &dir, e))?;
+    let mut services = args.services.clone();
+    services.sort();
+    services.dedup();
+    if !services.contains(&Service::Hubd) && hub.entry.nats.is_none() {
+        tracing::info!(
+            "starting without hubd: commands will find no hubd until one serves this hub"
+        );
+    }
+    // Every binary is found before anything starts, so a missing one starts nothing.
+    let nats_binary = match hub.entry.nats {
+        None => Some(binaries::find(
+            "nats-server",
+            binaries::install_hint("nats-server"),
+        )?),
+        Some(_) => None,
+    };
+    let service_binaries = if args.embedded {
+        Vec::new()
+    } else {
+        services
+            .iter()
+            .map(|s| {
+                Ok((
+                    *s,
+                    binaries::find(s.binary(), binaries::install_hint(s.binary()))?,
+                ))
+            })
+            .collect::<Result<Vec<_>, CliError>>()?
+    };
+    let bar = spinner();
+    let mut stack = Stack {
+        started: Vec::new(),
+        kept: false,
+    };
+    let url = match (&hub.entry.nats, nats_binary) {
+        (Some(url), _) => url.clone(),
+        (None, Some(binary)) => {
+            bar.set_message("starting nats-server");
+            let (started, url) = nats::start(&binary, &dir)?;
+            stack.started.push(started);
+            url
+        }
+        (None, None) => {
+            return Err(CliError::Runtime(
+                "no NATS server and no nats-server binary".into(),
+            ));
+        }
+    };
+    if args.embedded {
+        return run_embedded(&hub, &url, &services, stack, bar).await;
+    }
+    for (service, binary) in &service_binaries {
+        bar.set_message(format!("starting {}", service.as_str()));
+        start_service(*service, binary, &hub, &url, &mut stack).await?;
+    }
+    let run = RunFile {
+        nats: url.clone(),
+        hub_id: hub.entry.hub_id.clone(),
+        started_at_ms: now_ms(),
+        embedded: false,
+        processes: stack.entries(),
+    };
+    run.write(hub.root())?;
+    bar.finish_and_clear();
+    for p in &run.processes {
+        println!("{:<12} pid {:<8} log {}", p.service, p.pid, p.log.display());
+    }
+    println!(
+        "the stack is up on {url} (run file {})",
+        RunFile::path(hub.root()).display()
+    );
+    if !args.foreground {
+        println!("stop it with `l3m down`");
+        stack.keep();
+        return Ok(());
+    }
+    println!("Ctrl-C stops it");
+    tokio::select! {
+        stopped = until_stopped() => stopped?,
+        gone = async {
+            loop {
+                if let Some(service) = stack.exited() { return service; }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        } => eprintln!("l3m: {gone} exited; stopping the stack"),
+    }
+    drop(stack);
+    RunFile::remove(hub.root())?;
+    println!("the stack is down");
+    Ok(())
+}
+
+/// `l3m up --embedded`: hubd (and, with the sequencer library, the supervisor) in this process.
+async fn run_embedded(
+    hub: &Selected,
+    url: &str,
+    services: &[Service],
+    stack: Stack,
+    bar: ProgressBar,
+) -> Result<(), CliError> {
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect(url, nats_auth(hub)?)
+            .await
+            .map_err(|e| CliError::Runtime(format!("cannot reach NATS at {url}: {e}")))?,
+    );
+    let mut embedded = None;
+    if services.contains(&Service::Hubd) {
+        bar.set_message("starting hubd in this process");
+        embedded = Some(Embedded::start(Arc::clone(&bus), hub.root(), hub.hub_id()?).await?);
+    }
+    if services.contains(&Service::Sequencer) {
+        start_sequencers(Arc::clone(&bus), hub.root(), &hub.hub_id()?, &hub.document).await?;
+    }
+    let me = std::env::current_exe()
+        .map_err(|e| CliError::Runtime(format!("cannot find this binary: {e}")))?;
+    let mut processes = stack.entries();
+    processes.push(StackProcess {
+        service: "l3m".into(),
+        pid: std::process::id(),
+        binary: me,
+        log: run_dir(hub.root()).join("l3m.log"),
+    });
+    RunFile {
+        nats: url.to_owned(),
+        hub_id: hub.entry.hub_id.clone(),
+        started_at_ms: now_ms(),
+        embedded: true,
+        processes,
+    }
+    .write(hub.root())?;
+    bar.finish_and_clear();
+    println!("the embedded stack is up on {url}; Ctrl-C stops it");
+    until_stopped().await?;
+    if let Some(embedded) = embedded {
+        embedded.stop().await;
+    }
+    drop(stack);
+    RunFile::remove(hub.root())?;
+    println!("the stack is down");
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! The l3m command line: the human's way to make a hub, start the local stack, spawn and
+//! inspect agents, and see exactly what each model sees.
+//!
+//! Every command is a thin handler over library faces: `hubd`'s for `init` and the embedded
+//! stack, [`l3m_wire::client::HubClient`] for everything that talks to a running hubd, and
+//! `l3m_core`'s pure folds (`view`, the stats fold) for what is shown. The CLI holds the
+//! human's own document (`~/.l3m/l3m.toml`) and nothing else.
+//!
+//! **Must never** write a credential into `l3m.toml` (credentials are named by environment
+//! variable), or signal a process its run file does not list.
+//!
+//! # Layout
+//! - [`Cli`], [`run`]: the argument tree and the dispatcher (one file per subcommand under
+//!   [`commands`], groups as folders).
+//! - [`config`]: the human's document.
+//! - [`context`]: from the document to the selected hub and a hubd session.
+//! - [`stack`]: the local stack's processes and run file.
+//! - [`embedded`]: hubd in this process, over any bus.
+//! - [`render`]: pure renderings (Log lines, views, trees, stats, grants).
+//! - [`output`]: `--json` printing.
+//! - [`error`]: [`CliError`] and the exit codes.
+
+pub mod commands;
+pub mod config;
+pub mod context;
+pub mod embedded;
+pub mod error;
+pub mod output;
+pub mod render;
+pub mod stack;
+
+use std::path::PathBuf;
+
+pub use commands::Cli;
+pub use error::{CliError, Exit};
+
+/// Runs `cli` with the l3m home `home` on a fresh tokio runtime.
+pub fn run(cli: Cli, home: PathBuf) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    let context = context::Context {
+        home,
+        hub: cli.hub.clone(),
+    };
+    runtime.block_on(commands::dispatch(cli.command, context))
+}

@@ -1,0 +1,158 @@
+//! A sealed l3m home in a temporary directory, the real `l3m` binary run against it, and a
+//! guard that stops whatever stack a test started, even when the test panics.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+
+/// Builds `hubd` into the same target directory as `l3m`, once per test
+/// binary, so `l3m up` finds them as siblings.
+pub fn build_services() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let l3m = assert_cmd::cargo::cargo_bin("l3m");
+        let profile_dir = l3m.parent().unwrap();
+        let mut build = std::process::Command::new(cargo);
+        build.args(["build", "--locked", "-p", "hubd", "--bin", "hubd"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        // Keep the same target directory as this test's own build.
+        if let Some(target) = profile_dir.parent() {
+            build.env("CARGO_TARGET_DIR", target);
+        }
+        let out = build.output().expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "cargo build -p hubd failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+/// A temporary l3m home.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn hub_root(&self) -> PathBuf {
+        self.path().join("hub")
+    }
+
+    /// `l3m ARGS` with this home.
+    pub fn l3m(&self, args: &[&str]) -> Command {
+        self.l3m_at(&assert_cmd::cargo::cargo_bin("l3m"), args)
+    }
+
+    /// `BINARY ARGS` (a copy of l3m) with this home.
+    pub fn l3m_at(&self, binary: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(binary);
+        cmd.env("L3M_HOME", self.path())
+            .env_remove("RUST_LOG")
+            .args(args)
+            .timeout(std::time::Duration::from_secs(90));
+        cmd
+    }
+
+    /// Runs `l3m ARGS --json` successfully and parses its stdout.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.l3m(&all).output().unwrap();
+        assert!(
+            out.status.success(),
+            "l3m {all:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "l3m {all:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// `l3m init --human alice`.
+    pub fn init(&self) {
+        self.l3m(&["init", "--human", "alice"]).assert().success();
+    }
+
+    /// `l3m up --services hubd`, guarded.
+    pub fn up(&self) -> StackGuard<'_> {
+        build_services();
+        let guard = StackGuard { home: self };
+        self.l3m(&["up", "--services", "hubd"]).assert().success();
+        guard
+    }
+
+    /// The run file's text, if any.
+    pub fn run_file(&self) -> Option<String> {
+        std::fs::read_to_string(self.hub_root().join(".l3m-run/stack.toml")).ok()
+    }
+
+    /// Every pid the run file lists.
+    pub fn run_pids(&self) -> Vec<u32> {
+        let Some(text) = self.run_file() else {
+            return Vec::new();
+        };
+        let value: toml::Table = toml::from_str(&text).unwrap();
+        value
+            .get("process")
+            .and_then(|p| p.as_array())
+            .map(|ps| {
+                ps.iter()
+                    .filter_map(|p| p.get("pid")?.as_integer())
+                    .map(|p| p as u32)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The stack's NATS URL, from the run file.
+    pub fn nats_url(&self) -> String {
+        let value: toml::Table = toml::from_str(&self.run_file().unwrap()).unwrap();
+        value["nats"].as_str().unwrap().to_owned()
+    }
+}
+
+/// Whether `pid` is a live (non-zombie) process.
+pub fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Stops the stack of `home` on drop: `l3m down`, then SIGKILL for anything still alive.
+pub struct StackGuard<'a> {
+    pub home: &'a Home,
+}
+
+impl Drop for StackGuard<'_> {
+    fn drop(&mut self) {
+        let pids = self.home.run_pids();
+        let _ = self.home.l3m(&["down"]).output();
+        for pid in pids.into_iter().filter(|p| pid_alive(*p)) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
