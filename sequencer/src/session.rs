@@ -452,9 +452,9 @@ impl Session {
             }
         };
         for body in &bodies {
+            let charge = self.bytes_since_call;
             self.stage(body.clone());
             if matches!(body, RecordBody::CallStarted { .. }) {
-                let charge = self.bytes_since_call;
                 if let Some(before) = self.fuel {
                     let left = Fuel {
                         bytes: before.bytes.saturating_sub(charge),
