@@ -42,11 +42,9 @@ pub(crate) async fn take_lease(
     client: &HubClient,
     agent: &AgentName,
     holder: &str,
-    ttl_secs: u64,
+    ttl: Duration,
 ) -> Result<u64, SequencerError> {
-    match client
-        .acquire_lease(agent, holder, Duration::from_secs(ttl_secs))
-        .await
+    match client.acquire_lease(agent, holder, ttl).await
     {
         Ok(held) => Ok(held.token),
         Err(e) if e.is_conflict() => Err(SequencerError::LeaseHeld {
@@ -93,7 +91,7 @@ pub(crate) async fn boot(
         primary: (primary, config.model_name(&labels.model).to_owned()),
         fallback,
     };
-    let lease = take_lease(client, agent, holder, config.sequencer.lease_ttl_secs).await?;
+    let lease = take_lease(client, agent, holder, config.sequencer.lease_ttl()).await?;
     let tasks = shutdown.child_token();
     let (tx, rx) = mpsc::unbounded_channel();
     // Subscribe before reading, so nothing that moves after the reads is missed.

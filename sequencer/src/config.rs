@@ -46,7 +46,7 @@ pub enum ConfigError {
         agent: String,
     },
     /// A limit is out of range.
-    #[error("[sequencer] {field} must be at least 1")]
+    #[error("[sequencer] {field} is out of range (max_attempts >= 1, lease_ttl_secs 0.5..=600)")]
     Limit {
         /// The field.
         field: &'static str,
@@ -92,8 +92,8 @@ pub struct Limits {
     pub max_attempts: u32,
     /// The reply's output limit.
     pub max_tokens: u32,
-    /// The session lease's time to live.
-    pub lease_ttl_secs: u64,
+    /// The session lease's time to live, in seconds (hubd admits 0.5 to 600).
+    pub lease_ttl_secs: f64,
     /// Exit (releasing the lease) after this long with nothing to do; `None` runs until stopped.
     pub idle_exit_secs: Option<u64>,
     /// Wait between attempts of one call, in milliseconds (doubled per attempt).
@@ -105,7 +105,7 @@ impl Default for Limits {
         Limits {
             max_attempts: 3,
             max_tokens: 4096,
-            lease_ttl_secs: 15,
+            lease_ttl_secs: 15.0,
             idle_exit_secs: None,
             retry_backoff_ms: 200,
         }
@@ -115,7 +115,7 @@ impl Default for Limits {
 impl Limits {
     /// The lease's time to live.
     pub fn lease_ttl(&self) -> Duration {
-        Duration::from_secs(self.lease_ttl_secs)
+        Duration::try_from_secs_f64(self.lease_ttl_secs).unwrap_or(Duration::from_secs(15))
     }
 }
 
@@ -142,7 +142,7 @@ impl Config {
                 field: "max_attempts",
             });
         }
-        if self.sequencer.lease_ttl_secs == 0 {
+        if !(0.5..=600.0).contains(&self.sequencer.lease_ttl_secs) {
             return Err(ConfigError::Limit {
                 field: "lease_ttl_secs",
             });

@@ -223,7 +223,7 @@ pub async fn rewind_offline(
     to: u64,
     reason: &str,
 ) -> Result<(), SequencerError> {
-    let lease = crate::boot::take_lease(client, agent, "rewind-offline", 15).await?;
+    let lease = crate::boot::take_lease(client, agent, "rewind-offline", std::time::Duration::from_secs(15)).await?;
     let outcome = rewind_holding(client, hub_root, agent, to, reason).await;
     let released = client.release_lease(agent, lease).await;
     outcome?;

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -40,55 +39,6 @@ input = { path = "workspace/b.txt", content = "two" }
 [[turn]]
 text = "done"
 "#;
-
-/// The checks every final Log must pass: contiguous seqs, each use started at most once and
-/// closed, every reply's uses answered, at most one open call and it is the last.
-pub fn check_log(records: &[l3m_core::log::Record]) {
-    for (i, r) in records.iter().enumerate() {
-        assert_eq!(r.seq, i as u64, "seqs are contiguous");
-    }
-    let mut started = HashSet::new();
-    let mut closed = HashSet::new();
-    let mut open_calls = Vec::new();
-    for r in records {
-        match &r.body {
-            RecordBody::ToolStarted { id } => assert!(started.insert(id.clone()), "{id} twice"),
-            RecordBody::ToolResult { id, .. } => {
-                closed.insert(id.clone());
-            }
-            RecordBody::Interrupted {
-                closed_tools,
-                closed_call,
-                ..
-            } => {
-                closed.extend(closed_tools.iter().cloned());
-                if let Some(c) = closed_call {
-                    open_calls.retain(|o| o != c);
-                }
-            }
-            RecordBody::CallStarted { call, .. } => open_calls.push(call.clone()),
-            RecordBody::AssistantReply { call, .. } | RecordBody::CallFailed { call, .. } => {
-                open_calls.retain(|o| o != call)
-            }
-            _ => {}
-        }
-    }
-    for id in &started {
-        assert!(closed.contains(id), "started use {id} has no result");
-    }
-    assert!(open_calls.len() <= 1, "open calls: {open_calls:?}");
-    if let Some(open) = open_calls.first() {
-        let last = records
-            .iter()
-            .rev()
-            .find_map(|r| match &r.body {
-                RecordBody::CallStarted { call, .. } => Some(call),
-                _ => None,
-            })
-            .unwrap();
-        assert_eq!(open, last, "the open call is the last call");
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_runs_tools_journals_a_letter_mid_call_and_ends_idle() {

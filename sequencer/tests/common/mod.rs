@@ -1,6 +1,7 @@
 //! A real hubd over a real nats-server, agents in it, and a counting scripted provider.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -229,3 +230,53 @@ pub async fn wait_log(hub: &TestHub, name: &str, secs: u64, cond: impl Fn(&[Reco
 pub fn read(path: &Path) -> Option<Vec<u8>> {
     std::fs::read(path).ok()
 }
+
+/// The checks every final Log must pass: contiguous seqs, each use started at most once and
+/// closed, every reply's uses answered, at most one open call and it is the last.
+pub fn check_log(records: &[Record]) {
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.seq, i as u64, "seqs are contiguous");
+    }
+    let mut started = HashSet::new();
+    let mut closed = HashSet::new();
+    let mut open_calls = Vec::new();
+    for r in records {
+        match &r.body {
+            RecordBody::ToolStarted { id } => assert!(started.insert(id.clone()), "{id} twice"),
+            RecordBody::ToolResult { id, .. } => {
+                closed.insert(id.clone());
+            }
+            RecordBody::Interrupted {
+                closed_tools,
+                closed_call,
+                ..
+            } => {
+                closed.extend(closed_tools.iter().cloned());
+                if let Some(c) = closed_call {
+                    open_calls.retain(|o| o != c);
+                }
+            }
+            RecordBody::CallStarted { call, .. } => open_calls.push(call.clone()),
+            RecordBody::AssistantReply { call, .. } | RecordBody::CallFailed { call, .. } => {
+                open_calls.retain(|o| o != call)
+            }
+            _ => {}
+        }
+    }
+    for id in &started {
+        assert!(closed.contains(id), "started use {id} has no result");
+    }
+    assert!(open_calls.len() <= 1, "open calls: {open_calls:?}");
+    if let Some(open) = open_calls.first() {
+        let last = records
+            .iter()
+            .rev()
+            .find_map(|r| match &r.body {
+                RecordBody::CallStarted { call, .. } => Some(call),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(open, last, "the open call is the last call");
+    }
+}
+
