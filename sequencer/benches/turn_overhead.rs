@@ -115,7 +115,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-async fn measure(len: usize) -> (Duration, Duration) {
+/// p50 and p99 of the harness interval, and the p50 of one bare append round trip to hubd at
+/// the same Log length (the reference: a turn needs two appends, one before the tool starts
+/// and one before the call is sent).
+async fn measure(len: usize) -> (Duration, Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("HUB");
     let options = || HubOptions {
@@ -191,13 +194,34 @@ async fn measure(len: usize) -> (Duration, Duration) {
     human.send_letter("bench", None, "go").await.unwrap();
     let run = AgentRun {
         hub_root: root.clone(),
-        agent,
-        client: seq_client,
+        agent: agent.clone(),
+        client: seq_client.clone(),
         config,
         provider_factory: factory,
         holder: "bench".into(),
     };
     run_agent(run, CancellationToken::new()).await.unwrap();
+    let read = seq_client.read_log_from(&agent, 0).await.unwrap();
+    let (mut next, mut tip) = (read.len, read.tip);
+    let mut appends = Vec::new();
+    for _ in 0..60 {
+        let record = Record {
+            seq: next,
+            at_ms: 0,
+            body: RecordBody::TurnEnd,
+        };
+        let t = Instant::now();
+        tip = Some(
+            seq_client
+                .append_log(&agent, tip.as_deref(), &[record])
+                .await
+                .unwrap()
+                .tip,
+        );
+        appends.push(t.elapsed());
+        next += 1;
+    }
+    appends.sort();
     stop.cancel();
     let stamps = provider.stamps.lock().unwrap().clone();
     let mut gaps: Vec<Duration> = stamps
@@ -206,7 +230,11 @@ async fn measure(len: usize) -> (Duration, Duration) {
         .map(|w| w[1].0.duration_since(w[0].1))
         .collect();
     gaps.sort();
-    (percentile(&gaps, 0.5), percentile(&gaps, 0.99))
+    (
+        percentile(&gaps, 0.5),
+        percentile(&gaps, 0.99),
+        percentile(&appends, 0.5),
+    )
 }
 
 fn main() {
@@ -215,10 +243,20 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let (p50_small, p99_small) = rt.block_on(measure(10));
-    let (p50_big, p99_big) = rt.block_on(measure(10_000));
-    println!("turn overhead, Log of 10 records:     p50 {p50_small:?}  p99 {p99_small:?}");
-    println!("turn overhead, Log of 10,000 records: p50 {p50_big:?}  p99 {p99_big:?}");
+    let (p50_small, p99_small, append_small) = rt.block_on(measure(10));
+    let (p50_big, p99_big, append_big) = rt.block_on(measure(10_000));
+    println!(
+        "turn overhead, Log of 10 records:     p50 {p50_small:?}  p99 {p99_small:?}  (one bare hubd append: p50 {append_small:?})"
+    );
+    println!(
+        "turn overhead, Log of 10,000 records: p50 {p50_big:?}  p99 {p99_big:?}  (one bare hubd append: p50 {append_big:?})"
+    );
+    let own = |total: Duration, append: Duration| total.saturating_sub(append * 2);
+    println!(
+        "harness's own share (p50 less two bare appends): {:?} at 10, {:?} at 10,000",
+        own(p50_small, append_small),
+        own(p50_big, append_big)
+    );
     println!(
         "ratio 10k/10 at p50: {:.2} (target <= 1.5); p50 at 10: {:?} (target <= 2 ms)",
         p50_big.as_secs_f64() / p50_small.as_secs_f64(),

@@ -19,7 +19,7 @@
 //!
 //! # Layout
 //! - [`ControlRequest`], [`ControlReply`], [`Status`]: the wire messages.
-//! - [`serve`]: the control server of a running sequencer.
+//! - `serve` (crate-private): the control server of a running sequencer.
 //! - [`restore_after`], [`rewind_offline`], [`fork`].
 
 use std::collections::BTreeSet;

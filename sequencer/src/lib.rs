@@ -18,9 +18,9 @@
 //! - [`config`]: the TOML configuration.
 //! - [`prompt`]: the system prompt, assembled purely.
 //! - [`toolbox`]: the tool table, minted effects and undo attribution.
-//! - [`session`] (private): the single-writer state and its pass.
-//! - [`boot`] (private): lease, fold, close, prompt, budget.
-//! - [`inputs`] (private): inbox and grants watching; lease renewal.
+//! - `session` (private): the single-writer state and its pass.
+//! - `boot` (private): lease, fold, close, prompt, budget.
+//! - `inputs` (private): inbox and grants watching; lease renewal.
 //! - [`control`]: the control subject (interrupt, rewind, status), offline rewind, fork.
 //! - [`supervise`]: waking asleep agents with unread mail.
 //! - [`run_agent`]: the entry point.

@@ -99,6 +99,11 @@ pub(crate) struct Session {
     replies: Vec<(oneshot::Sender<ControlReply>, ControlReply)>,
     /// Rewinds to restore files for once appended.
     rewinds: Vec<u64>,
+    /// The last request sent, kept so the next one copies only what changed since.
+    sent: Option<Arc<ModelRequest>>,
+    /// Whether a record since the last request reshaped the view (rewind, compaction, epoch),
+    /// so the next request copies the whole view.
+    reshaped: bool,
     pub grant: GrantView,
 }
 
@@ -149,6 +154,8 @@ impl Session {
             grants_commit: None,
             replies: Vec::new(),
             rewinds: Vec::new(),
+            sent: None,
+            reshaped: true,
             grant,
         }
     }
@@ -188,6 +195,17 @@ impl Session {
             _ => {}
         }
         self.after_call = matches!(record.body, RecordBody::CallStarted { .. });
+        if matches!(
+            record.body,
+            RecordBody::Rewind { .. }
+                | RecordBody::Compaction { .. }
+                | RecordBody::SystemPrompt {
+                    continues: false,
+                    ..
+                }
+        ) {
+            self.reshaped = true;
+        }
     }
 
     /// Stages `body` as the next record.
@@ -570,32 +588,30 @@ impl Session {
             (Some(fallback), true) => fallback.clone(),
             _ => self.models.primary.clone(),
         };
-        let request = ModelRequest {
-            model,
-            view: self.fold.view().clone(),
-            notes: None,
-            tools: self.specs.clone(),
-            max_tokens: self.limits.max_tokens,
-            call: call.clone(),
-        };
+        let request = self.request(call, model);
         let backoff = match attempt {
             0 | 1 => Duration::ZERO,
             n => Duration::from_millis(self.limits.retry_backoff_ms)
                 .saturating_mul(1 << (n - 2).min(6)),
         };
         let tx = self.tx.clone();
+        let call_id = call.clone();
         let handle = tokio::spawn(async move {
-            tokio::time::sleep(backoff).await;
-            let signal = match provider.complete(&request).await {
+            if !backoff.is_zero() {
+                tokio::time::sleep(backoff).await;
+            }
+            let outcome = provider.complete(&request).await;
+            drop(request);
+            let signal = match outcome {
                 Ok(reply) => Signal::ModelReply {
-                    call: request.call,
+                    call: call_id,
                     text: reply.text,
                     tool_uses: reply.tool_uses,
                     usage: reply.usage,
                     stop_reason: reply.stop_reason,
                 },
                 Err(e) => Signal::ModelFailed {
-                    call: request.call,
+                    call: call_id,
                     retryable: e.retryable(),
                     error: e.to_string(),
                 },
@@ -603,6 +619,47 @@ impl Session {
             let _closed = tx.send(Input::Signal(signal));
         });
         self.calls.insert(call.clone(), handle.abort_handle());
+    }
+
+    /// The request for `call`: the previous request's view with only what changed since
+    /// copied in (the fold only ever changes its last message or appends, unless a rewind, a
+    /// compaction or a new epoch reshaped it), so a turn's cost does not grow with history.
+    fn request(&mut self, call: &CallId, model: String) -> Arc<ModelRequest> {
+        let view = self.fold.view();
+        let full = |model: String| {
+            Arc::new(ModelRequest {
+                model,
+                view: view.clone(),
+                notes: None,
+                tools: self.specs.clone(),
+                max_tokens: self.limits.max_tokens,
+                call: call.clone(),
+            })
+        };
+        let request = match self.sent.take() {
+            Some(mut sent) if !self.reshaped => match Arc::get_mut(&mut sent) {
+                Some(request) => {
+                    let keep = (request.view.messages.len().saturating_sub(1))
+                        .min(view.messages.len());
+                    request.view.messages.truncate(keep);
+                    request
+                        .view
+                        .messages
+                        .extend_from_slice(&view.messages[keep..]);
+                    request.view.system.clone_from(&view.system);
+                    request.model = model;
+                    request.call = call.clone();
+                    request.tools.clone_from(&self.specs);
+                    sent
+                }
+                None => full(model),
+            },
+            _ => full(model),
+        };
+        debug_assert_eq!(&request.view, view);
+        self.reshaped = false;
+        self.sent = Some(Arc::clone(&request));
+        request
     }
 
     fn start_tool(&mut self, id: &ToolUseId) {
