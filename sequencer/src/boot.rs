@@ -44,8 +44,7 @@ pub(crate) async fn take_lease(
     holder: &str,
     ttl: Duration,
 ) -> Result<u64, SequencerError> {
-    match client.acquire_lease(agent, holder, ttl).await
-    {
+    match client.acquire_lease(agent, holder, ttl).await {
         Ok(held) => Ok(held.token),
         Err(e) if e.is_conflict() => Err(SequencerError::LeaseHeld {
             agent: agent.to_string(),
@@ -195,10 +194,10 @@ impl Booted {
             None => run_loop(session, rx, shutdown).await,
         };
         tasks.cancel();
-        if !matches!(outcome, Ok(Exit::LeaseLost)) {
-            if let Err(e) = client.release_lease(&agent, lease).await {
-                tracing::warn!(%agent, error = %e, "could not release the lease");
-            }
+        if !matches!(outcome, Ok(Exit::LeaseLost))
+            && let Err(e) = client.release_lease(&agent, lease).await
+        {
+            tracing::warn!(%agent, error = %e, "could not release the lease");
         }
         outcome
     }

@@ -227,10 +227,7 @@ mod tests {
     fn rules_pick_models_and_unknown_top_level_keys_are_tolerated() {
         let c = Config::parse(TEXT).unwrap();
         let m = c.models_for(&name("demo/child")).unwrap();
-        assert_eq!(
-            (m.model.as_str(), m.fallback.as_deref()),
-            ("a", Some("b"))
-        );
+        assert_eq!((m.model.as_str(), m.fallback.as_deref()), ("a", Some("b")));
         assert_eq!(c.models_for(&name("demo")).unwrap().model, "b");
         assert_eq!(c.models_for(&name("demo/a/b")).unwrap().model, "b");
         assert_eq!(c.model_name("a"), "claude-x");

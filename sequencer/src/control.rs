@@ -223,7 +223,13 @@ pub async fn rewind_offline(
     to: u64,
     reason: &str,
 ) -> Result<(), SequencerError> {
-    let lease = crate::boot::take_lease(client, agent, "rewind-offline", std::time::Duration::from_secs(15)).await?;
+    let lease = crate::boot::take_lease(
+        client,
+        agent,
+        "rewind-offline",
+        std::time::Duration::from_secs(15),
+    )
+    .await?;
     let outcome = rewind_holding(client, hub_root, agent, to, reason).await;
     let released = client.release_lease(agent, lease).await;
     outcome?;
@@ -320,13 +326,13 @@ pub async fn fork(
     loan: Fuel,
 ) -> Result<Forked, SequencerError> {
     let source_grant = parent.read_grant(source).await?.grant;
-    grant.within(&source_grant).map_err(|w| SequencerError::Launch {
-        agent: new_name.to_string(),
-        reason: format!("a fork may not be wider than its source: {w}"),
-    })?;
-    let prefix = parent
-        .read_log(source, 0, at_seq.saturating_add(1))
-        .await?;
+    grant
+        .within(&source_grant)
+        .map_err(|w| SequencerError::Launch {
+            agent: new_name.to_string(),
+            reason: format!("a fork may not be wider than its source: {w}"),
+        })?;
+    let prefix = parent.read_log(source, 0, at_seq.saturating_add(1)).await?;
     if (prefix.records.len() as u64) <= at_seq {
         return Err(SequencerError::Record(format!(
             "{source}'s Log has {} records; there is no record {at_seq} to fork at",
@@ -346,10 +352,7 @@ pub async fn fork(
         .records
         .into_iter()
         .enumerate()
-        .map(|(i, r)| Record {
-            seq: i as u64,
-            ..r
-        })
+        .map(|(i, r)| Record { seq: i as u64, ..r })
         .collect();
     let owed = Owed::from_records(&records);
     let reason = format!("forked from {source} at record {at_seq}");

@@ -9,6 +9,16 @@
 //! [`close_open`](l3m_core::owed::close_open), exactly as an interrupt does: there is no other
 //! resume path.
 //!
+//! Decisions worth knowing:
+//! - Every letter, a human's to its own agent included, is journaled as an `event` (source
+//!   `letter`) and shown by the default hook; none becomes a `user-line`, so hooks see all mail
+//!   alike and every letter gets its read mark (written once its event is appended).
+//! - Budget: each `call-started` is appended with a `budget-change` (one call, and the bytes
+//!   journaled since the previous call); at boot and on grant moves the budget is hubd's
+//!   account `left` less what this Log has spent, journaled only if it differs.
+//! - Model calls go to the agent's model on attempt 1 and to its fallback (if configured) on
+//!   later attempts, after a doubling backoff.
+//!
 //! **Must never**: start an activity before the record that authorizes it is appended; append
 //! after losing a compare-and-swap (a conflict stops the sequencer, it is never retried);
 //! make a model call past the budget; write another agent's refs or its own grants.

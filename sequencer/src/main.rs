@@ -190,16 +190,16 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
     let auth = match (&conn.nats_user, &conn.nats_password_env) {
         (Some(user), Some(var)) => NatsAuth::UserPassword {
             user: user.clone(),
-            password: std::env::var(var)
-                .map_err(|_| Failure::Usage(format!("the environment variable {var} is not set")))?,
+            password: std::env::var(var).map_err(|_| {
+                Failure::Usage(format!("the environment variable {var} is not set"))
+            })?,
         },
         _ => NatsAuth::Anonymous,
     };
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(&conn.nats, auth)
-            .await
-            .map_err(|e| Failure::Run(SequencerError::Record(format!("connecting to NATS: {e}"))))?,
-    );
+    let bus: Arc<dyn Bus> =
+        Arc::new(NatsBus::connect(&conn.nats, auth).await.map_err(|e| {
+            Failure::Run(SequencerError::Record(format!("connecting to NATS: {e}")))
+        })?);
     let factory = factory(config.clone(), base);
     Ok(Opened {
         bus,
@@ -278,8 +278,13 @@ async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<Exit, Failure
 async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(), Failure> {
     let human = HumanName::parse(&args.human).map_err(|e| Failure::Usage(e.to_string()))?;
     let opened = open(&args.conn).await?;
-    let client = HubClient::open(opened.bus, opened.hub, &opened.secret, Duty::Human { human })
-        .await?;
+    let client = HubClient::open(
+        opened.bus,
+        opened.hub,
+        &opened.secret,
+        Duty::Human { human },
+    )
+    .await?;
     let conn = &args.conn;
     let mut pass = vec![
         "--hub".to_owned(),

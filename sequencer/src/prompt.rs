@@ -115,7 +115,10 @@ mod tests {
             wakes: 0,
         };
         let text = assemble(&agent, &persona, &grant, &fuel, &["read_file", "now"]);
-        assert!(text.starts_with("# Instructions\nBe a librarian."), "{text}");
+        assert!(
+            text.starts_with("# Instructions\nBe a librarian."),
+            "{text}"
+        );
         assert!(!text.contains("# Personality"));
         assert!(text.contains("- files: [\"workspace\"]"), "{text}");
         assert!(text.contains("- net: not conferred"), "{text}");

@@ -181,7 +181,10 @@ impl Session {
                 self.fuel = Some(*left);
             }
             RecordBody::AssistantReply { tool_uses, .. } => {
-                self.uses = tool_uses.iter().map(|u| (u.id.clone(), u.clone())).collect();
+                self.uses = tool_uses
+                    .iter()
+                    .map(|u| (u.id.clone(), u.clone()))
+                    .collect();
             }
             RecordBody::Event { id, source, .. } => {
                 self.undecided.insert(id.clone(), source.clone());
@@ -337,7 +340,9 @@ impl Session {
                     self.tools = Arc::new(tools);
                     self.specs = self.tools.specs();
                 }
-                Err(e) => tracing::warn!(error = %e, "could not rebuild the tools; keeping the old"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not rebuild the tools; keeping the old")
+                }
             }
         }
         self.signal_or_drop(Signal::GrantChanged {
@@ -407,7 +412,12 @@ impl Session {
             next_seq: self.owed.next_seq(),
             live: self.owed.is_live(),
             open_call: self.owed.open_call().map(|c| c.id.to_string()),
-            running_tools: self.owed.running().iter().map(ToString::to_string).collect(),
+            running_tools: self
+                .owed
+                .running()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             fuel: self.fuel,
         }
     }
@@ -472,17 +482,17 @@ impl Session {
         for body in &bodies {
             let charge = self.bytes_since_call;
             self.stage(body.clone());
-            if matches!(body, RecordBody::CallStarted { .. }) {
-                if let Some(before) = self.fuel {
-                    let left = Fuel {
-                        bytes: before.bytes.saturating_sub(charge),
-                        ..before
-                    };
-                    self.stage(RecordBody::BudgetChange {
-                        left,
-                        summary: format!("a model call: 1 call and {charge} bytes"),
-                    });
-                }
+            if matches!(body, RecordBody::CallStarted { .. })
+                && let Some(before) = self.fuel
+            {
+                let left = Fuel {
+                    bytes: before.bytes.saturating_sub(charge),
+                    ..before
+                };
+                self.stage(RecordBody::BudgetChange {
+                    left,
+                    summary: format!("a model call: 1 call and {charge} bytes"),
+                });
             }
         }
         Ok(bodies)
@@ -572,12 +582,13 @@ impl Session {
             );
             let tx = self.tx.clone();
             tokio::spawn(async move {
-                let note = match crate::control::restore_after(&client, &hub_root, &agent, &grant, to)
-                    .await
-                {
-                    Ok(note) => note,
-                    Err(e) => format!("rewind to {to}: restoring files failed: {e}"),
-                };
+                let note =
+                    match crate::control::restore_after(&client, &hub_root, &agent, &grant, to)
+                        .await
+                    {
+                        Ok(note) => note,
+                        Err(e) => format!("rewind to {to}: restoring files failed: {e}"),
+                    };
                 let _closed = tx.send(Input::Note(note));
             });
         }
@@ -639,8 +650,8 @@ impl Session {
         let request = match self.sent.take() {
             Some(mut sent) if !self.reshaped => match Arc::get_mut(&mut sent) {
                 Some(request) => {
-                    let keep = (request.view.messages.len().saturating_sub(1))
-                        .min(view.messages.len());
+                    let keep =
+                        (request.view.messages.len().saturating_sub(1)).min(view.messages.len());
                     request.view.messages.truncate(keep);
                     request
                         .view

@@ -194,7 +194,10 @@ impl Toolbox {
 
     /// Runs one call. Blocking: call it from a blocking thread.
     pub fn run(&self, name: &str, input: serde_json::Value) -> Outcome {
-        let _turn = self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = self
+            .turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Ok(mut noted) = self.journal.noted.lock() {
             noted.clear();
         }

@@ -47,7 +47,11 @@ async fn a_session_runs_tools_journals_a_letter_mid_call_and_ends_idle() {
     hub.letter("demo", "please write two files").await;
     let provider = counting(SESSION, Duration::from_millis(300));
     let run = hub
-        .run("demo", config("idle_exit_secs = 2"), factory_of(provider.clone()))
+        .run(
+            "demo",
+            config("idle_exit_secs = 2"),
+            factory_of(provider.clone()),
+        )
         .await;
     let task = tokio::spawn(run_agent(run, CancellationToken::new()));
     // A letter arriving while the first call is open is journaled at once.
@@ -108,7 +112,11 @@ async fn a_session_runs_tools_journals_a_letter_mid_call_and_ends_idle() {
         })
         .collect();
     assert_eq!(results.len(), 4, "{results:?}");
-    assert!(results.iter().any(|(o, e)| *e && o.contains("no_such_tool")));
+    assert!(
+        results
+            .iter()
+            .any(|(o, e)| *e && o.contains("no_such_tool"))
+    );
     assert!(results.iter().any(|(o, e)| !*e && o.contains("one")));
     let writes: Vec<_> = log
         .iter()
@@ -148,7 +156,11 @@ async fn a_session_runs_tools_journals_a_letter_mid_call_and_ends_idle() {
 
     // A second boot of a finished session journals nothing new and calls no model.
     let run = hub
-        .run("demo", config("idle_exit_secs = 1"), factory_of(provider.clone()))
+        .run(
+            "demo",
+            config("idle_exit_secs = 1"),
+            factory_of(provider.clone()),
+        )
         .await;
     assert_eq!(
         run_agent(run, CancellationToken::new()).await.unwrap(),
@@ -241,7 +253,9 @@ async fn a_second_sequencer_is_refused_and_a_rogue_writer_stops_the_first() {
         .run("demo", config(""), factory_of(provider.clone()))
         .await;
     second.holder = "test:second".into();
-    let refused = run_agent(second, CancellationToken::new()).await.unwrap_err();
+    let refused = run_agent(second, CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(
         matches!(&refused, SequencerError::LeaseHeld { message, .. } if message.contains("test:demo")),
         "{refused}"
@@ -257,7 +271,11 @@ async fn a_second_sequencer_is_refused_and_a_rogue_writer_stops_the_first() {
         body: RecordBody::TurnEnd,
     };
     rogue
-        .append_log(&agent("demo"), read.tip.as_deref(), &[record.clone()])
+        .append_log(
+            &agent("demo"),
+            read.tip.as_deref(),
+            std::slice::from_ref(&record),
+        )
         .await
         .unwrap();
     hub.letter("demo", "wake up").await;
@@ -403,9 +421,15 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
         .unwrap()
         .seq;
     let client = hub.sequencer_client("demo").await;
-    sequencer::rewind_offline(&client, &hub.root(), &agent("demo"), first_start - 1, "undo all")
-        .await
-        .unwrap();
+    sequencer::rewind_offline(
+        &client,
+        &hub.root(),
+        &agent("demo"),
+        first_start - 1,
+        "undo all",
+    )
+    .await
+    .unwrap();
     assert_eq!(read(&file).unwrap(), b"orig\n");
     let log = hub.log("demo").await;
     check_log(&log);
@@ -473,7 +497,10 @@ async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
     assert_eq!(&copy[..=at as usize], &log[..=at as usize]);
     assert!(matches!(
         &copy[at as usize + 1].body,
-        RecordBody::Interrupted { closed_call: Some(_), .. }
+        RecordBody::Interrupted {
+            closed_call: Some(_),
+            ..
+        }
     ));
     check_log(&copy);
 }

@@ -58,7 +58,16 @@ impl TestHub {
         };
         let root = dir.path().join("HUB");
         let bound = grant("files = [\"workspace\"]\nspawn = \"persist\"");
-        drop(init_hub(&root, options(), HumanName::parse("alice").unwrap(), bound, 1).unwrap());
+        drop(
+            init_hub(
+                &root,
+                options(),
+                HumanName::parse("alice").unwrap(),
+                bound,
+                1,
+            )
+            .unwrap(),
+        );
         let secret = read_secret(&root).unwrap();
         let nats = NatsServer::start().unwrap();
         let bus: Arc<dyn Bus> = Arc::new(
@@ -92,8 +101,7 @@ impl TestHub {
     }
 
     pub fn acr(&self, name: &str) -> PathBuf {
-        self.root()
-            .join(l3m_core::refs::paths::acr(&agent(name)))
+        self.root().join(l3m_core::refs::paths::acr(&agent(name)))
     }
 
     pub async fn client(&self, duty: Duty) -> HubClient {
@@ -129,7 +137,11 @@ impl TestHub {
     }
 
     pub async fn letter(&self, to: &str, body: &str) {
-        self.human().await.send_letter(to, None, body).await.unwrap();
+        self.human()
+            .await
+            .send_letter(to, None, body)
+            .await
+            .unwrap();
     }
 
     pub async fn log(&self, name: &str) -> Vec<Record> {
@@ -279,4 +291,3 @@ pub fn check_log(records: &[Record]) {
         assert_eq!(open, last, "the open call is the last call");
     }
 }
-
