@@ -32,7 +32,7 @@
 //! - `boot` (private): lease, fold, close, prompt, budget.
 //! - `inputs` (private): inbox and grants watching; lease renewal.
 //! - [`control`]: the control subject (interrupt, rewind, status), offline rewind, fork.
-//! - [`supervise`]: waking asleep agents with unread mail.
+//! - [`supervise`](mod@supervise): waking asleep agents with unread mail.
 //! - [`run_agent`]: the entry point.
 
 pub mod config;
