@@ -504,3 +504,50 @@ async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
     ));
     check_log(&copy);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_closes_a_running_tool_and_its_late_result_is_dropped() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    hub.letter("demo", "start").await;
+    let script = "[[turn]]\ntext = \"sleeping\"\n[[turn.tool_use]]\nname = \"slow\"\n[[turn]]\ntext = \"never\"\n";
+    let provider = counting(script, Duration::ZERO);
+    let run = hub
+        .run(
+            "demo",
+            config("idle_exit_secs = 3"),
+            factory_of(provider.clone()),
+        )
+        .await;
+    let task = tokio::spawn(run_agent_with(run, with_slow, CancellationToken::new()));
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+    })
+    .await;
+    let reply = control(
+        &hub,
+        sequencer::control::OP_INTERRUPT,
+        &ControlRequest::Interrupt {
+            reason: "human:alice pressed escape".into(),
+        },
+    )
+    .await;
+    assert!(matches!(reply, ControlReply::Done { .. }), "{reply:?}");
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Idle);
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert!(log.iter().any(|r| matches!(
+        &r.body,
+        RecordBody::Interrupted { closed_tools, reason, .. }
+            if closed_tools.len() == 1 && reason.contains("escape")
+    )));
+    assert!(
+        !log.iter()
+            .any(|r| matches!(r.body, RecordBody::ToolResult { .. })),
+        "the slow tool's late result was dropped: {:?}",
+        kinds(&log)
+    );
+    assert_eq!(assistant_texts(&log), ["sleeping"]);
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 1);
+}
