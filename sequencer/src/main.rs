@@ -1,17 +1,309 @@
-//! `sequencer`: Advances exactly one agent: the single writer of its Log.
+//! `sequencer`: advances exactly one agent, as the single writer of its Log.
 //!
-//! This duty has no implementation yet. The binary exists so the workspace shows the
-//! architecture and so `sequencer --help` can say what the duty is; it does nothing else.
+//! A thin shell over the library: it reads arguments, the secret and the configuration file,
+//! connects to NATS, and calls `run_agent` or `supervise`. Exit codes: 0 idle or stopped, 2 bad
+//! usage, 3 the lease is held by another sequencer, 4 out of fuel, 1 anything else.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
+use l3m_core::duty::Duty;
+use l3m_core::names::{AgentName, HumanName};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::client::HubClient;
+use l3m_wire::subjects::HubId;
+use sequencer::model::{ModelConfig, ModelError, build};
+use sequencer::{
+    AgentRun, Config, Exit, ProcessLauncher, ProviderFactory, SequencerError, Supervisor,
+};
+use tokio_util::sync::CancellationToken;
 
-/// Advances exactly one agent: the single writer of its Log (arrives with the sequencer issue).
+/// Advances exactly one agent: the single writer of its Log.
 ///
-/// The sequencer drains its agent's signals, journals them, runs hooks, folds the Log into what is owed, appends by compare-and-swap and only then starts model calls and tools. It never writes another agent's refs nor its own grants.
+/// `sequencer run` drains the agent's signals (letters, model replies, finished tools),
+/// journals them, folds the Log into what is owed, appends by compare-and-swap and only then
+/// starts model calls and tools. A second sequencer for the same agent refuses to start and
+/// names the holder of the lease. `sequencer supervise` starts a `sequencer run` for every
+/// asleep agent that has unread mail. Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=info).
+///
+/// Exit codes: 0 idle or stopped, 2 bad usage, 3 lease held by another, 4 out of fuel, 1 other.
 #[derive(Debug, Parser)]
 #[command(name = "sequencer", version, arg_required_else_help = true)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let Cli {} = Cli::parse();
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Run one agent until it is idle (if `idle_exit_secs` is set), out of fuel, or stopped.
+    Run(RunArgs),
+    /// Wake asleep agents with unread mail by starting `sequencer run` for each.
+    Supervise(SuperviseArgs),
+}
+
+/// How to reach the hub.
+#[derive(Debug, Clone, clap::Args)]
+struct Connection {
+    /// The hub folder (made by `hubd init`).
+    #[arg(long)]
+    hub: PathBuf,
+    /// The hub's id, the second token of every subject.
+    #[arg(long)]
+    hub_id: String,
+    /// The NATS server.
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    /// The NATS user (see deploy/nats.conf).
+    #[arg(long, requires = "nats_password_env")]
+    nats_user: Option<String>,
+    /// The environment variable holding the NATS password.
+    #[arg(long, requires = "nats_user")]
+    nats_password_env: Option<String>,
+    /// The hub secret file [default: HUB/.hubd/secret].
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// The configuration (TOML: [models.*], [[agents]], [sequencer]); often ~/.l3m/l3m.toml.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    conn: Connection,
+    /// The agent to run, e.g. demo/parent.
+    #[arg(long)]
+    agent: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct SuperviseArgs {
+    #[command(flatten)]
+    conn: Connection,
+    /// The human whose session lists agents and reads their inboxes.
+    #[arg(long)]
+    human: String,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match &mut term {
+            Ok(term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        stop.cancel();
+    });
+    let outcome = match cli.command {
+        Command::Run(args) => run(args, shutdown).await,
+        Command::Supervise(args) => supervise(args, shutdown).await.map(|()| Exit::Shutdown),
+    };
+    match outcome {
+        Ok(Exit::OutOfFuel) => {
+            eprintln!("sequencer: the agent is out of fuel");
+            ExitCode::from(4)
+        }
+        Ok(Exit::LeaseLost) => {
+            eprintln!("sequencer: the lease was lost to another sequencer");
+            ExitCode::from(1)
+        }
+        Ok(_) => ExitCode::SUCCESS,
+        Err(Failure::Usage(e)) => {
+            eprintln!("sequencer: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(e @ SequencerError::LeaseHeld { .. })) => {
+            eprintln!("sequencer: {e}");
+            ExitCode::from(3)
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("sequencer: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+enum Failure {
+    Usage(String),
+    Run(SequencerError),
+}
+
+impl From<SequencerError> for Failure {
+    fn from(e: SequencerError) -> Self {
+        Failure::Run(e)
+    }
+}
+
+impl From<l3m_wire::client::ClientError> for Failure {
+    fn from(e: l3m_wire::client::ClientError) -> Self {
+        Failure::Run(e.into())
+    }
+}
+
+struct Opened {
+    bus: Arc<dyn Bus>,
+    hub: HubId,
+    secret: String,
+    config: Config,
+    factory: ProviderFactory,
+}
+
+async fn open(conn: &Connection) -> Result<Opened, Failure> {
+    let hub = HubId::parse(&conn.hub_id).map_err(|e| Failure::Usage(e.to_string()))?;
+    let secret_file = conn
+        .secret_file
+        .clone()
+        .unwrap_or_else(|| conn.hub.join(".hubd").join("secret"));
+    let secret = std::fs::read_to_string(&secret_file)
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", secret_file.display())))?
+        .trim()
+        .to_owned();
+    let (config, base) = match &conn.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
+            let config = Config::parse(&text).map_err(|e| Failure::Usage(e.to_string()))?;
+            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (config, base)
+        }
+        None => (Config::default(), PathBuf::new()),
+    };
+    let auth = match (&conn.nats_user, &conn.nats_password_env) {
+        (Some(user), Some(var)) => NatsAuth::UserPassword {
+            user: user.clone(),
+            password: std::env::var(var).map_err(|_| {
+                Failure::Usage(format!("the environment variable {var} is not set"))
+            })?,
+        },
+        _ => NatsAuth::Anonymous,
+    };
+    let bus: Arc<dyn Bus> =
+        Arc::new(NatsBus::connect(&conn.nats, auth).await.map_err(|e| {
+            Failure::Run(SequencerError::Record(format!("connecting to NATS: {e}")))
+        })?);
+    let factory = factory(config.clone(), base);
+    Ok(Opened {
+        bus,
+        hub,
+        secret,
+        config,
+        factory,
+    })
+}
+
+/// Providers by label: each `[models.<label>]` table is an `l3m-models` configuration, its
+/// script paths relative to the configuration file's folder; API keys are read from the
+/// environment variables the table names, here in the binary and nowhere else.
+fn factory(config: Config, base: PathBuf) -> ProviderFactory {
+    Arc::new(move |label: &str| {
+        let table = config.models.get(label).ok_or_else(|| ModelError::Config {
+            what: format!("no [models.{label}] table in the configuration"),
+        })?;
+        let mut model: ModelConfig =
+            toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| ModelError::Config {
+                    what: format!("[models.{label}]: {e}"),
+                })?;
+        model.resolve_paths(&base);
+        let env = |name: &str| std::env::var(name).ok();
+        build(&model, &env)
+    })
+}
+
+fn holder() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<Exit, Failure> {
+    let agent = AgentName::parse(&args.agent).map_err(|e| Failure::Usage(e.to_string()))?;
+    let opened = open(&args.conn).await?;
+    let client = HubClient::open(
+        opened.bus,
+        opened.hub,
+        &opened.secret,
+        Duty::Sequencer {
+            agent: agent.clone(),
+        },
+    )
+    .await?;
+    let run = AgentRun {
+        hub_root: args.conn.hub.clone(),
+        agent,
+        client,
+        config: opened.config,
+        provider_factory: opened.factory,
+        holder: holder(),
+    };
+    Ok(sequencer::run_agent(run, shutdown).await?)
+}
+
+async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(), Failure> {
+    let human = HumanName::parse(&args.human).map_err(|e| Failure::Usage(e.to_string()))?;
+    let opened = open(&args.conn).await?;
+    let client = HubClient::open(
+        opened.bus,
+        opened.hub,
+        &opened.secret,
+        Duty::Human { human },
+    )
+    .await?;
+    let conn = &args.conn;
+    let mut pass = vec![
+        "--hub".to_owned(),
+        conn.hub.display().to_string(),
+        "--hub-id".to_owned(),
+        conn.hub_id.clone(),
+        "--nats".to_owned(),
+        conn.nats.clone(),
+    ];
+    let optional = [
+        ("--nats-user", conn.nats_user.clone()),
+        ("--nats-password-env", conn.nats_password_env.clone()),
+        (
+            "--secret-file",
+            conn.secret_file.as_ref().map(|p| p.display().to_string()),
+        ),
+        (
+            "--config",
+            conn.config.as_ref().map(|p| p.display().to_string()),
+        ),
+    ];
+    for (flag, value) in optional {
+        if let Some(value) = value {
+            pass.push(flag.to_owned());
+            pass.push(value);
+        }
+    }
+    let program = std::env::current_exe()
+        .map_err(|e| Failure::Usage(format!("cannot find this executable: {e}")))?;
+    let sup = Supervisor {
+        client,
+        launcher: Arc::new(ProcessLauncher {
+            program,
+            args: pass,
+        }),
+    };
+    Ok(sequencer::supervise(sup, shutdown).await?)
 }

@@ -1,0 +1,290 @@
+//! Harness overhead per turn: from a model reply's arrival to the next model request being
+//! sent, with a zero-latency provider, at Log lengths 10 and 10,000 (pre-filled through hubd).
+//!
+//! Each reply asks for the `now` tool, so one measured interval is: journal the reply, admit
+//! and start the tool, run it, journal its result, plan the next call, append it, build the
+//! request. The 10,000-record figure is compared with the 10-record one measured in the same
+//! run; targets: ratio <= 1.5 and p50 <= 2 ms.
+//!
+//! Run: `cargo bench -p sequencer --bench turn_overhead`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use hubd::init::{init_hub, read_secret};
+use hubd::store::{Durability, Hub, HubOptions};
+use l3m_core::budget::Fuel;
+use l3m_core::duty::Duty;
+use l3m_core::grant::SpawnRequest;
+use l3m_core::log::{CallId, Record, RecordBody, ToolUse, ToolUseId, Usage};
+use l3m_core::names::{AgentName, Entity, HumanName};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::client::HubClient;
+use l3m_wire::subjects::HubId;
+use l3m_wire::test_support::NatsServer;
+use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider};
+use sequencer::{AgentRun, Config, ProviderFactory, run_agent};
+use tokio_util::sync::CancellationToken;
+
+const SAMPLES: usize = 120;
+const WARMUP: usize = 20;
+
+/// Answers at once with a `now` tool use, stamping when each request arrived and each reply
+/// left; stops the turn after enough samples.
+#[derive(Debug, Default)]
+struct Stamping {
+    stamps: Mutex<Vec<(Instant, Instant)>>,
+}
+
+impl Provider for Stamping {
+    fn name(&self) -> &str {
+        "bench"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+        let arrived = Instant::now();
+        Box::pin(async move {
+            let mut stamps = self.stamps.lock().unwrap();
+            if stamps.len() >= SAMPLES + WARMUP {
+                return Err(ModelError::Config {
+                    what: "the benchmark has enough samples".into(),
+                });
+            }
+            let id = ToolUseId::new(format!("{}-0", request.call)).unwrap();
+            let reply = ModelReply {
+                text: "tick".into(),
+                tool_uses: vec![ToolUse {
+                    id,
+                    name: "now".into(),
+                    input: serde_json::json!({}),
+                }],
+                usage: Usage::default(),
+                stop_reason: "tool_use".into(),
+            };
+            stamps.push((arrived, Instant::now()));
+            Ok(reply)
+        })
+    }
+}
+
+/// `len` records of an ordinary past conversation: prompt, then lines, calls, replies, ends.
+fn prefill(len: usize) -> Vec<Record> {
+    let from = Entity::parse("human:alice").unwrap();
+    (0..len)
+        .map(|i| {
+            let call = CallId::new(format!("old{}", i / 4)).unwrap();
+            let body = match (i, i % 4) {
+                (0, _) => RecordBody::SystemPrompt {
+                    text: "bench".into(),
+                    continues: false,
+                },
+                (_, 1) => RecordBody::UserLine {
+                    from: from.clone(),
+                    text: format!("question {i}: what is the state of things?"),
+                },
+                (_, 2) => RecordBody::CallStarted {
+                    call,
+                    provider: "bench".into(),
+                    model: "m".into(),
+                    attempt: 1,
+                    fallback_of: None,
+                },
+                (_, 3) => RecordBody::AssistantReply {
+                    call,
+                    text: format!("answer {i}: all is well, nothing needs doing"),
+                    tool_uses: vec![],
+                    usage: Usage::default(),
+                    stop_reason: "end_turn".into(),
+                },
+                _ => RecordBody::TurnEnd,
+            };
+            Record {
+                seq: i as u64,
+                at_ms: 0,
+                body,
+            }
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+/// p50 and p99 of the harness interval, and the p50 of one bare append round trip to hubd at
+/// the same Log length (the reference: a turn needs two appends, one before the tool starts
+/// and one before the call is sent).
+async fn measure(len: usize) -> (Duration, Duration, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("HUB");
+    let options = || HubOptions {
+        durability: Durability::Relaxed,
+        ..HubOptions::default()
+    };
+    let bound = toml::from_str("files = [\"workspace\"]").unwrap();
+    drop(
+        init_hub(
+            &root,
+            options(),
+            HumanName::parse("alice").unwrap(),
+            bound,
+            1,
+        )
+        .unwrap(),
+    );
+    let secret = read_secret(&root).unwrap();
+    let nats = NatsServer::start().unwrap();
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect(nats.url(), NatsAuth::Anonymous)
+            .await
+            .unwrap(),
+    );
+    let hub_id = HubId::parse("b").unwrap();
+    let stop = CancellationToken::new();
+    let started = hubd::service::start(
+        Arc::clone(&bus),
+        Hub::open(&root, options()).unwrap(),
+        hub_id.clone(),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(started.serve());
+    let open = |duty| HubClient::open(Arc::clone(&bus), hub_id.clone(), &secret, duty);
+    let human = open(Duty::Human {
+        human: HumanName::parse("alice").unwrap(),
+    })
+    .await
+    .unwrap();
+    let agent = AgentName::parse("bench").unwrap();
+    human
+        .spawn(SpawnRequest {
+            child: agent.clone(),
+            grant: toml::from_str("files = [\"workspace\"]").unwrap(),
+            loan: Fuel {
+                model_calls: 1_000_000,
+                bytes: u64::MAX / 2,
+                wakes: 10,
+            },
+            driven: false,
+            persona: None,
+        })
+        .await
+        .unwrap();
+    let seq_client = open(Duty::Sequencer {
+        agent: agent.clone(),
+    })
+    .await
+    .unwrap();
+    let mut tip = None;
+    for chunk in prefill(len).chunks(400) {
+        tip = Some(
+            seq_client
+                .append_log(&agent, tip.as_deref(), chunk)
+                .await
+                .unwrap()
+                .tip,
+        );
+    }
+    let provider = Arc::new(Stamping::default());
+    let p = Arc::clone(&provider);
+    let factory: ProviderFactory = Arc::new(move |_: &str| {
+        let p: Arc<dyn Provider> = p.clone();
+        Ok(p)
+    });
+    let config = Config::parse(
+        "default_model = \"b\"\n[models.b]\nprovider = \"bench\"\n[sequencer]\nidle_exit_secs = 1\n",
+    )
+    .unwrap();
+    human.send_letter("bench", None, "go").await.unwrap();
+    let run = AgentRun {
+        hub_root: root.clone(),
+        agent: agent.clone(),
+        client: seq_client.clone(),
+        config,
+        provider_factory: factory,
+        holder: "bench".into(),
+    };
+    run_agent(run, CancellationToken::new()).await.unwrap();
+    let read = seq_client.read_log_from(&agent, 0).await.unwrap();
+    let (mut next, mut tip) = (read.len, read.tip);
+    let mut appends = Vec::new();
+    for _ in 0..60 {
+        let record = Record {
+            seq: next,
+            at_ms: 0,
+            body: RecordBody::TurnEnd,
+        };
+        let t = Instant::now();
+        tip = Some(
+            seq_client
+                .append_log(&agent, tip.as_deref(), &[record])
+                .await
+                .unwrap()
+                .tip,
+        );
+        appends.push(t.elapsed());
+        next += 1;
+    }
+    appends.sort();
+    stop.cancel();
+    let stamps = provider.stamps.lock().unwrap().clone();
+    let mut gaps: Vec<Duration> = stamps
+        .windows(2)
+        .skip(WARMUP)
+        .map(|w| w[1].0.duration_since(w[0].1))
+        .collect();
+    gaps.sort();
+    (
+        percentile(&gaps, 0.5),
+        percentile(&gaps, 0.99),
+        percentile(&appends, 0.5),
+    )
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Interleaved rounds, so load from elsewhere on the machine hits both lengths alike; the
+    // round with the median p50 at each length is reported.
+    let mut small = Vec::new();
+    let mut big = Vec::new();
+    for round in 0..3 {
+        small.push(rt.block_on(measure(10)));
+        big.push(rt.block_on(measure(10_000)));
+        println!(
+            "round {round}: p50 at 10 = {:?}, p50 at 10,000 = {:?}",
+            small[round].0, big[round].0
+        );
+    }
+    small.sort();
+    big.sort();
+    let (p50_small, p99_small, append_small) = small[1];
+    let (p50_big, p99_big, append_big) = big[1];
+    println!(
+        "turn overhead, Log of 10 records:     p50 {p50_small:?}  p99 {p99_small:?}  (one bare hubd append: p50 {append_small:?})"
+    );
+    println!(
+        "turn overhead, Log of 10,000 records: p50 {p50_big:?}  p99 {p99_big:?}  (one bare hubd append: p50 {append_big:?})"
+    );
+    let own = |total: Duration, append: Duration| total.saturating_sub(append * 2);
+    println!(
+        "harness's own share (p50 less two bare appends): {:?} at 10, {:?} at 10,000",
+        own(p50_small, append_small),
+        own(p50_big, append_big)
+    );
+    println!(
+        "ratio 10k/10 at p50: {:.2} (target <= 1.5); p50 at 10: {:?} (target <= 2 ms)",
+        p50_big.as_secs_f64() / p50_small.as_secs_f64(),
+        p50_small
+    );
+}

@@ -1,0 +1,220 @@
+//! Boot: take the lease, fold the Log, close what a dead process left open, assemble the
+//! prompt, journal the budget, and hand the writer its first pass.
+//!
+//! If the turn was live when the last process died, boot closes it with `close_open` (exactly
+//! what an interrupt does) and then journals a shown harness notice saying the sequencer
+//! restarted. A shown event is new input, so core's `plan` owes a model call and the turn
+//! carries on from the Log as it stands; there is no other resume path.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use l3m_core::log::Disposition;
+use l3m_core::names::AgentName;
+use l3m_core::owed::{self, Signal};
+use l3m_core::refs::paths;
+use l3m_wire::client::HubClient;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::outlet::SessionOutlet;
+use crate::prompt::{self, Persona};
+use crate::session::{Input, Models, Next, Session, run_loop};
+use crate::toolbox::Toolbox;
+use crate::{AgentRun, Exit, SequencerError};
+
+/// The reason boot gives for what it closes.
+pub const RESTARTED: &str = "the sequencer restarted";
+
+/// A booted session, ready to run.
+pub(crate) struct Booted {
+    session: Session,
+    rx: mpsc::UnboundedReceiver<Input>,
+    lease: u64,
+    client: HubClient,
+    agent: AgentName,
+    tasks: CancellationToken,
+    first: Option<Exit>,
+}
+
+/// Takes `agent`'s lease, or says who holds it.
+pub(crate) async fn take_lease(
+    client: &HubClient,
+    agent: &AgentName,
+    holder: &str,
+    ttl: Duration,
+) -> Result<u64, SequencerError> {
+    match client.acquire_lease(agent, holder, ttl).await {
+        Ok(held) => Ok(held.token),
+        Err(e) if e.is_conflict() => Err(SequencerError::LeaseHeld {
+            agent: agent.to_string(),
+            message: e.to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn read_persona(acr: &Path) -> Persona {
+    let read = |name: &str| std::fs::read_to_string(acr.join("agent").join(name)).ok();
+    Persona {
+        instructions: read("instructions.md"),
+        personality: read("personality.md"),
+        memories: read("memories.md"),
+        system: read("system.md"),
+    }
+}
+
+pub(crate) async fn boot(
+    run: &AgentRun,
+    tools: fn() -> Vec<Box<dyn l3m_tools::Tool>>,
+    shutdown: CancellationToken,
+) -> Result<Booted, SequencerError> {
+    let AgentRun {
+        hub_root,
+        agent,
+        client,
+        config,
+        provider_factory,
+        holder,
+    } = run;
+    let labels = config.models_for(agent)?;
+    let primary = provider_factory(&labels.model)?;
+    let fallback = match &labels.fallback {
+        Some(label) => Some((
+            provider_factory(label)?,
+            config.model_name(label).to_owned(),
+            config.model_notes(label),
+        )),
+        None => None,
+    };
+    let models = Models {
+        primary: (
+            primary,
+            config.model_name(&labels.model).to_owned(),
+            config.model_notes(&labels.model),
+        ),
+        fallback,
+    };
+    let lease = take_lease(client, agent, holder, config.sequencer.lease_ttl()).await?;
+    let tasks = shutdown.child_token();
+    let (tx, rx) = mpsc::unbounded_channel();
+    // Subscribe before reading, so nothing that moves after the reads is missed.
+    let watch = client.watch(agent).await?;
+    let read = client.read_log_from(agent, 0).await?;
+    let grant = client.read_grant(agent).await?;
+    let acr = hub_root.join(paths::acr(agent));
+    let outlet: Arc<dyn l3m_ring::effects::HubOutlet> = Arc::new(SessionOutlet::new(
+        client.clone(),
+        tokio::runtime::Handle::current(),
+    ));
+    let toolbox = Arc::new(Toolbox::build(
+        tools(),
+        &grant.grant,
+        agent,
+        &acr,
+        Some(outlet),
+    )?);
+    let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
+    let text = prompt::assemble(
+        agent,
+        &read_persona(&acr),
+        &grant.grant,
+        &grant.account.loan(),
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let mut session = Session::new(
+        client.clone(),
+        agent.clone(),
+        hub_root.clone(),
+        config.sequencer.clone(),
+        models,
+        toolbox,
+        tools,
+        tx.clone(),
+        grant,
+    );
+    for record in &read.records {
+        session.observe(record);
+    }
+    session.tip = read.tip;
+    if read.records.is_empty() {
+        let signal = Signal::Prompt {
+            text,
+            continues: false,
+        };
+        session
+            .signal(signal)
+            .map_err(|e| SequencerError::Record(e.to_string()))?;
+    } else {
+        let was_live = session.owed.is_live();
+        for body in owed::close_open(&session.owed, RESTARTED) {
+            session.stage(body);
+        }
+        if session.fold.view().system != text {
+            let _same = session.signal(Signal::Prompt {
+                text,
+                continues: true,
+            });
+        }
+        if was_live {
+            let id = format!("restart-{}", session.owed.next_seq());
+            session.notice(
+                id,
+                format!("{RESTARTED}; what was open was closed; carry on with your turn"),
+                Disposition::Show,
+            );
+        }
+    }
+    session.budget_from_hub("the budget as the hub's account and this Log's spend give it");
+    let initial = crate::inputs::start(
+        client.clone(),
+        agent.clone(),
+        watch,
+        tx.clone(),
+        lease,
+        config.sequencer.lease_ttl(),
+        tasks.clone(),
+    )
+    .await?;
+    crate::control::serve(client, agent, tx, tasks.clone()).await?;
+    let first = match session.pass(initial).await? {
+        Next::Continue => None,
+        Next::Stop(exit) => Some(exit),
+    };
+    Ok(Booted {
+        session,
+        rx,
+        lease,
+        client: client.clone(),
+        agent: agent.clone(),
+        tasks,
+        first,
+    })
+}
+
+impl Booted {
+    /// Runs passes until the session ends, then stops its tasks and releases the lease.
+    pub(crate) async fn run(self, shutdown: CancellationToken) -> Result<Exit, SequencerError> {
+        let Booted {
+            session,
+            rx,
+            lease,
+            client,
+            agent,
+            tasks,
+            first,
+        } = self;
+        let outcome = match first {
+            Some(exit) => Ok(exit),
+            None => run_loop(session, rx, shutdown).await,
+        };
+        tasks.cancel();
+        if !matches!(outcome, Ok(Exit::LeaseLost))
+            && let Err(e) = client.release_lease(&agent, lease).await
+        {
+            tracing::warn!(%agent, error = %e, "could not release the lease");
+        }
+        outcome
+    }
+}

@@ -1,0 +1,261 @@
+//! The sequencer's configuration: which model each agent uses, and the loop's limits.
+//!
+//! Read from TOML — usually the human's `~/.l3m/l3m.toml`, which holds other sections too, so
+//! unknown *top-level* keys are tolerated; inside the tables this module owns, an unknown key is
+//! refused, so a misspelt limit is never silently ignored.
+//!
+//! ```toml
+//! default_model = "fast"
+//! [models.fast]            # opaque here: handed to the provider factory by label
+//! provider = "scripted"
+//! script = "demo.toml"
+//! [[agents]]
+//! match = "demo/*"         # `*` is exactly one name segment
+//! model = "fast"
+//! fallback = "slow"
+//! [sequencer]
+//! max_attempts = 3
+//! ```
+//!
+//! # Layout
+//! - [`Config`], [`AgentRule`], [`Limits`]: the parsed file; [`Config::models_for`] picks an
+//!   agent's model and fallback.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use l3m_core::names::AgentName;
+use serde::Deserialize;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The text is not valid TOML for this shape.
+    #[error("the sequencer configuration is not valid: {0}")]
+    Parse(String),
+    /// A rule or default names a model label with no `[models.<label>]` table.
+    #[error("the configuration names model `{label}` but has no [models.{label}] table")]
+    UnknownModel {
+        /// The label.
+        label: String,
+    },
+    /// No rule matches the agent and there is no `default_model`.
+    #[error("no [[agents]] rule matches {agent} and there is no default_model")]
+    NoModel {
+        /// The agent.
+        agent: String,
+    },
+    /// A limit is out of range.
+    #[error("[sequencer] {field} is out of range (max_attempts >= 1, lease_ttl_secs 0.5..=600)")]
+    Limit {
+        /// The field.
+        field: &'static str,
+    },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Config {
+    /// Model tables by label, kept opaque for the provider factory.
+    #[serde(default)]
+    pub models: BTreeMap<String, toml::Table>,
+    /// Which agents use which model; the first matching rule wins.
+    #[serde(default)]
+    pub agents: Vec<AgentRule>,
+    /// The model of an agent no rule matches.
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// The loop's limits.
+    #[serde(default)]
+    pub sequencer: Limits,
+}
+
+/// One `[[agents]]` rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRule {
+    /// An agent name, or a pattern whose `*` segments each match one segment.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// The model label for first attempts.
+    pub model: String,
+    /// The model label for retries, if any.
+    #[serde(default)]
+    pub fallback: Option<String>,
+}
+
+/// The `[sequencer]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Attempts per owed model call.
+    pub max_attempts: u32,
+    /// The reply's output limit.
+    pub max_tokens: u32,
+    /// The session lease's time to live, in seconds (hubd admits 0.5 to 600).
+    pub lease_ttl_secs: f64,
+    /// Exit (releasing the lease) after this long with nothing to do; `None` runs until stopped.
+    pub idle_exit_secs: Option<u64>,
+    /// Wait between attempts of one call, in milliseconds (doubled per attempt).
+    pub retry_backoff_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_attempts: 3,
+            max_tokens: 4096,
+            lease_ttl_secs: 15.0,
+            idle_exit_secs: None,
+            retry_backoff_ms: 200,
+        }
+    }
+}
+
+impl Limits {
+    /// The lease's time to live.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::try_from_secs_f64(self.lease_ttl_secs).unwrap_or(Duration::from_secs(15))
+    }
+}
+
+/// The model labels one agent uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentModels {
+    /// For first attempts.
+    pub model: String,
+    /// For retries, if configured.
+    pub fallback: Option<String>,
+}
+
+impl Config {
+    /// Parses and checks a configuration.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.sequencer.max_attempts == 0 {
+            return Err(ConfigError::Limit {
+                field: "max_attempts",
+            });
+        }
+        if !(0.5..=600.0).contains(&self.sequencer.lease_ttl_secs) {
+            return Err(ConfigError::Limit {
+                field: "lease_ttl_secs",
+            });
+        }
+        let labels = self
+            .agents
+            .iter()
+            .flat_map(|r| std::iter::once(&r.model).chain(r.fallback.as_ref()))
+            .chain(self.default_model.as_ref());
+        for label in labels {
+            if !self.models.contains_key(label) {
+                return Err(ConfigError::UnknownModel {
+                    label: label.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The model (and fallback) of `agent`: the first matching rule, else `default_model`.
+    pub fn models_for(&self, agent: &AgentName) -> Result<AgentModels, ConfigError> {
+        if let Some(rule) = self.agents.iter().find(|r| matches(&r.pattern, agent)) {
+            return Ok(AgentModels {
+                model: rule.model.clone(),
+                fallback: rule.fallback.clone(),
+            });
+        }
+        match &self.default_model {
+            Some(model) => Ok(AgentModels {
+                model: model.clone(),
+                fallback: None,
+            }),
+            None => Err(ConfigError::NoModel {
+                agent: agent.to_string(),
+            }),
+        }
+    }
+
+    /// The model name a label asks for: its table's `model` key, or the label itself.
+    pub fn model_name<'a>(&'a self, label: &'a str) -> &'a str {
+        self.models
+            .get(label)
+            .and_then(|t| t.get("model"))
+            .and_then(toml::Value::as_str)
+            .unwrap_or(label)
+    }
+
+    /// The notes of the model labelled `label`: added to each request to it, never stored.
+    pub fn model_notes(&self, label: &str) -> Option<String> {
+        self.models
+            .get(label)
+            .and_then(|t| t.get("notes"))
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned)
+    }
+}
+
+/// Whether `pattern` (segments, `*` matching any one) matches `agent`.
+fn matches(pattern: &str, agent: &AgentName) -> bool {
+    let pattern: Vec<&str> = pattern.split('/').collect();
+    let name: Vec<&str> = agent.segments().collect();
+    pattern.len() == name.len() && pattern.iter().zip(&name).all(|(p, n)| *p == "*" || p == n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"
+        default_model = "b"
+        [hosts.x]
+        anything = 1
+        [models.a]
+        provider = "scripted"
+        model = "claude-x"
+        [models.b]
+        provider = "scripted"
+        [[agents]]
+        match = "demo/*"
+        model = "a"
+        fallback = "b"
+        [sequencer]
+        idle_exit_secs = 5
+    "#;
+
+    fn name(s: &str) -> AgentName {
+        AgentName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn rules_pick_models_and_unknown_top_level_keys_are_tolerated() {
+        let c = Config::parse(TEXT).unwrap();
+        let m = c.models_for(&name("demo/child")).unwrap();
+        assert_eq!((m.model.as_str(), m.fallback.as_deref()), ("a", Some("b")));
+        assert_eq!(c.models_for(&name("demo")).unwrap().model, "b");
+        assert_eq!(c.models_for(&name("demo/a/b")).unwrap().model, "b");
+        assert_eq!(c.model_name("a"), "claude-x");
+        assert_eq!(c.model_name("b"), "b");
+        assert_eq!(c.sequencer.idle_exit_secs, Some(5));
+        assert_eq!(c.sequencer.max_attempts, 3);
+    }
+
+    #[test]
+    fn misspelt_limits_and_unknown_labels_are_refused() {
+        let err = Config::parse("[sequencer]\nmax_atempts = 2").unwrap_err();
+        assert!(err.to_string().contains("max_atempts"), "{err}");
+        let err = Config::parse("default_model = \"nope\"").unwrap_err();
+        assert!(matches!(err, ConfigError::UnknownModel { .. }), "{err}");
+        let err = Config::parse("[[agents]]\nmatch = \"a\"\nmodel = \"m\"\nextra = 1").unwrap_err();
+        assert!(err.to_string().contains("extra"), "{err}");
+        assert!(matches!(
+            Config::default().models_for(&name("a")),
+            Err(ConfigError::NoModel { .. })
+        ));
+    }
+}

@@ -1,0 +1,146 @@
+//! Inputs from the hub: unread letters, grant moves, and the lease's renewal.
+//!
+//! Each runs as its own task and only posts inputs to the writer; none of them writes the Log.
+//! Letters are found by reading the inbox from where the last read stopped; at boot the whole
+//! inbox is scanned and every letter this agent has not marked read is posted (core refuses one
+//! already journaled as a duplicate event, and the writer then marks it read).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use l3m_core::mail::InboxEntry;
+use l3m_core::names::{AgentName, Entity};
+use l3m_core::refs::{self, AgentRef};
+use l3m_wire::bus::MessageStream;
+use l3m_wire::client::HubClient;
+use l3m_wire::reply::ErrorCode;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::SequencerError;
+use crate::session::Input;
+
+/// Scans the inbox, then starts the watcher and the lease renewal; returns the unread letters.
+pub(crate) async fn start(
+    client: HubClient,
+    agent: AgentName,
+    watch: MessageStream,
+    tx: mpsc::UnboundedSender<Input>,
+    lease: u64,
+    ttl: Duration,
+    stop: CancellationToken,
+) -> Result<Vec<Input>, SequencerError> {
+    let me = Entity::Agent(agent.clone());
+    let read = client.read_inbox(&agent, 0).await?;
+    let marked: HashSet<String> = read
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            InboxEntry::ReadMark(m) if m.by == me => Some(m.letter.to_string()),
+            _ => None,
+        })
+        .collect();
+    let initial = read
+        .entries
+        .into_iter()
+        .filter_map(|e| match e {
+            InboxEntry::Letter(l) if !marked.contains(l.id.as_str()) => Some(Input::Letter(l)),
+            _ => None,
+        })
+        .collect();
+    tokio::spawn(watch_refs(
+        client.clone(),
+        agent.clone(),
+        watch,
+        tx.clone(),
+        read.len,
+        stop.clone(),
+    ));
+    tokio::spawn(renew(client, agent, tx, lease, ttl, stop));
+    Ok(initial)
+}
+
+async fn watch_refs(
+    client: HubClient,
+    agent: AgentName,
+    mut watch: MessageStream,
+    tx: mpsc::UnboundedSender<Input>,
+    mut inbox_len: u64,
+    stop: CancellationToken,
+) {
+    let grants_ref = refs::agent_ref(&agent, AgentRef::Grants);
+    loop {
+        let message = tokio::select! {
+            () = stop.cancelled() => return,
+            m = watch.next() => match m { Some(m) => m, None => return },
+        };
+        let Some((which, _)) = client.subjects().parse_ref_changed(&message.subject) else {
+            continue;
+        };
+        let moved: Option<l3m_wire::hubd::notify::RefMoved> =
+            l3m_wire::envelope::decode(&message.payload, &Default::default()).ok();
+        match which {
+            AgentRef::Inbox => match client.read_inbox(&agent, inbox_len).await {
+                Ok(read) => {
+                    inbox_len = read.from + read.entries.len() as u64;
+                    for entry in read.entries {
+                        if let InboxEntry::Letter(l) = entry
+                            && tx.send(Input::Letter(l)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(%agent, error = %e, "could not read the inbox"),
+            },
+            AgentRef::Grants => {
+                let tip = moved.and_then(|m| m.tip);
+                match (client.read_grant(&agent).await, tip) {
+                    (Ok(view), Some(tip)) => {
+                        let _closed = tx.send(Input::Grant(Box::new(view), tip));
+                    }
+                    (Err(e), _) if e.code() == Some(ErrorCode::NotFound) => {
+                        let _closed = tx.send(Input::Retired);
+                    }
+                    (Err(e), _) => tracing::warn!(%agent, error = %e, "could not read the grant"),
+                    (Ok(_), None) => {
+                        tracing::debug!(%agent, ref_ = grants_ref, "grants ref deleted");
+                        let _closed = tx.send(Input::Retired);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn renew(
+    client: HubClient,
+    agent: AgentName,
+    tx: mpsc::UnboundedSender<Input>,
+    token: u64,
+    ttl: Duration,
+    stop: CancellationToken,
+) {
+    let every = ttl / 3;
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        match client.renew_lease(&agent, token).await {
+            Ok(_) => last_ok = Instant::now(),
+            Err(e) if e.is_conflict() => {
+                let _closed = tx.send(Input::LeaseLost(e.to_string()));
+                return;
+            }
+            Err(e) if last_ok.elapsed() >= ttl => {
+                let _closed = tx.send(Input::LeaseLost(format!("not renewed within its ttl: {e}")));
+                return;
+            }
+            Err(e) => tracing::warn!(%agent, error = %e, "lease renewal failed; retrying"),
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! `sequencer`: advances exactly one agent, as the single writer of its Log.
+//!
+//! One task owns the Log. Everything else — a letter, a model reply, a finished tool, a control
+//! request — is an input on its channel. Each pass drains the inputs, journals them through
+//! core's pure [`journal`](l3m_core::owed::journal), runs the hooks (default: show), asks core's
+//! [`plan`](l3m_core::owed::plan) what is owed, appends every new record in one compare-and-swap
+//! to the Log ref, and only then starts the activities those records name (model calls, tools),
+//! each a task that reports back as an input. Booting closes what a dead process left open with
+//! [`close_open`](l3m_core::owed::close_open), exactly as an interrupt does: there is no other
+//! resume path.
+//!
+//! Decisions worth knowing:
+//! - Every letter, a human's to its own agent included, is journaled as an `event` (source
+//!   `letter`) and shown by the default hook; none becomes a `user-line`, so hooks see all mail
+//!   alike and every letter gets its read mark (written once its event is appended).
+//! - Budget: each `call-started` is appended with a `budget-change` (one call, and the bytes
+//!   journaled since the previous call); at boot and on grant moves the budget is hubd's
+//!   account `left` less what this Log has spent, journaled only if it differs.
+//! - Model calls go to the agent's model on attempt 1 and to its fallback (if configured) on
+//!   later attempts, after a doubling backoff.
+//!
+//! **Must never**: start an activity before the record that authorizes it is appended; append
+//! after losing a compare-and-swap (a conflict stops the sequencer, it is never retried);
+//! make a model call past the budget; write another agent's refs or its own grants.
+//!
+//! # Layout
+//! - [`model`]: the provider face, `l3m-models` re-exported.
+//! - [`outlet`]: how the mail and spawn tools reach hubd.
+//! - [`config`]: the TOML configuration.
+//! - [`prompt`]: the system prompt, assembled purely.
+//! - [`toolbox`]: the tool table, minted effects and undo attribution.
+//! - `session` (private): the single-writer state and its pass.
+//! - `boot` (private): lease, fold, close, prompt, budget.
+//! - `inputs` (private): inbox and grants watching; lease renewal.
+//! - [`control`]: the control subject (interrupt, rewind, status), offline rewind, fork.
+//! - [`supervise`](mod@supervise): waking asleep agents with unread mail.
+//! - [`run_agent`]: the entry point.
+
+pub mod config;
+pub mod control;
+pub mod model;
+pub mod outlet;
+pub mod prompt;
+pub mod supervise;
+pub mod toolbox;
+
+mod boot;
+mod inputs;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use l3m_core::names::AgentName;
+use l3m_wire::client::{ClientError, HubClient};
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+pub use control::{fork, rewind_offline};
+pub use supervise::{Launcher, ProcessLauncher, Supervisor, TaskLauncher, supervise};
+
+/// Builds the provider for a model label of the configuration.
+pub type ProviderFactory =
+    Arc<dyn Fn(&str) -> Result<Arc<dyn model::Provider>, model::ModelError> + Send + Sync>;
+
+/// Why the sequencer stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum SequencerError {
+    /// Another sequencer holds the agent's lease; hubd's message names the holder.
+    #[error("another sequencer runs {agent}: {message}")]
+    LeaseHeld {
+        /// The agent.
+        agent: String,
+        /// hubd's refusal, naming the holder.
+        message: String,
+    },
+    /// A compare-and-swap on the Log was lost: another writer appended. Never retried.
+    #[error("the Log of {agent} moved under this sequencer (another writer exists); stopping")]
+    LostWriter {
+        /// The agent.
+        agent: String,
+    },
+    /// A call to hubd failed.
+    #[error("hubd: {0}")]
+    Hub(#[from] ClientError),
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// A model provider could not be built.
+    #[error(transparent)]
+    Model(#[from] model::ModelError),
+    /// The tool table, tokens or undo journal could not be set up or used.
+    #[error("tools: {0}")]
+    Tools(String),
+    /// A record could not be formed (a bad id, a record core refuses).
+    #[error("record: {0}")]
+    Record(String),
+    /// Launching a sequencer for an agent failed.
+    #[error("launching the sequencer of {agent}: {reason}")]
+    Launch {
+        /// The agent.
+        agent: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How a run ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Nothing to do for `idle_exit_secs`; the lease was released.
+    Idle,
+    /// Asked to stop.
+    Shutdown,
+    /// A unit of fuel ran out (journaled as `out-of-fuel`).
+    OutOfFuel,
+    /// The lease was lost to another holder; nothing more was appended.
+    LeaseLost,
+    /// The agent was retired.
+    Retired,
+}
+
+/// Everything one run of one agent needs. The library reads no environment or arguments.
+#[derive(Clone)]
+pub struct AgentRun {
+    /// The hub folder (its `forest/` holds the ACRs).
+    pub hub_root: PathBuf,
+    /// The agent to run.
+    pub agent: AgentName,
+    /// A session with hubd holding `Duty::Sequencer { agent }`.
+    pub client: HubClient,
+    /// The configuration.
+    pub config: Config,
+    /// Builds providers by model label.
+    pub provider_factory: ProviderFactory,
+    /// Who holds the lease (e.g. `host:pid`), as a second sequencer is told.
+    pub holder: String,
+}
+
+impl std::fmt::Debug for AgentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRun")
+            .field("hub_root", &self.hub_root)
+            .field("agent", &self.agent)
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `run.agent` with the built-in tools until it is idle, out of fuel, stopped or loses
+/// its lease.
+pub async fn run_agent(run: AgentRun, shutdown: CancellationToken) -> Result<Exit, SequencerError> {
+    run_agent_with(run, l3m_tools::builtin, shutdown).await
+}
+
+/// [`run_agent`] with another tool set (tests add a slow tool); `tools` is called each time the
+/// table is built (at boot and when the grant changes).
+pub async fn run_agent_with(
+    run: AgentRun,
+    tools: fn() -> Vec<Box<dyn l3m_tools::Tool>>,
+    shutdown: CancellationToken,
+) -> Result<Exit, SequencerError> {
+    let booted = boot::boot(&run, tools, shutdown.clone()).await?;
+    booted.run(shutdown).await
+}
+
+/// Milliseconds since the Unix epoch, for record stamps.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,216 @@
+//! Waking asleep agents that have unread mail.
+//!
+//! [`supervise`] watches every inbox's moves (`Subjects::ref_changes_of_kind(Inbox)`) and, at
+//! start, scans every agent. For a live agent that is asleep (no lease: `list_agents` says
+//! `asleep`) with a letter it has not marked read, it asks its [`Launcher`] to start a
+//! sequencer. A second launch for a running agent is harmless: the lease refuses it.
+//!
+//! # Layout
+//! - [`Launcher`]: how a sequencer is started; [`ProcessLauncher`] (child processes, reaped)
+//!   and [`TaskLauncher`] (a tokio task running [`run_agent`](crate::run_agent)).
+//! - [`Supervisor`], [`supervise`].
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use l3m_core::duty::Duty;
+use l3m_core::mail::InboxEntry;
+use l3m_core::names::{AgentName, Entity};
+use l3m_core::refs::AgentRef;
+use l3m_wire::client::HubClient;
+use l3m_wire::hubd::tree::AgentLife;
+use tokio_util::sync::CancellationToken;
+
+use crate::{AgentRun, Config, ProviderFactory, SequencerError};
+
+/// Starts a sequencer for an agent.
+pub trait Launcher: Send + Sync {
+    /// Starts one for `agent`; returns once it is started (not finished).
+    fn launch(&self, agent: &AgentName) -> BoxFuture<'_, Result<(), SequencerError>>;
+}
+
+/// Launches `sequencer run ...` child processes and reaps them when they exit.
+#[derive(Debug, Clone)]
+pub struct ProcessLauncher {
+    /// The sequencer binary.
+    pub program: PathBuf,
+    /// The arguments every run takes (`--hub`, `--hub-id`, `--nats`, ...); `run` and
+    /// `--agent NAME` are added.
+    pub args: Vec<String>,
+}
+
+impl Launcher for ProcessLauncher {
+    fn launch(&self, agent: &AgentName) -> BoxFuture<'_, Result<(), SequencerError>> {
+        let agent = agent.clone();
+        Box::pin(async move {
+            let mut child = tokio::process::Command::new(&self.program)
+                .arg("run")
+                .args(&self.args)
+                .arg("--agent")
+                .arg(agent.as_str())
+                .kill_on_drop(false)
+                .spawn()
+                .map_err(|e| SequencerError::Launch {
+                    agent: agent.to_string(),
+                    reason: format!("{}: {e}", self.program.display()),
+                })?;
+            tokio::spawn(async move {
+                match child.wait().await {
+                    Ok(status) => tracing::info!(%agent, %status, "sequencer exited"),
+                    Err(e) => tracing::warn!(%agent, error = %e, "could not reap a sequencer"),
+                }
+            });
+            Ok(())
+        })
+    }
+}
+
+/// Runs each agent's sequencer as a tokio task in this process (the CLI's embedded mode).
+#[derive(Clone)]
+pub struct TaskLauncher {
+    /// The client whose bus, hub and secret the runs' sessions use.
+    pub bus: Arc<dyn l3m_wire::bus::Bus>,
+    /// The hub's id.
+    pub hub: l3m_wire::subjects::HubId,
+    /// The hub secret.
+    pub secret: String,
+    /// The hub folder.
+    pub hub_root: PathBuf,
+    /// The configuration.
+    pub config: Config,
+    /// The provider factory.
+    pub provider_factory: ProviderFactory,
+    /// The holder name runs take the lease under.
+    pub holder: String,
+    /// Stops every run.
+    pub shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for TaskLauncher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskLauncher")
+            .field("hub_root", &self.hub_root)
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Launcher for TaskLauncher {
+    fn launch(&self, agent: &AgentName) -> BoxFuture<'_, Result<(), SequencerError>> {
+        let agent = agent.clone();
+        Box::pin(async move {
+            let client = HubClient::open(
+                Arc::clone(&self.bus),
+                self.hub.clone(),
+                &self.secret,
+                Duty::Sequencer {
+                    agent: agent.clone(),
+                },
+            )
+            .await?;
+            let run = AgentRun {
+                hub_root: self.hub_root.clone(),
+                agent: agent.clone(),
+                client,
+                config: self.config.clone(),
+                provider_factory: Arc::clone(&self.provider_factory),
+                holder: self.holder.clone(),
+            };
+            let shutdown = self.shutdown.clone();
+            tokio::spawn(async move {
+                match crate::run_agent(run, shutdown).await {
+                    Ok(exit) => tracing::info!(%agent, ?exit, "sequencer task ended"),
+                    Err(e) => tracing::warn!(%agent, error = %e, "sequencer task failed"),
+                }
+            });
+            Ok(())
+        })
+    }
+}
+
+/// What [`supervise`] needs: a session allowed to list agents and read inboxes (a human's),
+/// and a launcher.
+pub struct Supervisor {
+    /// The session.
+    pub client: HubClient,
+    /// How sequencers are started.
+    pub launcher: Arc<dyn Launcher>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor").finish_non_exhaustive()
+    }
+}
+
+/// Wakes asleep agents with unread mail until `shutdown`.
+pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(), SequencerError> {
+    let subject = sup.client.subjects().ref_changes_of_kind(AgentRef::Inbox);
+    let mut moves = sup
+        .client
+        .bus()
+        .subscribe(&subject)
+        .await
+        .map_err(|source| l3m_wire::client::ClientError::Wire {
+            subject: subject.clone(),
+            source,
+        })?;
+    let tree = sup.client.list_agents().await?;
+    for state in tree.agents {
+        if let Ok(agent) = AgentName::parse(&state.name) {
+            wake_if_owed(&sup, &agent).await;
+        }
+    }
+    loop {
+        let message = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            m = moves.next() => match m { Some(m) => m, None => return Ok(()) },
+        };
+        if let Some((_, agent)) = sup.client.subjects().parse_ref_changed(&message.subject) {
+            wake_if_owed(&sup, &agent).await;
+        }
+    }
+}
+
+async fn wake_if_owed(sup: &Supervisor, agent: &AgentName) {
+    match should_wake(&sup.client, agent).await {
+        Ok(true) => {
+            if let Err(e) = sup.launcher.launch(agent).await {
+                tracing::warn!(%agent, error = %e, "could not launch a sequencer");
+            }
+        }
+        Ok(false) => {}
+        Err(e) => tracing::warn!(%agent, error = %e, "could not check whether to wake"),
+    }
+}
+
+/// Whether `agent` is live, asleep, and has a letter it has not marked read.
+async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
+    let tree = client.list_agents().await?;
+    let asleep = tree
+        .agents
+        .iter()
+        .any(|a| a.name == agent.as_str() && a.life == AgentLife::Asleep);
+    if !asleep {
+        return Ok(false);
+    }
+    let me = Entity::Agent(agent.clone());
+    let inbox = client.read_inbox(agent, 0).await?;
+    let mut letters = HashSet::new();
+    let mut read = HashSet::new();
+    for entry in &inbox.entries {
+        match entry {
+            InboxEntry::Letter(l) => {
+                letters.insert(l.id.to_string());
+            }
+            InboxEntry::ReadMark(m) if m.by == me => {
+                read.insert(m.letter.to_string());
+            }
+            InboxEntry::ReadMark(_) => {}
+        }
+    }
+    Ok(letters.difference(&read).next().is_some())
+}

@@ -1,0 +1,218 @@
+//! The session's tools: the table the grant allows, the effects minted for it, and the undo
+//! entries each call leaves, so its result can name what rewind would restore.
+//!
+//! Tool calls run one at a time through [`Toolbox::run`] (on a blocking thread, so the pass
+//! never waits for them): that is what lets the undo entries journaled during a call be
+//! attributed to exactly that call.
+//!
+//! **Must never**: mint a token for an axis the grant does not confer; tokens are minted in one
+//! place, [`mint_tokens`].
+//!
+//! # Layout
+//! - [`mint_tokens`]: the one adapter from a grant to the ring's tokens.
+//! - [`Toolbox`]: table + effects + the recording journal.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use l3m_core::effects::{EffectClass, Footprint};
+use l3m_core::grant::Grant;
+use l3m_core::log::EffectNote;
+use l3m_core::names::AgentName;
+use l3m_ring::effects::{Effects, HubOutlet, SystemClock};
+use l3m_ring::journal::{EntryId, JournalError, LocalJournal, UndoEntry, UndoJournal};
+use l3m_ring::tokens::{self, Tokens};
+use l3m_tools::{Dispatch, Tool, ToolTable};
+
+use crate::SequencerError;
+use crate::model::ToolSpec;
+
+/// Mints the session's tokens from its grant. The one place a grant becomes tokens.
+///
+/// Push remotes' URLs come from the hub's settings, which no operation serves yet, so a grant
+/// that names a push remote fails to mint (naming the remote) rather than push anywhere.
+pub fn mint_tokens(grant: &Grant, agent: &AgentName, acr: &Path) -> Result<Tokens, SequencerError> {
+    tokens::mint_from_grant(
+        grant,
+        agent,
+        acr.to_path_buf(),
+        &BTreeMap::new(),
+        l3m_ring::ambient_authority(),
+    )
+    .map_err(|e| SequencerError::Tools(format!("minting tokens: {e}")))
+}
+
+/// The undo journal as the file provider sees it, noting each entry's id and path as it is
+/// recorded, so a call's result can name its undo entries.
+struct Recording {
+    inner: LocalJournal,
+    noted: Mutex<Vec<(EntryId, String)>>,
+}
+
+impl UndoJournal for Recording {
+    fn next_id(&self) -> Result<EntryId, JournalError> {
+        self.inner.next_id()
+    }
+
+    fn record(&self, entry: &UndoEntry) -> Result<(), JournalError> {
+        self.inner.record(entry)?;
+        if let Ok(mut noted) = self.noted.lock() {
+            noted.push((entry.id, entry.path.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// What one tool call came to.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ran (or failed); this is its result.
+    Finished {
+        /// What the model is shown.
+        output: String,
+        /// Whether it failed.
+        is_error: bool,
+        /// The undo entries it journaled.
+        effects: Vec<EffectNote>,
+    },
+    /// It is wild and waits for review; nothing ran.
+    NeedsReview {
+        /// The card, as one line.
+        card: String,
+    },
+}
+
+/// The session's tool table and effects.
+pub struct Toolbox {
+    table: ToolTable,
+    footprints: BTreeMap<String, Footprint>,
+    effects: Effects,
+    journal: Arc<Recording>,
+    /// How mail and spawn tools reach hubd; kept so a rebuilt table keeps it.
+    outlet: Option<Arc<dyn HubOutlet>>,
+    /// One call at a time, so undo entries are attributed to the call that made them.
+    turn: Mutex<()>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolbox")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The undo journal's path in an ACR.
+pub fn journal_path(acr: &Path) -> PathBuf {
+    acr.join(".l3m").join(l3m_ring::journal::JOURNAL_FILE)
+}
+
+impl Toolbox {
+    /// Builds the table from `tools` and the grant's axes, and mints the effects.
+    pub fn build(
+        tools: Vec<Box<dyn Tool>>,
+        grant: &Grant,
+        agent: &AgentName,
+        acr: &Path,
+        outlet: Option<Arc<dyn HubOutlet>>,
+    ) -> Result<Toolbox, SequencerError> {
+        let tokens = mint_tokens(grant, agent, acr)?;
+        let declared: BTreeMap<String, Footprint> = tools
+            .iter()
+            .map(|t| {
+                let decl = t.decl();
+                (decl.name, decl.footprint)
+            })
+            .collect();
+        let table = ToolTable::build(tools, &tokens.conferred())
+            .map_err(|e| SequencerError::Tools(e.to_string()))?;
+        let footprints = table
+            .offered()
+            .filter_map(|o| Some((o.name.clone(), declared.get(&o.name)?.clone())))
+            .collect();
+        let inner = LocalJournal::open(acr, l3m_ring::ambient_authority())
+            .map_err(|e| SequencerError::Tools(e.to_string()))?;
+        let journal = Arc::new(Recording {
+            inner,
+            noted: Mutex::new(Vec::new()),
+        });
+        let undo: Arc<dyn UndoJournal> = journal.clone();
+        let effects = Effects::new(tokens, undo, Arc::new(SystemClock), outlet.clone());
+        Ok(Toolbox {
+            table,
+            footprints,
+            effects,
+            journal,
+            outlet,
+            turn: Mutex::new(()),
+        })
+    }
+
+    /// The hub outlet the mail and spawn tools use.
+    pub fn outlet(&self) -> Option<Arc<dyn HubOutlet>> {
+        self.outlet.clone()
+    }
+
+    /// The tools as the model is shown them.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.table
+            .offered()
+            .map(|o| ToolSpec {
+                name: o.name.clone(),
+                description: o.description.clone(),
+                input_schema: o.input_schema.clone(),
+            })
+            .collect()
+    }
+
+    /// The offered tools' footprints, for core's `plan`.
+    pub fn footprints(&self) -> &BTreeMap<String, Footprint> {
+        &self.footprints
+    }
+
+    /// Runs one call. Blocking: call it from a blocking thread.
+    pub fn run(&self, name: &str, input: serde_json::Value) -> Outcome {
+        let _turn = self
+            .turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Ok(mut noted) = self.journal.noted.lock() {
+            noted.clear();
+        }
+        let dispatched = self.table.dispatch(name, input, &self.effects);
+        let effects = self
+            .journal
+            .noted
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, path)| EffectNote {
+                class: EffectClass::FsWrite,
+                target: path,
+                undo: Some(id.to_string()),
+            })
+            .collect();
+        match dispatched {
+            Dispatch::Ran(Ok(out)) => Outcome::Finished {
+                output: out.text,
+                is_error: false,
+                effects,
+            },
+            Dispatch::Ran(Err(e)) => Outcome::Finished {
+                output: e.to_string(),
+                is_error: true,
+                effects,
+            },
+            Dispatch::Absent { name } => Outcome::Finished {
+                output: format!("(l3m) no tool named {name:?} is offered to you"),
+                is_error: true,
+                effects,
+            },
+            Dispatch::NeedsReview(card) => Outcome::NeedsReview {
+                card: format!("{} would {}", card.tool, card.effect.replace('\n', " ")),
+            },
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! A real hubd over a real nats-server, agents in it, and a counting scripted provider.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use hubd::init::{init_hub, read_secret};
+use hubd::service;
+use hubd::store::{Durability, Hub, HubOptions};
+use l3m_core::budget::Fuel;
+use l3m_core::duty::Duty;
+use l3m_core::grant::{Grant, SpawnRequest};
+use l3m_core::log::{Record, RecordBody};
+use l3m_core::names::{AgentName, HumanName};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::client::HubClient;
+use l3m_wire::subjects::HubId;
+use l3m_wire::test_support::NatsServer;
+use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider, Scripted};
+use sequencer::{AgentRun, Config, ProviderFactory};
+use tokio_util::sync::CancellationToken;
+
+pub struct TestHub {
+    pub dir: tempfile::TempDir,
+    pub nats: NatsServer,
+    pub bus: Arc<dyn Bus>,
+    pub hub_id: HubId,
+    pub secret: String,
+    pub shutdown: CancellationToken,
+}
+
+pub fn agent(s: &str) -> AgentName {
+    AgentName::parse(s).unwrap()
+}
+
+pub fn grant(text: &str) -> Grant {
+    toml::from_str(text).unwrap()
+}
+
+pub fn fuel(calls: u64) -> Fuel {
+    Fuel {
+        model_calls: calls,
+        bytes: 10_000_000,
+        wakes: 10,
+    }
+}
+
+impl TestHub {
+    pub async fn start() -> TestHub {
+        let dir = tempfile::tempdir().unwrap();
+        let options = || HubOptions {
+            durability: Durability::Relaxed,
+            ..HubOptions::default()
+        };
+        let root = dir.path().join("HUB");
+        let bound = grant("files = [\"workspace\"]\nspawn = \"persist\"");
+        drop(
+            init_hub(
+                &root,
+                options(),
+                HumanName::parse("alice").unwrap(),
+                bound,
+                1,
+            )
+            .unwrap(),
+        );
+        let secret = read_secret(&root).unwrap();
+        let nats = NatsServer::start().unwrap();
+        let bus: Arc<dyn Bus> = Arc::new(
+            NatsBus::connect(nats.url(), NatsAuth::Anonymous)
+                .await
+                .unwrap(),
+        );
+        let shutdown = CancellationToken::new();
+        let hub_id = HubId::parse("t").unwrap();
+        let started = service::start(
+            Arc::clone(&bus),
+            Hub::open(&root, options()).unwrap(),
+            hub_id.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(started.serve());
+        TestHub {
+            dir,
+            nats,
+            bus,
+            hub_id,
+            secret,
+            shutdown,
+        }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("HUB")
+    }
+
+    pub fn acr(&self, name: &str) -> PathBuf {
+        self.root().join(l3m_core::refs::paths::acr(&agent(name)))
+    }
+
+    pub async fn client(&self, duty: Duty) -> HubClient {
+        HubClient::open(self.bus.clone(), self.hub_id.clone(), &self.secret, duty)
+            .await
+            .unwrap()
+    }
+
+    pub async fn human(&self) -> HubClient {
+        self.client(Duty::Human {
+            human: HumanName::parse("alice").unwrap(),
+        })
+        .await
+    }
+
+    pub async fn sequencer_client(&self, name: &str) -> HubClient {
+        self.client(Duty::Sequencer { agent: agent(name) }).await
+    }
+
+    /// Spawns a root agent with files on `workspace` and `calls` model calls.
+    pub async fn spawn(&self, name: &str, calls: u64) {
+        self.human()
+            .await
+            .spawn(SpawnRequest {
+                child: agent(name),
+                grant: grant("files = [\"workspace\"]"),
+                loan: fuel(calls),
+                driven: false,
+                persona: None,
+            })
+            .await
+            .unwrap();
+    }
+
+    pub async fn letter(&self, to: &str, body: &str) {
+        self.human()
+            .await
+            .send_letter(to, None, body)
+            .await
+            .unwrap();
+    }
+
+    pub async fn log(&self, name: &str) -> Vec<Record> {
+        let c = self.human().await;
+        c.read_log_from(&agent(name), 0).await.unwrap().records
+    }
+
+    /// A run of `name` with `config` and `factory`.
+    pub async fn run(&self, name: &str, config: Config, factory: ProviderFactory) -> AgentRun {
+        AgentRun {
+            hub_root: self.root(),
+            agent: agent(name),
+            client: self.sequencer_client(name).await,
+            config,
+            provider_factory: factory,
+            holder: format!("test:{name}"),
+        }
+    }
+}
+
+/// A scripted provider that counts the requests it is sent.
+#[derive(Debug)]
+pub struct Counting {
+    pub inner: Scripted,
+    pub delay: Duration,
+    pub requests: AtomicUsize,
+    pub name: String,
+}
+
+impl Provider for Counting {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            self.inner.complete(request).await
+        })
+    }
+}
+
+pub fn counting(script: &str, delay: Duration) -> Arc<Counting> {
+    Arc::new(Counting {
+        inner: Scripted::new(
+            l3m_models::scripted::Script::parse(std::path::Path::new("test-script.toml"), script)
+                .unwrap(),
+        ),
+        delay,
+        requests: AtomicUsize::new(0),
+        name: "scripted".into(),
+    })
+}
+
+/// A factory that answers every label with `provider`.
+pub fn factory_of(provider: Arc<Counting>) -> ProviderFactory {
+    Arc::new(move |_label: &str| {
+        let p: Arc<dyn Provider> = provider.clone();
+        Ok(p)
+    })
+}
+
+/// A configuration with one scripted model and the given `[sequencer]` lines.
+pub fn config(sequencer: &str) -> Config {
+    Config::parse(&format!(
+        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n[sequencer]\nretry_backoff_ms = 1\n{sequencer}"
+    ))
+    .unwrap()
+}
+
+pub fn kinds(records: &[Record]) -> Vec<&'static str> {
+    records.iter().map(|r| r.body.kind()).collect()
+}
+
+pub fn assistant_texts(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::AssistantReply { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits until `cond` holds for the Log of `name`, or panics after `secs`.
+pub async fn wait_log(hub: &TestHub, name: &str, secs: u64, cond: impl Fn(&[Record]) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let log = hub.log(name).await;
+        if cond(&log) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out; the Log is {:?}",
+            kinds(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn read(path: &Path) -> Option<Vec<u8>> {
+    std::fs::read(path).ok()
+}
+
+/// The checks every final Log must pass: contiguous seqs, each use started at most once and
+/// closed, every reply's uses answered, at most one open call and it is the last.
+pub fn check_log(records: &[Record]) {
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.seq, i as u64, "seqs are contiguous");
+    }
+    let mut started = HashSet::new();
+    let mut closed = HashSet::new();
+    let mut open_calls = Vec::new();
+    for r in records {
+        match &r.body {
+            RecordBody::ToolStarted { id } => assert!(started.insert(id.clone()), "{id} twice"),
+            RecordBody::ToolResult { id, .. } => {
+                closed.insert(id.clone());
+            }
+            RecordBody::Interrupted {
+                closed_tools,
+                closed_call,
+                ..
+            } => {
+                closed.extend(closed_tools.iter().cloned());
+                if let Some(c) = closed_call {
+                    open_calls.retain(|o| o != c);
+                }
+            }
+            RecordBody::CallStarted { call, .. } => open_calls.push(call.clone()),
+            RecordBody::AssistantReply { call, .. } | RecordBody::CallFailed { call, .. } => {
+                open_calls.retain(|o| o != call)
+            }
+            _ => {}
+        }
+    }
+    for id in &started {
+        assert!(closed.contains(id), "started use {id} has no result");
+    }
+    assert!(open_calls.len() <= 1, "open calls: {open_calls:?}");
+    if let Some(open) = open_calls.first() {
+        let last = records
+            .iter()
+            .rev()
+            .find_map(|r| match &r.body {
+                RecordBody::CallStarted { call, .. } => Some(call),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(open, last, "the open call is the last call");
+    }
+}

@@ -1,0 +1,553 @@
+//! Whole sessions over a real hubd on a real nats-server, with the scripted provider.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use l3m_core::effects::EffectClass;
+use l3m_core::effects::{Footprint, Reversibility, ToolDecl};
+use l3m_core::log::{EventSource, RecordBody};
+use l3m_core::mail::InboxEntry;
+use l3m_core::names::Entity;
+use l3m_ring::effects::Granted;
+use l3m_tools::{Tool, ToolError, ToolOutput};
+use sequencer::control::{ControlReply, ControlRequest, OP_REWIND, OP_STATUS};
+use sequencer::{Exit, SequencerError, run_agent, run_agent_with};
+use tokio_util::sync::CancellationToken;
+
+const SESSION: &str = r#"
+[[turn]]
+text = "writing a"
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/a.txt", content = "one" }
+[[turn.tool_use]]
+name = "no_such_tool"
+[[turn]]
+text = "reading a"
+[[turn.tool_use]]
+name = "read_file"
+input = { path = "workspace/a.txt" }
+[[turn]]
+text = "writing b"
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/b.txt", content = "two" }
+[[turn]]
+text = "done"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_runs_tools_journals_a_letter_mid_call_and_ends_idle() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    hub.letter("demo", "please write two files").await;
+    let provider = counting(SESSION, Duration::from_millis(300));
+    let run = hub
+        .run(
+            "demo",
+            config("idle_exit_secs = 2"),
+            factory_of(provider.clone()),
+        )
+        .await;
+    let task = tokio::spawn(run_agent(run, CancellationToken::new()));
+    // A letter arriving while the first call is open is journaled at once.
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::CallStarted { .. }))
+    })
+    .await;
+    hub.letter("demo", "also, hello").await;
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Idle);
+
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert!(matches!(
+        log[0].body,
+        RecordBody::SystemPrompt {
+            continues: false,
+            ..
+        }
+    ));
+    let RecordBody::SystemPrompt { text, .. } = &log[0].body else {
+        unreachable!()
+    };
+    assert!(text.contains("write_file") && text.contains("- files: [\"workspace\"]"));
+    assert_eq!(
+        assistant_texts(&log),
+        ["writing a", "reading a", "writing b", "done"]
+    );
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 4);
+    let letters: Vec<u64> = log
+        .iter()
+        .filter(|r| {
+            matches!(
+                &r.body,
+                RecordBody::Event { source: EventSource::Letter { from, .. }, .. }
+                    if *from == Entity::parse("human:alice").unwrap()
+            )
+        })
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(letters.len(), 2, "{:?}", kinds(&log));
+    let first_reply = log
+        .iter()
+        .position(|r| matches!(r.body, RecordBody::AssistantReply { .. }))
+        .unwrap() as u64;
+    assert!(
+        letters[1] < first_reply,
+        "the second letter was journaled while the first call was open"
+    );
+    // The unknown tool got an error result without running; the read saw the write.
+    let results: Vec<(&str, bool)> = log
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::ToolResult {
+                output, is_error, ..
+            } => Some((output.as_str(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|(o, e)| *e && o.contains("no_such_tool"))
+    );
+    assert!(results.iter().any(|(o, e)| !*e && o.contains("one")));
+    let writes: Vec<_> = log
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::ToolResult { effects, .. } if !effects.is_empty() => Some(effects),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 2);
+    assert!(
+        writes
+            .iter()
+            .all(|e| e[0].class == EffectClass::FsWrite && e[0].undo.is_some())
+    );
+    assert_eq!(
+        read(&hub.acr("demo").join("workspace/a.txt")).unwrap(),
+        b"one"
+    );
+    assert_eq!(
+        read(&hub.acr("demo").join("workspace/b.txt")).unwrap(),
+        b"two"
+    );
+    assert!(matches!(log.last().unwrap().body, RecordBody::TurnEnd));
+    // Both letters were marked read after they were journaled.
+    let inbox = hub
+        .human()
+        .await
+        .read_inbox(&agent("demo"), 0)
+        .await
+        .unwrap();
+    let marks = inbox
+        .entries
+        .iter()
+        .filter(|e| matches!(e, InboxEntry::ReadMark(_)))
+        .count();
+    assert_eq!(marks, 2);
+
+    // A second boot of a finished session journals nothing new and calls no model.
+    let run = hub
+        .run(
+            "demo",
+            config("idle_exit_secs = 1"),
+            factory_of(provider.clone()),
+        )
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    assert_eq!(hub.log("demo").await.len(), log.len());
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 4);
+}
+
+/// A tool that takes a while, to show the pass does not wait for it.
+struct Slow;
+
+impl Tool for Slow {
+    fn decl(&self) -> ToolDecl {
+        ToolDecl {
+            name: "slow".into(),
+            footprint: Footprint::of([EffectClass::Clock]),
+            claims: Reversibility::ReadOnly,
+        }
+    }
+    fn description(&self) -> &str {
+        "waits two seconds"
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _input: serde_json::Value, _fx: &Granted<'_>) -> Result<ToolOutput, ToolError> {
+        std::thread::sleep(Duration::from_secs(2));
+        Ok(ToolOutput::text("slept"))
+    }
+}
+
+fn with_slow() -> Vec<Box<dyn Tool>> {
+    let mut tools = l3m_tools::builtin();
+    tools.push(Box::new(Slow));
+    tools
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_letter_is_journaled_while_a_slow_tool_runs() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    hub.letter("demo", "start").await;
+    let script = "[[turn]]\ntext = \"sleeping\"\n[[turn.tool_use]]\nname = \"slow\"\n[[turn]]\ntext = \"awake\"\n";
+    let provider = counting(script, Duration::ZERO);
+    let run = hub
+        .run("demo", config("idle_exit_secs = 2"), factory_of(provider))
+        .await;
+    let task = tokio::spawn(run_agent_with(run, with_slow, CancellationToken::new()));
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+    })
+    .await;
+    hub.letter("demo", "while you sleep").await;
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .filter(|r| matches!(r.body, RecordBody::Event { .. }))
+            .count()
+            == 2
+    })
+    .await;
+    let log = hub.log("demo").await;
+    assert!(
+        !log.iter()
+            .any(|r| matches!(r.body, RecordBody::ToolResult { .. })),
+        "the letter was journaled before the slow tool finished: {:?}",
+        kinds(&log)
+    );
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Idle);
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert_eq!(assistant_texts(&log), ["sleeping", "awake"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sequencer_is_refused_and_a_rogue_writer_stops_the_first() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let script = "[[turn]]\ntext = \"hi\"\n[[turn]]\ntext = \"again\"\n";
+    let provider = counting(script, Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let first = hub
+        .run("demo", config(""), factory_of(provider.clone()))
+        .await;
+    let task = tokio::spawn(run_agent(first, shutdown.clone()));
+    wait_log(&hub, "demo", 20, |l| !l.is_empty()).await;
+
+    let mut second = hub
+        .run("demo", config(""), factory_of(provider.clone()))
+        .await;
+    second.holder = "test:second".into();
+    let refused = run_agent(second, CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, SequencerError::LeaseHeld { message, .. } if message.contains("test:demo")),
+        "{refused}"
+    );
+
+    // A writer that ignores the lease appends behind the sequencer's back: the sequencer's next
+    // append loses the compare-and-swap, and it stops rather than interleave.
+    let rogue = hub.sequencer_client("demo").await;
+    let read = rogue.read_log_from(&agent("demo"), 0).await.unwrap();
+    let record = l3m_core::log::Record {
+        seq: read.len,
+        at_ms: 1,
+        body: RecordBody::TurnEnd,
+    };
+    rogue
+        .append_log(
+            &agent("demo"),
+            read.tip.as_deref(),
+            std::slice::from_ref(&record),
+        )
+        .await
+        .unwrap();
+    hub.letter("demo", "wake up").await;
+    let stopped = task.await.unwrap().unwrap_err();
+    assert!(
+        matches!(stopped, SequencerError::LostWriter { .. }),
+        "{stopped}"
+    );
+    let log = hub.log("demo").await;
+    assert_eq!(log.len() as u64, read.len + 1, "{:?}", kinds(&log));
+    assert_eq!(log.last().unwrap(), &record);
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_fuel_stops_before_any_call_past_the_budget_even_across_boots() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 2).await;
+    hub.letter("demo", "tick forever").await;
+    let tick = "[[turn]]\ntext = \"tick\"\n[[turn.tool_use]]\nname = \"now\"\n";
+    let provider = counting(&tick.repeat(6), Duration::ZERO);
+    let run = hub
+        .run("demo", config(""), factory_of(provider.clone()))
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::OutOfFuel
+    );
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 2);
+    hub.letter("demo", "more please").await;
+    let run = hub
+        .run("demo", config(""), factory_of(provider.clone()))
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::OutOfFuel
+    );
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 2);
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let started = log
+        .iter()
+        .filter(|r| matches!(r.body, RecordBody::CallStarted { .. }))
+        .count();
+    assert_eq!(started, 2);
+    assert!(matches!(
+        log.last().unwrap().body,
+        RecordBody::OutOfFuel { .. }
+    ));
+}
+
+const EDITS: &str = r#"
+[[turn]]
+text = "v1"
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/a.txt", content = "v1" }
+[[turn]]
+text = "v2"
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/a.txt", content = "v2\u0000binary" }
+[[turn]]
+text = "done"
+"#;
+
+async fn control(hub: &TestHub, op: &str, request: &ControlRequest) -> ControlReply {
+    let subjects = l3m_wire::subjects::Subjects::new(hub.hub_id.clone());
+    let subject = subjects.agent_request(
+        l3m_wire::subjects::Service::Sequencer,
+        &l3m_wire::subjects::Operation::parse(op).unwrap(),
+        &agent("demo"),
+    );
+    l3m_wire::typed::call(
+        hub.bus.as_ref(),
+        &subject,
+        request,
+        Duration::from_secs(20),
+        &Default::default(),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+fn result_seqs(log: &[l3m_core::log::Record]) -> Vec<u64> {
+    log.iter()
+        .filter(|r| matches!(r.body, RecordBody::ToolResult { .. }))
+        .map(|r| r.seq)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_restores_files_byte_exact_online_and_offline() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let file = hub.acr("demo").join("workspace/a.txt");
+    std::fs::write(&file, b"orig\n").unwrap();
+    hub.letter("demo", "edit").await;
+    let provider = counting(EDITS, Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let run = hub.run("demo", config(""), factory_of(provider)).await;
+    let task = tokio::spawn(run_agent(run, shutdown.clone()));
+    wait_log(&hub, "demo", 20, |l| {
+        matches!(l.last().map(|r| &r.body), Some(RecordBody::TurnEnd))
+    })
+    .await;
+    assert_eq!(read(&file).unwrap(), b"v2\0binary");
+    let log = hub.log("demo").await;
+    let results = result_seqs(&log);
+    let ControlReply::Status(status) = control(&hub, OP_STATUS, &ControlRequest::Status).await
+    else {
+        panic!("not a status")
+    };
+    assert_eq!(status.next_seq, log.len() as u64);
+    assert!(!status.live);
+
+    // Online: back to just after the first write's result.
+    let reply = control(
+        &hub,
+        OP_REWIND,
+        &ControlRequest::Rewind {
+            to: results[0],
+            reason: "undo v2".into(),
+        },
+    )
+    .await;
+    assert!(matches!(reply, ControlReply::Done { .. }), "{reply:?}");
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter().any(|r| {
+            matches!(&r.body, RecordBody::Event { text, .. } if text.contains("restored 1 edits"))
+        })
+    })
+    .await;
+    assert_eq!(read(&file).unwrap(), b"v1");
+    shutdown.cancel();
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Shutdown);
+
+    // Offline: back to before the first write started.
+    let first_start = log
+        .iter()
+        .find(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+        .unwrap()
+        .seq;
+    let client = hub.sequencer_client("demo").await;
+    sequencer::rewind_offline(
+        &client,
+        &hub.root(),
+        &agent("demo"),
+        first_start - 1,
+        "undo all",
+    )
+    .await
+    .unwrap();
+    assert_eq!(read(&file).unwrap(), b"orig\n");
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let rewinds = log
+        .iter()
+        .filter(|r| matches!(r.body, RecordBody::Rewind { .. }))
+        .count();
+    assert_eq!(rewinds, 2);
+    // The view is back at the first reply: its write is shown as rewound, nothing after it.
+    let view = l3m_core::view::view(&log);
+    let texts: Vec<&str> = view
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            l3m_core::view::Message::Assistant { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["v1"], "{view:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    hub.letter("demo", "edit").await;
+    let provider = counting(EDITS, Duration::ZERO);
+    let run = hub
+        .run("demo", config("idle_exit_secs = 1"), factory_of(provider))
+        .await;
+    run_agent(run, CancellationToken::new()).await.unwrap();
+    let log = hub.log("demo").await;
+    let at = log
+        .iter()
+        .find(|r| matches!(r.body, RecordBody::CallStarted { .. }))
+        .unwrap()
+        .seq;
+    let human = hub.human().await;
+    let wider = grant("files = [\"workspace\"]\nspawn = \"persist\"");
+    let refused = sequencer::fork(
+        &human,
+        &hub.secret,
+        &agent("demo"),
+        at,
+        &agent("copy"),
+        wider,
+        fuel(5),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("spawn"), "{refused}");
+    let forked = sequencer::fork(
+        &human,
+        &hub.secret,
+        &agent("demo"),
+        at,
+        &agent("copy"),
+        grant("files = [\"workspace\"]"),
+        fuel(5),
+    )
+    .await
+    .unwrap();
+    let copy = hub.log("copy").await;
+    assert_eq!(forked.records, copy.len() as u64);
+    assert_eq!(&copy[..=at as usize], &log[..=at as usize]);
+    assert!(matches!(
+        &copy[at as usize + 1].body,
+        RecordBody::Interrupted {
+            closed_call: Some(_),
+            ..
+        }
+    ));
+    check_log(&copy);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_closes_a_running_tool_and_its_late_result_is_dropped() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    hub.letter("demo", "start").await;
+    let script = "[[turn]]\ntext = \"sleeping\"\n[[turn.tool_use]]\nname = \"slow\"\n[[turn]]\ntext = \"never\"\n";
+    let provider = counting(script, Duration::ZERO);
+    let run = hub
+        .run(
+            "demo",
+            config("idle_exit_secs = 3"),
+            factory_of(provider.clone()),
+        )
+        .await;
+    let task = tokio::spawn(run_agent_with(run, with_slow, CancellationToken::new()));
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+    })
+    .await;
+    let reply = control(
+        &hub,
+        sequencer::control::OP_INTERRUPT,
+        &ControlRequest::Interrupt {
+            reason: "human:alice pressed escape".into(),
+        },
+    )
+    .await;
+    assert!(matches!(reply, ControlReply::Done { .. }), "{reply:?}");
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Idle);
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert!(log.iter().any(|r| matches!(
+        &r.body,
+        RecordBody::Interrupted { closed_tools, reason, .. }
+            if closed_tools.len() == 1 && reason.contains("escape")
+    )));
+    assert!(
+        !log.iter()
+            .any(|r| matches!(r.body, RecordBody::ToolResult { .. })),
+        "the slow tool's late result was dropped: {:?}",
+        kinds(&log)
+    );
+    assert_eq!(assistant_texts(&log), ["sleeping"]);
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 1);
+}
