@@ -3,13 +3,17 @@
 //! NATS bus so the human's other commands reach it (`l3m up --embedded`).
 //!
 //! DESIGN §2: only the CLI composes services, through their library faces. hubd's face is
-//! [`hubd::service::start`]; the sequencer supervisor's face plugs in at [`start_sequencers`].
+//! [`hubd::service::start`]; the sequencer supervisor's is `sequencer::supervise`, composed in
+//! [`start_sequencers`].
 
 use std::path::Path;
 use std::sync::Arc;
 
 use hubd::store::{Hub, HubOptions};
+use l3m_core::duty::Duty;
+use l3m_core::names::HumanName;
 use l3m_wire::bus::Bus;
+use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -56,19 +60,90 @@ impl Embedded {
     }
 }
 
-/// Starts the sequencer supervisor on `bus` inside this process.
-///
-/// The in-process supervisor is the sequencer library's `supervise` (with its
-/// `TaskLauncher`), which this branch does not have; until it is composed here, an embedded
-/// stack runs hubd alone, and asking for the sequencer says so.
+/// The sequencer supervisor running in this process, and every sequencer it launched.
+#[derive(Debug)]
+pub struct Sequencers {
+    shutdown: CancellationToken,
+    supervising: JoinHandle<()>,
+}
+
+impl Sequencers {
+    /// Stops the supervisor and every sequencer task (each releases its lease as it ends).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        if let Err(error) = self.supervising.await {
+            tracing::warn!(%error, "the embedded supervisor ended badly");
+        }
+        // Give the sequencer tasks a moment to append their last records and release leases.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
+/// Reads the sequencer's sections of the human's document (`[models.*]`, `[[agents]]`,
+/// `default_model`, `[sequencer]`); every other section is the CLI's and is ignored here.
+pub fn sequencer_config(document: &Path) -> Result<sequencer::Config, CliError> {
+    let text = match std::fs::read_to_string(document) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(CliError::Runtime(format!(
+                "cannot read {}: {e}",
+                document.display()
+            )));
+        }
+    };
+    sequencer::Config::parse(&text)
+        .map_err(|e| CliError::usage(format!("{}: {e}", document.display())))
+}
+
+/// Starts the sequencer supervisor on `bus` inside this process: it wakes each asleep agent
+/// with unread mail by running its sequencer as a task here (the library's `TaskLauncher`).
 pub async fn start_sequencers(
-    _bus: Arc<dyn Bus>,
-    _root: &Path,
-    _hub_id: &HubId,
-    _config: &Path,
-) -> Result<(), CliError> {
-    Err(CliError::usage(
-        "the in-process sequencer supervisor arrives with the sequencer library: \
-         run `l3m up --embedded --services hubd`, or `l3m up` without --embedded",
-    ))
+    bus: Arc<dyn Bus>,
+    root: &Path,
+    hub_id: &HubId,
+    human: &HumanName,
+    config: sequencer::Config,
+    config_dir: &Path,
+) -> Result<Sequencers, CliError> {
+    let secret = hubd::init::read_secret(root).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let shutdown = CancellationToken::new();
+    let factory = sequencer::model::provider_factory(
+        config.clone(),
+        config_dir.to_path_buf(),
+        Arc::new(|name: &str| std::env::var(name).ok()),
+    );
+    let launcher = sequencer::TaskLauncher {
+        bus: Arc::clone(&bus),
+        hub: hub_id.clone(),
+        secret: secret.clone(),
+        hub_root: root.to_path_buf(),
+        config,
+        provider_factory: factory,
+        holder: format!("l3m-embedded:{}", std::process::id()),
+        shutdown: shutdown.clone(),
+    };
+    let client = HubClient::open(
+        bus,
+        hub_id.clone(),
+        &secret,
+        Duty::Human {
+            human: human.clone(),
+        },
+    )
+    .await?;
+    let supervisor = sequencer::Supervisor {
+        client,
+        launcher: Arc::new(launcher),
+    };
+    let stop = shutdown.clone();
+    let supervising = tokio::spawn(async move {
+        if let Err(error) = sequencer::supervise(supervisor, stop).await {
+            tracing::warn!(%error, "the embedded supervisor stopped");
+        }
+    });
+    Ok(Sequencers {
+        shutdown,
+        supervising,
+    })
 }

@@ -150,3 +150,17 @@ impl From<ClientError> for CliError {
         }
     }
 }
+
+impl From<sequencer::SequencerError> for CliError {
+    /// A lease held by a running sequencer is a refusal (4); hubd's own answers keep their
+    /// meaning; the rest is a runtime error.
+    fn from(error: sequencer::SequencerError) -> CliError {
+        match error {
+            sequencer::SequencerError::Hub(client) => client.into(),
+            held @ sequencer::SequencerError::LeaseHeld { .. } => CliError::Refused {
+                message: held.to_string(),
+            },
+            other => CliError::Runtime(other.to_string()),
+        }
+    }
+}

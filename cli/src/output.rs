@@ -20,3 +20,16 @@ pub fn json_line<T: Serialize>(value: &T) -> Result<(), CliError> {
     println!("{text}");
     Ok(())
 }
+
+/// A spinner on stderr for a long step; indicatif hides it when stderr is not a terminal.
+pub fn spinner(message: &str) -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.to_owned());
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    bar
+}

@@ -95,3 +95,37 @@ async fn a_letter_is_stamped_delivered_read_and_marked_and_the_mail_axis_holds()
     assert_eq!(f.refs(), before);
     f.fsck();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_agent_may_mail_its_own_subtree_and_its_ancestors_but_not_a_sibling() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    // Neither child's grant names a mail cover: the default reach is all they have.
+    for child in ["bob/a", "bob/b"] {
+        f.spawn(&bob, child, Default::default()).await.unwrap();
+    }
+    let send = |from: l3m_wire::hubd::session::Capability, to_agent: &str| SendLetter {
+        capability: from,
+        to: to(to_agent),
+        subject: None,
+        body: "hello".into(),
+    };
+    let down: LetterSent = f
+        .call(Op::SendLetter, &send(bob.clone(), "bob/a"))
+        .await
+        .unwrap();
+    assert_eq!(down.seq, 0);
+    let a = f.sequencer("bob/a").await;
+    let up: LetterSent = f
+        .call(Op::SendLetter, &send(a.clone(), "bob"))
+        .await
+        .unwrap();
+    assert_eq!(up.seq, 0);
+    let sideways = f
+        .call::<_, LetterSent>(Op::SendLetter, &send(a, "bob/b"))
+        .await
+        .unwrap_err();
+    assert_eq!(sideways.code, ErrorCode::Refused, "{}", sideways.message);
+}

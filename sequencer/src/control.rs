@@ -115,6 +115,41 @@ pub struct Status {
     pub fuel: Option<Fuel>,
 }
 
+impl ControlRequest {
+    /// The control op this request is sent on.
+    pub fn op(&self) -> &'static str {
+        match self {
+            ControlRequest::Interrupt { .. } => OP_INTERRUPT,
+            ControlRequest::Rewind { .. } => OP_REWIND,
+            ControlRequest::Status => OP_STATUS,
+        }
+    }
+}
+
+/// Asks the running sequencer of `agent` (reached over `client`'s bus) to carry out `request`.
+/// No sequencer running is a wire error (no responders): the caller then acts offline.
+pub async fn call(
+    client: &HubClient,
+    agent: &AgentName,
+    request: &ControlRequest,
+    timeout: std::time::Duration,
+) -> Result<ControlReply, SequencerError> {
+    let op = Operation::parse(request.op()).map_err(|e| SequencerError::Record(e.to_string()))?;
+    let subject = client
+        .subjects()
+        .agent_request(Service::Sequencer, &op, agent);
+    let reply = l3m_wire::typed::call(
+        client.bus().as_ref(),
+        &subject,
+        request,
+        timeout,
+        &l3m_wire::envelope::Limits::default(),
+    )
+    .await
+    .map_err(|e| SequencerError::Record(format!("no answer from {agent}'s sequencer: {e}")))?;
+    reply.map_err(|e| SequencerError::Record(format!("{agent}'s sequencer refused: {}", e.message)))
+}
+
 /// Serves the control ops of `agent` until `shutdown`, handing each to the writer.
 pub(crate) async fn serve(
     client: &HubClient,

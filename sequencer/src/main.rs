@@ -14,7 +14,7 @@ use l3m_core::names::{AgentName, HumanName};
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
-use sequencer::model::{ModelConfig, ModelError, build};
+use sequencer::model::provider_factory;
 use sequencer::{
     AgentRun, Config, Exit, ProcessLauncher, ProviderFactory, SequencerError, Supervisor,
 };
@@ -199,33 +199,17 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
         Arc::new(NatsBus::connect(&conn.nats, auth).await.map_err(|e| {
             Failure::Run(SequencerError::Record(format!("connecting to NATS: {e}")))
         })?);
-    let factory = factory(config.clone(), base);
+    let factory = provider_factory(
+        config.clone(),
+        base,
+        Arc::new(|name: &str| std::env::var(name).ok()),
+    );
     Ok(Opened {
         bus,
         hub,
         secret,
         config,
         factory,
-    })
-}
-
-/// Providers by label: each `[models.<label>]` table is an `l3m-models` configuration, its
-/// script paths relative to the configuration file's folder; API keys are read from the
-/// environment variables the table names, here in the binary and nowhere else.
-fn factory(config: Config, base: PathBuf) -> ProviderFactory {
-    Arc::new(move |label: &str| {
-        let table = config.models.get(label).ok_or_else(|| ModelError::Config {
-            what: format!("no [models.{label}] table in the configuration"),
-        })?;
-        let mut model: ModelConfig =
-            toml::Value::Table(table.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| ModelError::Config {
-                    what: format!("[models.{label}]: {e}"),
-                })?;
-        model.resolve_paths(&base);
-        let env = |name: &str| std::env::var(name).ok();
-        build(&model, &env)
     })
 }
 

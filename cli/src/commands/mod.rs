@@ -2,8 +2,10 @@
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
 pub mod collect;
+pub mod demo;
 pub mod doctor;
 pub mod down;
+pub mod fork;
 pub mod grant;
 pub mod init;
 pub mod log;
@@ -11,6 +13,7 @@ pub mod ls;
 pub mod mail;
 pub mod persona;
 pub mod retire;
+pub mod rewind;
 pub mod say;
 pub mod spawn;
 pub mod stats;
@@ -64,6 +67,10 @@ pub enum Command {
     View(view::Args),
     /// Retire an agent and its subtree.
     Retire(retire::Args),
+    /// Rewind an agent's conversation, restoring the files its tools changed.
+    Rewind(rewind::Args),
+    /// Start a new agent from any point of another's Log.
+    Fork(fork::Args),
     /// Collect a retired agent's memory.
     Collect(collect::Args),
     /// Send and list letters.
@@ -76,6 +83,8 @@ pub enum Command {
     Stats(stats::Args),
     /// Check this machine and the configuration.
     Doctor(doctor::Args),
+    /// Run the demo: a fresh hub and a real agent scenario (scripted model).
+    Demo(demo::Args),
     /// Make, publish and pull personas.
     #[command(subcommand)]
     Persona(persona::Command),
@@ -94,11 +103,14 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Log(args) => log::cmd_log(args, cx).await,
         Command::View(args) => view::cmd_view(args, cx).await,
         Command::Retire(args) => retire::cmd_retire(args, cx).await,
+        Command::Rewind(args) => rewind::cmd_rewind(args, cx).await,
+        Command::Fork(args) => fork::cmd_fork(args, cx).await,
         Command::Collect(args) => collect::cmd_collect(args, cx).await,
         Command::Mail(command) => mail::dispatch(command, cx).await,
         Command::Grant(command) => grant::dispatch(command, cx).await,
         Command::Stats(args) => stats::cmd_stats(args, cx).await,
         Command::Doctor(args) => doctor::cmd_doctor(args, cx).await,
+        Command::Demo(args) => demo::cmd_demo(args, cx).await,
         Command::Persona(command) => persona::dispatch(command, cx).await,
     }
 }

@@ -84,21 +84,26 @@ pub struct SpawnOutput {
     pub task_letter: Option<String>,
 }
 
+/// The grant of a TOML grant file, after its allow/deny examples are checked.
+pub fn read_grant_file(path: &std::path::Path) -> Result<Grant, CliError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| CliError::io("read the grant file", path, e))?;
+    let file: GrantFile = toml::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "{} is not a valid grant: {}",
+            path.display(),
+            e.message()
+        ))
+    })?;
+    file.check()
+        .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    Ok(file.grant)
+}
+
 /// The grant the flags describe, parsed by the grant's own rules.
 pub fn grant_from_flags(args: &Args) -> Result<Grant, CliError> {
     if let Some(path) = &args.grant_file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::io("read the grant file", path, e))?;
-        let file: GrantFile = toml::from_str(&text).map_err(|e| {
-            CliError::usage(format!(
-                "{} is not a valid grant: {}",
-                path.display(),
-                e.message()
-            ))
-        })?;
-        file.check()
-            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
-        return Ok(file.grant);
+        return read_grant_file(path);
     }
     let mut table = toml::Table::new();
     let list = |items: &[String]| {

@@ -4,13 +4,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use l3m_core::duty::Duty;
 use l3m_wire::bus::{Bus, NatsBus};
 use l3m_wire::client::HubClient;
 
 use crate::context::{Context, Selected, nats_auth};
-use crate::embedded::{Embedded, start_sequencers};
+use crate::embedded::{Embedded, sequencer_config, start_sequencers};
 use crate::error::CliError;
 use crate::stack::process::{self, GRACE, Started};
 use crate::stack::runfile::{RunFile, StackProcess};
@@ -85,16 +85,6 @@ impl Drop for Stack {
             }
         }
     }
-}
-
-fn spinner() -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.enable_steady_tick(Duration::from_millis(100));
-    bar
 }
 
 fn now_ms() -> u64 {
@@ -287,7 +277,7 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
             })
             .collect::<Result<Vec<_>, CliError>>()?
     };
-    let bar = spinner();
+    let bar = crate::output::spinner("starting the stack");
     let mut stack = Stack {
         started: Vec::new(),
         kept: false,
@@ -368,8 +358,21 @@ async fn run_embedded(
         bar.set_message("starting hubd in this process");
         embedded = Some(Embedded::start(Arc::clone(&bus), hub.root(), hub.hub_id()?).await?);
     }
+    let mut sequencers = None;
     if services.contains(&Service::Sequencer) {
-        start_sequencers(Arc::clone(&bus), hub.root(), &hub.hub_id()?, &hub.document).await?;
+        let config = sequencer_config(&hub.document)?;
+        let dir = hub.document.parent().unwrap_or(hub.root()).to_path_buf();
+        sequencers = Some(
+            start_sequencers(
+                Arc::clone(&bus),
+                hub.root(),
+                &hub.hub_id()?,
+                &hub.human,
+                config,
+                &dir,
+            )
+            .await?,
+        );
     }
     let me = std::env::current_exe()
         .map_err(|e| CliError::Runtime(format!("cannot find this binary: {e}")))?;
@@ -391,6 +394,9 @@ async fn run_embedded(
     bar.finish_and_clear();
     println!("the embedded stack is up on {url}; Ctrl-C stops it");
     until_stopped().await?;
+    if let Some(sequencers) = sequencers {
+        sequencers.stop().await;
+    }
     if let Some(embedded) = embedded {
         embedded.stop().await;
     }

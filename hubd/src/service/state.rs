@@ -643,9 +643,11 @@ impl State {
             let (recipient, _) = address.recipient();
             let sender = match &duty {
                 Duty::Sequencer { agent } => {
-                    let allowed = ledger
-                        .grant(agent)
-                        .is_some_and(|g| g.allows(&Probe::Mail(recipient.clone())));
+                    // The grant as it reaches: its own covers plus the default reach of every
+                    // agent (its own subtree and its ancestors).
+                    let allowed = ledger.grant(agent).is_some_and(|g| {
+                        g.expand_own(agent).allows(&Probe::Mail(recipient.clone()))
+                    });
                     if !allowed {
                         return Err(ServiceError::NotAllowed {
                             duty: duty.to_string(),
