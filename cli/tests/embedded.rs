@@ -102,15 +102,3 @@ fn up_embedded_serves_the_other_commands_until_down() {
     assert!(home.run_file().is_none());
     home.l3m(&["ls"]).assert().code(5);
 }
-
-#[test]
-fn up_embedded_with_the_sequencer_says_what_to_run_instead() {
-    let home = Home::new();
-    home.init();
-    let _guard = StackGuard { home: &home };
-    home.l3m(&["up", "--embedded"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--embedded --services hubd"));
-    assert!(home.run_file().is_none());
-}

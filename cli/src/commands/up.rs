@@ -183,6 +183,8 @@ fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<Strin
                     .to_string(),
                 "--config".into(),
                 hub.document.display().to_string(),
+                "--human".into(),
+                hub.human.to_string(),
             ]);
             if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
                 args.extend([

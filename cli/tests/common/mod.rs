@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use assert_cmd::Command;
 
-/// Builds `hubd` into the same target directory as `l3m`, once per test
+/// Builds `hubd` and `sequencer` into the same target directory as `l3m`, once per test
 /// binary, so `l3m up` finds them as siblings.
 pub fn build_services() {
     static BUILT: OnceLock<()> = OnceLock::new();
@@ -16,7 +16,18 @@ pub fn build_services() {
         let l3m = assert_cmd::cargo::cargo_bin("l3m");
         let profile_dir = l3m.parent().unwrap();
         let mut build = std::process::Command::new(cargo);
-        build.args(["build", "--locked", "-p", "hubd", "--bin", "hubd"]);
+        build.args([
+            "build",
+            "--locked",
+            "-p",
+            "hubd",
+            "--bin",
+            "hubd",
+            "-p",
+            "sequencer",
+            "--bin",
+            "sequencer",
+        ]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
@@ -27,7 +38,7 @@ pub fn build_services() {
         let out = build.output().expect("run cargo build");
         assert!(
             out.status.success(),
-            "cargo build -p hubd failed:\n{}",
+            "cargo build of the services failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     });

@@ -1,0 +1,138 @@
+//! Agents that really run: `l3m up` (processes: nats-server, hubd, `sequencer supervise`) and
+//! `l3m up --embedded` (one process) each wake a spawned agent with its task letter and run
+//! its scripted model to the end of its turn; and `l3m demo` runs its whole scenario.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Home, StackGuard, build_services};
+use predicates::prelude::*;
+
+const SCRIPT: &str = r#"
+[[turn]]
+text = "Checking the clock first."
+[[turn.tool_use]]
+name = "now"
+input = {}
+
+[[turn]]
+text = "All done with the task."
+"#;
+
+/// A home whose l3m.toml gives every agent the scripted model above.
+fn scripted_home() -> Home {
+    let home = Home::new();
+    home.init();
+    std::fs::write(home.path().join("script.toml"), SCRIPT).unwrap();
+    let doc = home.path().join("l3m.toml");
+    // Top-level keys go before the document's first table.
+    let mut text = "default_model = \"s\"\n".to_owned();
+    text.push_str(&std::fs::read_to_string(&doc).unwrap());
+    text.push_str(
+        "\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\nscript = \"script.toml\"\n\
+         [sequencer]\nidle_exit_secs = 1\n",
+    );
+    std::fs::write(&doc, text).unwrap();
+    home
+}
+
+/// Spawns `worker` with a task and waits until its Log shows the scripted turn finished.
+fn spawn_and_wait_for_the_turn(home: &Home) {
+    home.l3m(&["spawn", "worker", "--task", "tell me the time"])
+        .assert()
+        .success();
+    let begun = Instant::now();
+    loop {
+        let out = home.l3m(&["log", "worker", "--json"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.contains("All done with the task.") && text.contains("\"turn-end\"") {
+            assert!(text.contains("\"tool-result\""), "{text}");
+            assert!(text.contains("\"provider\":\"scripted\""), "{text}");
+            return;
+        }
+        assert!(
+            begun.elapsed() < Duration::from_secs(60),
+            "the agent never finished its turn; its Log:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn up_runs_a_spawned_agent_through_the_sequencer_processes() {
+    let home = scripted_home();
+    build_services();
+    let _guard = StackGuard { home: &home };
+    home.l3m(&["up"]).assert().success();
+    spawn_and_wait_for_the_turn(&home);
+    let stats = home.l3m(&["stats", "worker"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&stats.stdout).contains("now"));
+    home.l3m(&["down"]).assert().success();
+}
+
+#[test]
+fn up_embedded_runs_a_spawned_agent_in_one_process() {
+    let home = scripted_home();
+    let _guard = StackGuard { home: &home };
+    let mut up = std::process::Command::new(assert_cmd::cargo::cargo_bin("l3m"))
+        .env("L3M_HOME", home.path())
+        .args(["up", "--embedded"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let begun = Instant::now();
+    while home.run_file().is_none() {
+        assert!(
+            up.try_wait().unwrap().is_none(),
+            "l3m up --embedded exited early"
+        );
+        assert!(begun.elapsed() < Duration::from_secs(30), "no run file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    spawn_and_wait_for_the_turn(&home);
+    home.l3m(&["down"]).assert().success();
+    let _ = up.wait();
+}
+
+#[test]
+fn the_demo_shows_the_refused_widening_and_the_restored_file() {
+    let home = Home::new();
+    let root = home.path().join("demo-hub");
+    home.l3m(&["demo", "--hub-root", root.to_str().unwrap()])
+        .timeout(Duration::from_secs(180))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("SCRIPTED"))
+        .stdout(predicate::str::contains("refused widening"))
+        .stdout(predicate::str::contains("axis `net`"))
+        .stdout(predicate::str::contains("restored from the undo journal"))
+        .stdout(predicate::str::contains(
+            "[ok] the worker committed on its work branch",
+        ))
+        .stdout(predicate::str::contains("FAILED").not());
+    let fsck = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(root.join("hub.git"))
+        .args(["fsck", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let log = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(root.join("hub.git"))
+        .args(["log", "--oneline", "refs/heads/l3m/lead/worker/_/work"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("notes: first version"),
+        "{}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+}
