@@ -228,7 +228,7 @@ fn a_whole_session_through_the_cli() {
     home.l3m(&["persona", "publish", "coder", "--from", "demo"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("demo has no persona branch"));
+        .stderr(predicate::str::contains("has no instructions.md"));
 
     // Unknown agents are exit 3 everywhere.
     for args in [
