@@ -462,7 +462,9 @@ impl Session {
                 self.models.primary.1.clone(),
             ),
         };
-        let footprints = self.tools.footprints().clone();
+        // The table is shared; holding it by `Arc` lets `plan` borrow its footprints while
+        // `self` is staged into, without copying the table every pass.
+        let tools = Arc::clone(&self.tools);
         let mut n = 0u32;
         let bodies = loop {
             let id = match n {
@@ -475,7 +477,7 @@ impl Session {
                 provider: &provider,
                 model: &model,
                 max_attempts: self.limits.max_attempts,
-                tools: &footprints,
+                tools: tools.footprints(),
             };
             match owed::plan(&self.owed, &input) {
                 Ok(bodies) => break bodies,

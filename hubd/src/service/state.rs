@@ -34,6 +34,9 @@ use crate::init::{InitError, load_ledger, read_secret};
 use crate::session::{Sessions, entity_of, random_hex, secrets_match};
 use crate::store::{Checkout, Hub, Tip};
 
+/// How many times a Log read is tried while appends keep moving its tip.
+const READ_ATTEMPTS: usize = 8;
+
 /// An agent ref that moved and must be announced.
 pub type Moved = (AgentRef, AgentName);
 
@@ -231,8 +234,10 @@ impl State {
         self.require_known(&agent)?;
         gate::may_read(&duty, &agent, "Log")?;
         let refname = refs::agent_ref(&agent, AgentRef::Log);
-        // The tip is read on both sides of the range, so the length returned is the tip's.
-        loop {
+        // The tip is read on both sides of the range, so the length returned is the tip's. A
+        // Log that keeps moving under the read is retried a bounded number of times, so a
+        // write storm cannot hold a reader forever.
+        for _ in 0..READ_ATTEMPTS {
             let before = self.hub.tip(&refname)?;
             let (records, from, len) = self.read_chain(&refname, from, to)?;
             if self.hub.tip(&refname)? == before {
@@ -244,6 +249,9 @@ impl State {
                 });
             }
         }
+        Err(ServiceError::Internal(format!(
+            "{refname} moved during each of {READ_ATTEMPTS} reads; read it again"
+        )))
     }
 
     fn read_chain(
