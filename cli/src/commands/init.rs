@@ -1,7 +1,6 @@
 //! `l3m init`: a hub, recorded in the human's document.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use hubd::init::init_hub;
 use hubd::store::HubOptions;
@@ -102,9 +101,7 @@ pub async fn cmd_init(args: Args, cx: Context) -> Result<(), CliError> {
     let root = std::path::absolute(&root).map_err(|e| CliError::io("resolve", &root, e))?;
     let grant = root_grant(args.grant.as_deref(), &human)?;
     std::fs::create_dir_all(&cx.home).map_err(|e| CliError::io("create", &cx.home, e))?;
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now_ms = crate::render::time::now_ms();
     init_hub(
         &root,
         HubOptions::default(),

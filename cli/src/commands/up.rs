@@ -2,7 +2,9 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use crate::render::time::now_ms;
 
 use indicatif::ProgressBar;
 use l3m_core::duty::Duty;
@@ -85,12 +87,6 @@ impl Drop for Stack {
             }
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Refuses to start over a live stack; clears a stale run file.

@@ -116,10 +116,7 @@ struct Report {
 }
 
 fn stamp() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!("demo-{ms}")
+    format!("demo-{}", render::time::now_ms())
 }
 
 fn runtime(what: impl std::fmt::Display) -> CliError {
@@ -136,8 +133,14 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let grant = crate::commands::init::root_grant(None, &human)?;
     std::fs::create_dir_all(root).map_err(|e| CliError::io("make", root, e))?;
     drop(
-        hubd::init::init_hub(root, HubOptions::default(), human.clone(), grant.grant, 0)
-            .map_err(runtime)?,
+        hubd::init::init_hub(
+            root,
+            HubOptions::default(),
+            human.clone(),
+            grant.grant,
+            render::time::now_ms(),
+        )
+        .map_err(runtime)?,
     );
     let (config, config_dir) = match models {
         Models::Scripted => {
