@@ -8,6 +8,8 @@
 //! - `hubd over nats (fsync)`: the request round trip (envelope, capability, duty table,
 //!   record gate, store append with fsync, ref announcement, reply);
 //! - `store only (fsync)`: `Hub::append` on a second hub, to show what the service adds;
+//! - `round trip (read-grant)`: a request that writes nothing, to show what the transport and
+//!   the envelope layers cost by themselves;
 //! - `git cli (fsync)` and `raw write+fsync`: the references of [`common`].
 //!
 //! Run: `cargo bench -p hubd --bench service_append`. `L3M_BENCH_ITERS` sets the iterations
@@ -29,6 +31,7 @@ use l3m_core::names::{AgentName, HumanName};
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::hubd::Op;
+use l3m_wire::hubd::authority::{GrantView, ReadGrant};
 use l3m_wire::hubd::log::{AppendLog, LogAppended};
 use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{Spawn, Spawned};
@@ -43,6 +46,7 @@ use common::{
 
 const SERVICE: &str = "hubd over nats (fsync)";
 const STORE: &str = "store only (fsync)";
+const ROUND_TRIP: &str = "round trip (read-grant)";
 
 fn main() {
     let config = Config::from_env("service_append", 200);
@@ -66,6 +70,7 @@ fn main() {
                 rt.block_on(service.append(slot, entries.clone()));
             });
             samples.time(keep, STORE, || store.append(slot, &entries));
+            samples.time(keep, ROUND_TRIP, || rt.block_on(service.read_grant(slot)));
             samples.time(keep, GIT_CLI, || git.append(slot, &entries));
             samples.time(keep, RAW, || raw.append(&entries));
         }
@@ -160,6 +165,15 @@ impl Service {
         };
         let opened: SessionOpened = self.call(Op::OpenSession, &req).await;
         opened.capability
+    }
+
+    /// One `read-grant` of the slot's agent by its own sequencer.
+    async fn read_grant(&self, slot: usize) {
+        let req = ReadGrant {
+            capability: self.sessions[slot].clone(),
+            agent: agent(slot).to_string(),
+        };
+        let _: GrantView = self.call(Op::ReadGrant, &req).await;
     }
 
     /// One `append-log` with CAS on the tip the last reply returned.

@@ -2,7 +2,8 @@
 //!
 //! Each iteration runs the same append every way, interleaved so that load from other processes
 //! on the machine hits every variant alike:
-//! - `hub (fsync)`: `Hub::append` with `Durability::Fsync`;
+//! - `hub (fsync)`: `Hub::append` with `Durability::Fsync` (the write-ahead journal on ext4);
+//! - `hub (barriers)`: the same with `Durability::Barriers`, the journal's predecessor;
 //! - `hub (relaxed)`: the same without fsync (the CPU and syscall cost alone);
 //! - `git cli (fsync)` and `raw write+fsync`: the references of [`common`].
 //!
@@ -19,12 +20,14 @@ use common::{
 };
 
 const HUB: &str = "hub (fsync)";
+const BARRIERS: &str = "hub (barriers)";
 const RELAXED: &str = "hub (relaxed)";
 
 fn main() {
     let config = Config::from_env("store_append", 300);
     let dir = config.dir.path();
     let mut hub = StoreChains::create(&dir.join("HUB"), Durability::Fsync);
+    let mut barriers = StoreChains::create(&dir.join("HUB-barriers"), Durability::Barriers);
     let mut relaxed = StoreChains::create(&dir.join("HUB-relaxed"), Durability::Relaxed);
     let mut git = GitChain::new(dir);
     let mut raw = RawFile::new(dir);
@@ -34,6 +37,7 @@ fn main() {
             let entries = records(batch, (i * batch) as u64);
             let keep = i >= WARMUP;
             samples.time(keep, HUB, || hub.append(slot, &entries));
+            samples.time(keep, BARRIERS, || barriers.append(slot, &entries));
             samples.time(keep, RELAXED, || relaxed.append(slot, &entries));
             samples.time(keep, GIT_CLI, || git.append(slot, &entries));
             samples.time(keep, RAW, || raw.append(&entries));

@@ -12,13 +12,18 @@
 //!    could reach having been written.
 //! 2. **Objects.** Each loose object is written into a spare named `objects/xx/yyyy…`; an
 //!    object already there is kept (same id, same bytes).
-//! 3. **Barrier 1** ([`Durability::Fsync`] only). Writeback of every file of the write (objects
+//! 3. **Barrier 1** ([`Durability::Barriers`] only). Writeback of every file of the write (objects
 //!    and lock) is started first (`posix_fadvise(DONTNEED)`), then each is fsynced, so one
 //!    journal commit carries them all instead of one commit per file; directories this write
 //!    created (a new fan-out directory, new ref folders) have their parents fsynced too.
 //! 4. **Publish.** `<ref>.lock` is renamed over `<ref>`.
-//! 5. **Barrier 2** ([`Durability::Fsync`] only). The ref's directory is fsynced; only then does
+//! 5. **Barrier 2** ([`Durability::Barriers`] only). The ref's directory is fsynced; only then does
 //!    the write return `Ok`.
+//!
+//! With [`Durability::Fsync`] on ext4 (ordered data, the default) the two barriers give way to
+//! one journal frame made durable between steps 2 and 4 (see `journal`): the objects are named
+//! only after it, and no file under `hub.git` is fsynced on the write path. Other filesystems
+//! get the barriers.
 //!
 //! Because barrier 1 completes before the rename, a crash at any point leaves the ref either at
 //! its old value or at a commit whose objects are all on disk; at worst some unreachable objects
@@ -27,7 +32,7 @@
 //! on journaling filesystems (ext4, xfs): the journal commit that persists the file persists
 //! every namespace operation before it. That is the one filesystem assumption made here.
 //!
-//! # What was measured
+//! # What was measured, with the barriers
 //! (`cargo bench -p hubd --bench store_append`, ext4 on virtio, 2 shared cores, quiet machine.)
 //! A durable single-entry append takes 0.75–0.95 ms at p50, 10–12× the rate of the same append
 //! through the git CLI with fsync on, and 5.4–5.9× a raw `write + fsync` of the same bytes to
@@ -51,22 +56,47 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 use gix::refs::Target;
-use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+use gix::refs::transaction::{Change as RefChange, PreviousValue, RefEdit, RefLog};
 
 use super::barrier::{Syncer, sync_dir, sync_parents_of};
+use super::journal::{self, Change, Journal};
 use super::object::{LooseObject, NewCommit};
 use super::spare::{SparePool, link_into_place};
 use super::{StoreError, Tip};
 
-/// Whether an acknowledged write is on stable storage.
+/// Whether an acknowledged write is on stable storage, and how it gets there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// A write returns only after its objects and its ref are fsynced, in that order.
+    /// A write returns only once it survives a crash of the machine: as
+    /// [`Durability::Journal`] where the filesystem keeps the order that `hub.git` needs to stay
+    /// whole between replays (ext4 with ordered or journaled data), else as
+    /// [`Durability::Barriers`].
     #[default]
     Fsync,
+    /// A write returns once its journal frame is durable (one `fdatasync`); its objects and ref
+    /// reach `hub.git` without fsync and are replayed from the journal after a crash.
+    Journal,
+    /// A write returns only after its objects and then its ref are fsynced, with no journal.
+    Barriers,
     /// The same writes and renames without any fsync: safe against a crashed process, not
     /// against a crashed machine. For tests and throwaway hubs.
     Relaxed,
+}
+
+impl Durability {
+    /// Whether acknowledged writes survive a crash of the machine.
+    pub fn is_durable(self) -> bool {
+        self != Durability::Relaxed
+    }
+}
+
+/// How this store makes writes durable (the resolved [`Durability`]).
+#[derive(Debug)]
+enum Mode {
+    Relaxed,
+    Barriers(Syncer),
+    /// The journal, and the barriers for a write too large for a journal frame.
+    Journal(Journal, Syncer),
 }
 
 /// The writing half of the store: where `hub.git` is, how durable writes are, and the spares.
@@ -74,35 +104,69 @@ pub enum Durability {
 pub(crate) struct Disk {
     git_dir: PathBuf,
     objects_dir: PathBuf,
-    durability: Durability,
+    mode: Mode,
     spares: SparePool,
-    syncer: Syncer,
 }
 
+/// hubd's journal folder inside `hub.git`.
+const JOURNAL_DIR: &str = "hubd/journal";
+
 impl Disk {
-    /// Starts writing into the bare repository at `git_dir`.
+    /// Starts writing into the bare repository at `git_dir`, first replaying what a crashed
+    /// hubd journaled (`repo` tells which objects exist).
     ///
     /// All 256 fan-out directories of `objects/` are made here, once, so that no write pays
     /// for creating one (a directory is an inode too) and fsyncing its parent.
-    pub(crate) fn new(git_dir: PathBuf, durability: Durability) -> Result<Self, StoreError> {
+    pub(crate) fn new(
+        git_dir: PathBuf,
+        durability: Durability,
+        repo: &gix::Repository,
+    ) -> Result<Self, StoreError> {
         let objects_dir = git_dir.join("objects");
         let mut created = Vec::new();
         for fan_out in 0..=u8::MAX {
             create_dirs(&objects_dir.join(format!("{fan_out:02x}")), &mut created)?;
         }
-        if durability == Durability::Fsync {
+        if durability.is_durable() {
             sync_parents_of(&created)?;
         }
-        Ok(Self {
+        let mut disk = Self {
             spares: SparePool::start(objects_dir.clone())?,
-            syncer: Syncer::start()?,
             objects_dir,
+            mode: Mode::Relaxed,
             git_dir,
-            durability,
-        })
+        };
+        let journal_dir = disk.git_dir.join(JOURNAL_DIR);
+        let recovered = journal::recover(&journal_dir)?;
+        if !recovered.changes.is_empty() {
+            tracing::info!(
+                frames = recovered.changes.len(),
+                "replaying the journal of a hubd that stopped without a checkpoint"
+            );
+        }
+        for change in &recovered.changes {
+            disk.replay(&repo.refs, repo, change)?;
+        }
+        // Whatever the durability asked for now, what was replayed had been acknowledged as
+        // durable: `clear` keeps that promise before dropping the segments.
+        journal::clear(&journal_dir)?;
+        let journaled = match durability {
+            Durability::Journal => true,
+            Durability::Fsync => journal_suits(&disk.git_dir),
+            Durability::Barriers | Durability::Relaxed => false,
+        };
+        disk.mode = match durability {
+            Durability::Relaxed => Mode::Relaxed,
+            _ if journaled => Mode::Journal(
+                Journal::start(&journal_dir, recovered.next_seq)?,
+                Syncer::start()?,
+            ),
+            _ => Mode::Barriers(Syncer::start()?),
+        };
+        Ok(disk)
     }
 
-    /// Writes `new`'s objects and moves `refname` from `expected` to `new.commit` (steps 1–5).
+    /// Writes `new`'s objects and moves `refname` from `expected` to `new.commit`.
     pub(crate) fn publish(
         &self,
         refs: &gix::refs::file::Store,
@@ -111,7 +175,6 @@ impl Disk {
         new: &NewCommit,
     ) -> Result<(), StoreError> {
         let ref_path = self.git_dir.join(refname);
-        let ref_dir = parent_of(&ref_path)?;
         let mut created_dirs = Vec::new();
         let lock = self.lock_ref(refname, &ref_path, new.commit, &mut created_dirs)?;
         let actual = read_tip(refs, refname)?;
@@ -122,66 +185,151 @@ impl Disk {
                 actual,
             });
         }
-        let mut written = Vec::with_capacity(new.objects.len() + 1);
-        for object in &new.objects {
-            if let Some(file) = self.place_object(object, &mut created_dirs)? {
-                written.push(file);
+        let filled = new
+            .objects
+            .iter()
+            .map(|object| self.fill_object(object))
+            .collect::<Result<Vec<_>, _>>()?;
+        match &self.mode {
+            Mode::Relaxed => {
+                for object in filled {
+                    self.name_object(object, &mut created_dirs)?;
+                }
+                lock.commit(&ref_path)
+            }
+            Mode::Barriers(syncer) => {
+                Self::with_barriers(syncer, lock, &ref_path, filled, created_dirs, |o, dirs| {
+                    self.name_object(o, dirs)
+                })
+            }
+            Mode::Journal(journal, syncer) => {
+                // Allocating the blocks now puts them in the filesystem journal commit that
+                // makes the objects' names durable, with their data written first.
+                for object in &filled {
+                    start_writeback(&object.file);
+                }
+                start_writeback(&lock.file);
+                let change = Change::Publish {
+                    refname,
+                    expected,
+                    new,
+                };
+                let Some(journaled) = journal.record(&change)? else {
+                    return Self::with_barriers(
+                        syncer,
+                        lock,
+                        &ref_path,
+                        filled,
+                        created_dirs,
+                        |o, dirs| self.name_object(o, dirs),
+                    );
+                };
+                for object in filled {
+                    if let Named::Existing(file, path) =
+                        self.name_object(object, &mut created_dirs)?
+                    {
+                        // Someone else wrote it, maybe without fsync; this write relies on it.
+                        fsync(&file, &path)?;
+                    }
+                }
+                lock.commit(&ref_path)?;
+                drop(journaled);
+                Ok(())
             }
         }
-        if self.durability == Durability::Fsync {
-            let mut files: Vec<(&File, &Path)> =
-                written.iter().map(|(f, p)| (f, p.as_path())).collect();
-            files.push((&lock.file, &lock.path));
-            self.syncer.sync_files(&files)?;
-            sync_parents_of(&created_dirs)?;
-        }
-        lock.commit(&ref_path)?;
-        if self.durability == Durability::Fsync {
-            sync_dir(ref_dir)?;
-        }
-        Ok(())
     }
 
-    /// Deletes `refname` if it is at `expected`, through a gix ref transaction (which also
-    /// removes a packed copy), then fsyncs the ref's directory.
+    /// Steps 2–5 with both barriers: names the objects, fsyncs them with the lock, renames the
+    /// lock over the ref and fsyncs its directory.
+    fn with_barriers(
+        syncer: &Syncer,
+        lock: RefLock,
+        ref_path: &Path,
+        filled: Vec<Filled>,
+        mut created_dirs: Vec<PathBuf>,
+        name: impl Fn(Filled, &mut Vec<PathBuf>) -> Result<Named, StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut written = Vec::with_capacity(filled.len());
+        for object in filled {
+            match name(object, &mut created_dirs)? {
+                Named::New(file, path) | Named::Existing(file, path) => written.push((file, path)),
+            }
+        }
+        let mut files: Vec<(&File, &Path)> =
+            written.iter().map(|(f, p)| (f, p.as_path())).collect();
+        files.push((&lock.file, &lock.path));
+        syncer.sync_files(&files)?;
+        sync_parents_of(&created_dirs)?;
+        lock.commit(ref_path)?;
+        sync_dir(parent_of(ref_path)?)
+    }
+
+    /// Applies one recovered journal frame if its ref is still where the frame found it.
+    fn replay(
+        &self,
+        refs: &gix::refs::file::Store,
+        repo: &gix::Repository,
+        change: &journal::Recorded,
+    ) -> Result<(), StoreError> {
+        match change {
+            journal::Recorded::Publish {
+                refname,
+                expected,
+                new,
+            } => {
+                for object in &new.objects {
+                    self.restore_object(object)?;
+                }
+                if !repo.has_object(new.commit) {
+                    // A move to a commit written outside the store that did not survive: the
+                    // ref keeps its older value, which is whole.
+                    tracing::warn!(refname, commit = %new.commit, "not replaying a move to a commit that is gone");
+                    return Ok(());
+                }
+                if read_tip(refs, refname)? == *expected {
+                    let ref_path = self.git_dir.join(refname);
+                    let lock = self.lock_ref(refname, &ref_path, new.commit, &mut Vec::new())?;
+                    lock.commit(&ref_path)?;
+                }
+                Ok(())
+            }
+            journal::Recorded::Delete { refname, expected } => {
+                if read_tip(refs, refname)? == Tip::At(*expected) {
+                    delete_ref(refs, refname, *expected)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes sure `object`'s file holds exactly its bytes.
+    fn restore_object(&self, object: &LooseObject) -> Result<(), StoreError> {
+        let path = self.object_path(object.id);
+        match fs::read(&path) {
+            Ok(bytes) if bytes == object.compressed => return Ok(()),
+            Ok(_) => {
+                fs::remove_file(&path).map_err(StoreError::io("remove a torn object", &path))?
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(StoreError::io("read a loose object", &path)(error)),
+        }
+        self.name_object(self.fill_object(object)?, &mut Vec::new())
+            .map(drop)
+    }
+
+    /// Deletes `refname` if it is at `expected` (also a packed copy), durably.
     pub(crate) fn delete(
         &self,
         refs: &gix::refs::file::Store,
         refname: &str,
         expected: ObjectId,
     ) -> Result<(), StoreError> {
-        let edit =
-            RefEdit {
-                change: Change::Delete {
-                    expected: PreviousValue::MustExistAndMatch(Target::Object(expected)),
-                    log: RefLog::AndReference,
-                },
-                name: refname.try_into().map_err(
-                    |err: gix::validate::reference::name::Error| StoreError::BadRefName {
-                        refname: refname.to_owned(),
-                        reason: err.to_string(),
-                    },
-                )?,
-                deref: false,
-            };
-        let fail = gix::lock::acquire::Fail::Immediately;
-        let outcome = refs
-            .transaction()
-            .prepare([edit], fail, fail)
-            .and_then(|transaction| transaction.commit(None));
-        if let Err(err) = outcome {
-            // Tell a lost compare-and-swap from a failure by looking under the ref again.
-            let actual = read_tip(refs, refname)?;
-            if actual != Tip::At(expected) {
-                return Err(StoreError::Stale {
-                    refname: refname.to_owned(),
-                    expected: Tip::At(expected),
-                    actual,
-                });
-            }
-            return Err(StoreError::git(format!("delete the ref {refname}"))(err));
-        }
-        if self.durability == Durability::Fsync {
+        let journaled = match &self.mode {
+            Mode::Journal(journal, _) => journal.record(&Change::Delete { refname, expected })?,
+            Mode::Relaxed | Mode::Barriers(_) => None,
+        };
+        delete_ref(refs, refname, expected)?;
+        if journaled.is_none() && matches!(self.mode, Mode::Barriers(_) | Mode::Journal(..)) {
             // Git removes the directories a delete leaves empty, so the removal is made durable
             // in the nearest directory that still exists.
             let path = self.git_dir.join(refname);
@@ -224,34 +372,134 @@ impl Disk {
         }
     }
 
-    /// Step 2: writes one loose object; returns the file to fsync (the existing one if the
-    /// object was already there, since a crashed writer may have left it unsynced).
-    fn place_object(
-        &self,
-        object: &LooseObject,
-        created_dirs: &mut Vec<PathBuf>,
-    ) -> Result<Option<(File, PathBuf)>, StoreError> {
-        let hex = object.id.to_string();
-        let (fan_out, rest) = hex.split_at(2);
-        let path = self.objects_dir.join(fan_out).join(rest);
+    /// Step 2, first half: `object`'s bytes in an unnamed spare.
+    fn fill_object(&self, object: &LooseObject) -> Result<Filled, StoreError> {
+        let path = self.object_path(object.id);
         let mut file = self.spares.take()?;
         file.write_all(&object.compressed)
             .map_err(StoreError::io("write a loose object", &path))?;
+        Ok(Filled { file, path })
+    }
+
+    /// Step 2, second half: names a filled object, or finds it already there (same id, same
+    /// content), which a durable write must then fsync too, since a crashed writer may have
+    /// left it unsynced.
+    fn name_object(
+        &self,
+        object: Filled,
+        created_dirs: &mut Vec<PathBuf>,
+    ) -> Result<Named, StoreError> {
+        let Filled { file, path } = object;
         match name_file(&file, &path, created_dirs) {
-            Ok(()) => Ok(Some((file, path))),
+            Ok(()) => Ok(Named::New(file, path)),
             Err(StoreError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::AlreadyExists =>
             {
-                if self.durability == Durability::Relaxed {
-                    return Ok(None);
-                }
                 let existing =
                     File::open(&path).map_err(StoreError::io("open a loose object", &path))?;
-                Ok(Some((existing, path)))
+                Ok(Named::Existing(existing, path))
             }
             Err(err) => Err(err),
         }
     }
+
+    fn object_path(&self, id: ObjectId) -> PathBuf {
+        let hex = id.to_string();
+        let (fan_out, rest) = hex.split_at(2);
+        self.objects_dir.join(fan_out).join(rest)
+    }
+}
+
+/// An object's bytes in an unnamed file, and the name it will get.
+#[derive(Debug)]
+struct Filled {
+    file: File,
+    path: PathBuf,
+}
+
+/// A named object: newly, or found already there.
+#[derive(Debug)]
+enum Named {
+    New(File, PathBuf),
+    Existing(File, PathBuf),
+}
+
+/// Starts writing `file`'s dirty pages back, which on ext4 allocates their blocks now.
+fn start_writeback(file: &File) {
+    // Only a hint for durability's sake: the journal frame holds the bytes either way.
+    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
+}
+
+fn fsync(file: &File, path: &Path) -> Result<(), StoreError> {
+    file.sync_all().map_err(StoreError::io("fsync", path))
+}
+
+/// Whether the filesystem under `git_dir` keeps the order the journal relies on: ext4 with
+/// ordered (the default) or journaled data, where a journal commit writes the data of blocks
+/// it allocates before it records them.
+fn journal_suits(git_dir: &Path) -> bool {
+    const EXT4_SUPER_MAGIC: u64 = 0xEF53;
+    let is_ext4 = rustix::fs::statfs(git_dir).is_ok_and(|fs| fs.f_type as u64 == EXT4_SUPER_MAGIC);
+    is_ext4 && !mount_options(git_dir).is_some_and(|options| options.contains("data=writeback"))
+}
+
+/// The filesystem options of the mount holding `path`, from `/proc/self/mountinfo`.
+fn mount_options(path: &Path) -> Option<String> {
+    let path = fs::canonicalize(path).ok()?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let mount_point = Path::new(fields.get(4)?);
+            let after = fields.iter().position(|f| *f == "-")?;
+            let options = fields.get(after + 3)?;
+            path.starts_with(mount_point)
+                .then(|| (mount_point.as_os_str().len(), (*options).to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, options)| options)
+}
+
+/// Deletes `refname` at `expected` through a gix ref transaction, telling a lost
+/// compare-and-swap from a failure.
+fn delete_ref(
+    refs: &gix::refs::file::Store,
+    refname: &str,
+    expected: ObjectId,
+) -> Result<(), StoreError> {
+    let edit = RefEdit {
+        change: RefChange::Delete {
+            expected: PreviousValue::MustExistAndMatch(Target::Object(expected)),
+            log: RefLog::AndReference,
+        },
+        name: refname
+            .try_into()
+            .map_err(
+                |err: gix::validate::reference::name::Error| StoreError::BadRefName {
+                    refname: refname.to_owned(),
+                    reason: err.to_string(),
+                },
+            )?,
+        deref: false,
+    };
+    let fail = gix::lock::acquire::Fail::Immediately;
+    let outcome = refs
+        .transaction()
+        .prepare([edit], fail, fail)
+        .and_then(|transaction| transaction.commit(None));
+    if let Err(err) = outcome {
+        let actual = read_tip(refs, refname)?;
+        if actual != Tip::At(expected) {
+            return Err(StoreError::Stale {
+                refname: refname.to_owned(),
+                expected: Tip::At(expected),
+                actual,
+            });
+        }
+        return Err(StoreError::git(format!("delete the ref {refname}"))(err));
+    }
+    Ok(())
 }
 
 /// Reads where `refname` points now (loose or packed).

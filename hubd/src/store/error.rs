@@ -170,6 +170,15 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Making the journal durable failed earlier, so what reached the disk is unknown; writes
+    /// are refused until hubd restarts and replays the journal.
+    #[error(
+        "the write-ahead journal in {dir} could not be made durable earlier; restart hubd to replay it before writing again"
+    )]
+    JournalBroken {
+        /// The journal's folder.
+        dir: PathBuf,
+    },
     /// A filesystem call failed.
     #[error("{op} {path}: {source}")]
     Io {

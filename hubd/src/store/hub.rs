@@ -143,7 +143,7 @@ impl Hub {
             &[(SETTINGS_FILE, INITIAL_SETTINGS.as_bytes())],
             "hub created with empty settings",
         )?;
-        if options.durability == Durability::Fsync {
+        if options.durability.is_durable() {
             layout::sync_tree(root)?;
         }
         Ok(hub)
@@ -179,7 +179,7 @@ impl Hub {
         }
         let process_lock = layout::lock_hub(root, &git_dir)?;
         layout::remove_stale_ref_locks(&git_dir)?;
-        let disk = Disk::new(git_dir.clone(), options.durability)?;
+        let disk = Disk::new(git_dir.clone(), options.durability, &repo)?;
         let chains = index_all_chains(&repo)?;
         Ok(Hub {
             root: root.to_path_buf(),

@@ -54,6 +54,7 @@ mod error;
 mod hub;
 mod index;
 mod input;
+mod journal;
 mod layout;
 mod object;
 mod read;
