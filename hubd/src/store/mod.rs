@@ -13,7 +13,9 @@
 //! - `index`: per chain, which commit holds which entry sequence numbers ([`ChainIndex`]).
 //! - `read`: walking a chain once at open, and reading objects back.
 //! - `disk`: placing objects and moving refs durably by compare-and-swap ([`Durability`]).
-//! - `barrier`: fsyncing many files for the price of one.
+//! - `journal`: the write-ahead journal that makes a write durable with one `fdatasync`, and
+//!   its replay after a crash.
+//! - `barrier`: fsyncing many files for the price of one (where there is no journal).
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
 //! - `worktree`: linked worktrees of `hub.git` (the ACRs' checkouts), through the git CLI.
@@ -26,9 +28,11 @@
 //! Entry `n` of a chain is its `n`-th line over the whole chain, oldest first, 0-based.
 //!
 //! # Durability
-//! With [`Durability::Fsync`] a write returns `Ok` only once its objects and then its ref are on
-//! disk; a crash never leaves a ref pointing at a missing object. See `disk` for the protocol
-//! and what was measured.
+//! With [`Durability::Fsync`] a write returns `Ok` only once it would survive a crash of the
+//! machine: its journal frame is on disk (ext4), or its objects and then its ref are fsynced
+//! (elsewhere). A crash never leaves a ref pointing at a missing object, and reopening the hub
+//! replays what the journal holds. See `disk` and `journal` for the protocols and what was
+//! measured.
 //!
 //! # Example
 //! ```
