@@ -147,21 +147,21 @@ impl Disk {
         for change in &recovered.changes {
             disk.replay(&repo.refs, repo, change)?;
         }
-        // Whatever the durability asked for now, what was replayed had been acknowledged as
-        // durable: `clear` keeps that promise before dropping the segments.
-        journal::clear(&journal_dir)?;
         let journaled = match durability {
             Durability::Journal => true,
             Durability::Fsync => journal_suits(&disk.git_dir),
             Durability::Barriers | Durability::Relaxed => false,
         };
-        disk.mode = match durability {
-            Durability::Relaxed => Mode::Relaxed,
-            _ if journaled => Mode::Journal(
-                Journal::start(&journal_dir, recovered.next_seq)?,
-                Syncer::start()?,
-            ),
-            _ => Mode::Barriers(Syncer::start()?),
+        disk.mode = if journaled {
+            Mode::Journal(Journal::start(&journal_dir, recovered)?, Syncer::start()?)
+        } else {
+            // What was replayed had been acknowledged as durable: `retire` keeps that promise
+            // before it drops the segments.
+            recovered.retire()?;
+            match durability {
+                Durability::Relaxed => Mode::Relaxed,
+                _ => Mode::Barriers(Syncer::start()?),
+            }
         };
         Ok(disk)
     }

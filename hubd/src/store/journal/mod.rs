@@ -110,11 +110,13 @@ pub(crate) struct Journaled<'a> {
 }
 
 impl Journal {
-    /// Starts a fresh journal in `dir`, whose old segments must already have been replayed:
-    /// `hub.git` is made durable first (so nothing replayed is lost), then they are deleted.
-    pub(crate) fn start(dir: &Path, next_seq: u64) -> Result<Journal, StoreError> {
+    /// Continues the journal in `dir` after what `recovered` found there (and the caller has
+    /// replayed): its replayed segments are retired by the first checkpoint, so opening a hub
+    /// never waits for `hub.git` to reach the disk.
+    pub(crate) fn start(dir: &Path, recovered: Recovered) -> Result<Journal, StoreError> {
         fs::create_dir_all(dir).map_err(StoreError::io("create the journal folder", dir))?;
-        clear(dir)?;
+        remove_segments(dir, &recovered.unused)?;
+        let next_seq = recovered.next_seq;
         let file = name_segment(dir, zeroed_segment(dir)?, next_seq)?;
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
@@ -129,7 +131,10 @@ impl Journal {
             }),
             flushed: Mutex::new(0),
             broken: AtomicBool::new(false),
-            chores: Mutex::new(Chores::default()),
+            chores: Mutex::new(Chores {
+                full: recovered.replayed,
+                ..Chores::default()
+            }),
             wake: Condvar::new(),
         });
         let for_thread = Arc::clone(&shared);
@@ -317,11 +322,7 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner),
         );
         syncfs(&self.dir)?;
-        for segment in full {
-            fs::remove_file(segment)
-                .map_err(StoreError::io("remove a journal segment", segment))?;
-        }
-        sync_dir(&self.dir)
+        remove_segments(&self.dir, full)
     }
 }
 
@@ -330,50 +331,85 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What [`recover`] found: the changes to replay, in order, and the next sequence number.
+/// What [`recover`] found: the changes to replay, in order, and where they came from.
 #[derive(Debug, Default)]
 pub(crate) struct Recovered {
     /// Every whole frame, oldest first.
     pub(crate) changes: Vec<Recorded>,
-    /// The sequence number the fresh journal continues with.
+    /// The sequence number the journal continues with.
     pub(crate) next_seq: u64,
+    /// The segments the changes came from: deleted only once `hub.git` is durable.
+    replayed: Vec<PathBuf>,
+    /// Segments holding nothing to replay (empty, or after the end of the journal): deleted
+    /// before anything is written, so that no later frame can hide behind them.
+    unused: Vec<PathBuf>,
+}
+
+impl Recovered {
+    /// For a hub that writes without a journal: makes `hub.git` durable (so nothing replayed
+    /// is lost) and deletes every segment.
+    pub(crate) fn retire(self) -> Result<(), StoreError> {
+        let Some(dir) = self
+            .replayed
+            .iter()
+            .chain(&self.unused)
+            .find_map(|p| p.parent())
+        else {
+            return Ok(());
+        };
+        if !self.replayed.is_empty() {
+            syncfs(dir)?;
+        }
+        remove_segments(dir, self.replayed.iter().chain(&self.unused))
+    }
 }
 
 /// Reads every whole frame of the segments in `dir`, oldest first, up to the first that is torn,
 /// missing or out of sequence.
 pub(crate) fn recover(dir: &Path) -> Result<Recovered, StoreError> {
     let mut recovered = Recovered::default();
-    let mut expected_seq = None;
+    let mut ended = false;
     for path in segments(dir)? {
+        if ended {
+            recovered.unused.push(path);
+            continue;
+        }
         let bytes = fs::read(&path).map_err(StoreError::io("read the journal segment", &path))?;
-        let frames = Frames {
+        let mut replayed_any = false;
+        for (seq, change) in (Frames {
             bytes: &bytes,
             at: 0,
-        };
-        for (seq, change) in frames {
-            if expected_seq.is_some_and(|next| next != seq) {
-                return Ok(recovered);
+        }) {
+            if !recovered.changes.is_empty() && seq != recovered.next_seq {
+                ended = true;
+                break;
             }
-            expected_seq = Some(seq + 1);
             recovered.next_seq = seq + 1;
             recovered.changes.push(change);
+            replayed_any = true;
+        }
+        if replayed_any {
+            recovered.replayed.push(path);
+        } else {
+            recovered.unused.push(path);
         }
     }
     Ok(recovered)
 }
 
-/// Deletes the segments in `dir` once their frames have been replayed, making `hub.git`
-/// durable first so that nothing replayed is lost.
-pub(crate) fn clear(dir: &Path) -> Result<(), StoreError> {
-    let old = segments(dir)?;
-    if old.is_empty() {
-        return Ok(());
+fn remove_segments<'a>(
+    dir: &Path,
+    segments: impl IntoIterator<Item = &'a PathBuf>,
+) -> Result<(), StoreError> {
+    let mut removed = false;
+    for segment in segments {
+        fs::remove_file(segment).map_err(StoreError::io("remove a journal segment", segment))?;
+        removed = true;
     }
-    syncfs(dir)?;
-    for segment in &old {
-        fs::remove_file(segment).map_err(StoreError::io("remove a replayed segment", segment))?;
+    if removed {
+        sync_dir(dir)?;
     }
-    sync_dir(dir)
+    Ok(())
 }
 
 /// The segment files in `dir`, oldest first.
@@ -474,7 +510,11 @@ mod tests {
     #[test]
     fn writes_fill_segments_and_a_checkpoint_retires_the_full_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::start(dir.path(), 3).unwrap();
+        let fresh = Recovered {
+            next_seq: 3,
+            ..Recovered::default()
+        };
+        let journal = Journal::start(dir.path(), fresh).unwrap();
         let big = Recorded::Publish {
             refname: "refs/l3m/a/x/_/log".into(),
             expected: Tip::Absent,
@@ -508,15 +548,27 @@ mod tests {
                 }],
             },
         };
-        let journal = Journal::start(dir.path(), 28).unwrap();
+        let journal = Journal::start(dir.path(), recovered).unwrap();
         assert!(
             journal.record(&huge.as_change()).unwrap().is_none(),
             "too big to journal"
         );
-        assert_eq!(
-            segments(dir.path()).unwrap().len(),
-            1,
-            "replayed segments are gone"
+        wait_for_one_segment(dir.path());
+        let recovered = recover(dir.path()).unwrap();
+        assert!(
+            recovered.changes.is_empty(),
+            "the first checkpoint retired them"
         );
+        assert_eq!(recovered.next_seq, 0);
+    }
+
+    /// Waits (up to a minute: this is about a background thread, not speed) until the
+    /// checkpoint has retired every segment but the one being written.
+    fn wait_for_one_segment(dir: &Path) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while segments(dir).unwrap().len() != 1 {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
