@@ -119,7 +119,7 @@ pub async fn run(
             source,
         })?;
     }
-    probe().await?;
+    probe(Path::new(BWRAP)).await?;
     let view = sandbox::View {
         acr: files.acr_path(),
         // Looked up on the host: the files provider never shows `.l3m/`, by design.
@@ -170,19 +170,20 @@ fn real_dir(files: &FilesToken, path: &str) -> Result<RelPath, files::FilesError
     Ok(RelPath::parse(path)?)
 }
 
-/// Starts an empty sandbox once, so a machine without working bubblewrap refuses with the fix
-/// instead of reporting the program as failed.
-async fn probe() -> Result<(), ShellError> {
+/// Starts an empty sandbox with the bubblewrap at `bwrap` (always [`BWRAP`] outside tests), so
+/// a machine without working bubblewrap refuses with the fix instead of reporting the program
+/// as failed.
+async fn probe(bwrap: &Path) -> Result<(), ShellError> {
     let unavailable = |reason: String| ShellError::SandboxUnavailable {
         reason,
         fix: SANDBOX_FIX,
     };
-    if !Path::new(BWRAP).is_file() {
-        return Err(unavailable(format!("{BWRAP} does not exist")));
+    if !bwrap.is_file() {
+        return Err(unavailable(format!("{} does not exist", bwrap.display())));
     }
     let mut args = sandbox::isolation();
     args.extend(["--", "/usr/bin/true"].map(Into::into));
-    let trial = Command::new(BWRAP)
+    let trial = Command::new(bwrap)
         .args(args)
         .env_clear()
         .stdin(Stdio::null())
@@ -194,7 +195,10 @@ async fn probe() -> Result<(), ShellError> {
         Err(_) => Err(unavailable(format!(
             "an empty sandbox did not start within {GRACE:?}"
         ))),
-        Ok(Err(e)) => Err(unavailable(format!("cannot start {BWRAP}: {e}"))),
+        Ok(Err(e)) => Err(unavailable(format!(
+            "cannot start {}: {e}",
+            bwrap.display()
+        ))),
         Ok(Ok(out)) if out.status.success() => Ok(()),
         Ok(Ok(out)) => Err(unavailable(format!(
             "an empty sandbox failed ({}): {}",
@@ -306,6 +310,55 @@ async fn feed(stdin: Option<tokio::process::ChildStdin>, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `probe` answers for the bubblewrap at `bwrap`: the reason it gave, if it refused.
+    fn refusal(bwrap: &Path) -> Option<String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        match runtime.block_on(probe(bwrap)) {
+            Ok(()) => None,
+            Err(ShellError::SandboxUnavailable { reason, fix }) => {
+                assert_eq!(fix, SANDBOX_FIX);
+                Some(reason)
+            }
+            Err(other) => panic!("not a sandbox refusal: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_or_failing_sandbox_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("bwrap");
+        let reason = refusal(&missing).unwrap();
+        assert!(reason.contains("does not exist"), "{reason}");
+
+        // A bubblewrap that cannot make namespaces exits non-zero with a message.
+        std::fs::write(
+            &missing,
+            "#!/bin/sh\necho 'No permissions to create new namespace' >&2\nexit 1\n",
+        )
+        .unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&missing, executable).unwrap();
+        let reason = refusal(&missing).unwrap();
+        assert!(
+            reason.contains("No permissions to create new namespace"),
+            "{reason}"
+        );
+
+        // A file that is no program at all cannot be started.
+        let not_a_program = dir.path().join("not-a-program");
+        std::fs::write(&not_a_program, b"\x7fELF garbage").unwrap();
+        std::fs::set_permissions(
+            &not_a_program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let reason = refusal(&not_a_program).unwrap();
+        assert!(reason.contains("cannot start"), "{reason}");
+    }
 
     #[test]
     fn only_listed_names_resolve_to_system_paths() {
