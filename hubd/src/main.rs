@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 use hubd::init::{SECRET_FILE, init_hub};
 use hubd::service;
-use hubd::store::{Hub, HubOptions};
+use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::grant::GrantFile;
 use l3m_core::names::HumanName;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
@@ -70,6 +70,33 @@ struct ServeArgs {
     /// The NATS password.
     #[arg(long, requires = "user")]
     password: Option<String>,
+    /// When a write is acknowledged. `fsync` (the default): once it survives a power cut, by
+    /// the write-ahead journal on ext4 and by fsync barriers elsewhere. `journal` or
+    /// `barriers` force one of the two. `relaxed`: without any fsync, safe only against a
+    /// crashed process (for throwaway hubs). Whatever is chosen, a journal left by an earlier
+    /// run is replayed first.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
+    durability: DurabilityArg,
+}
+
+/// `--durability` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DurabilityArg {
+    Fsync,
+    Journal,
+    Barriers,
+    Relaxed,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(arg: DurabilityArg) -> Durability {
+        match arg {
+            DurabilityArg::Fsync => Durability::Fsync,
+            DurabilityArg::Journal => Durability::Journal,
+            DurabilityArg::Barriers => Durability::Barriers,
+            DurabilityArg::Relaxed => Durability::Relaxed,
+        }
+    }
 }
 
 #[tokio::main]
@@ -132,7 +159,11 @@ fn init(args: InitArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hub_id = HubId::parse(&args.hub_id)?;
-    let hub = Hub::open(&args.hub, HubOptions::default())?;
+    let options = HubOptions {
+        durability: args.durability.into(),
+        ..HubOptions::default()
+    };
+    let hub = Hub::open(&args.hub, options)?;
     let auth = match (args.user, args.password) {
         (Some(user), Some(password)) => NatsAuth::UserPassword { user, password },
         _ => NatsAuth::Anonymous,
