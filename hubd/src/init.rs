@@ -63,6 +63,9 @@ pub enum InitError {
     /// The ledger does not replay.
     #[error("the ledger does not replay: {0}")]
     Ledger(#[from] LedgerError),
+    /// The hub's settings file does not parse (it was changed outside hubd).
+    #[error("{0}; fix refs/l3m/settings with git, or restore the previous commit")]
+    Settings(#[from] l3m_core::settings::SettingsError),
 }
 
 /// Creates a hub at `root`, writes its secret, and appends the ledger's first row registering

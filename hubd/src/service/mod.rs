@@ -14,12 +14,14 @@
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
 //! - `persona`: publishing an upstream persona and pulling it into a wearer.
+//! - `settings`: reading and replacing the hub's settings; the push URLs read-grant serves.
 
 mod error;
 mod gate;
 mod handlers;
 mod lease;
 mod persona;
+mod settings;
 mod state;
 
 use std::future::Future;
@@ -115,6 +117,12 @@ pub async fn start(
         .bind(Op::PublishPersona, persona::publish_persona)
         .await?;
     binder.bind(Op::PullPersona, persona::pull_persona).await?;
+    binder
+        .bind(Op::ReadSettings, settings::read_settings)
+        .await?;
+    binder
+        .bind(Op::UpdateSettings, settings::update_settings)
+        .await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,

@@ -6,7 +6,7 @@
 //! (re-running its gate), appended, and only then does the copy replace the original.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
@@ -15,6 +15,7 @@ use l3m_core::ledger::{Ledger, LedgerRow, Life};
 use l3m_core::mail::{Address, Draft, InboxEntry, LetterId, ReadMark, Sender};
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::refs::{self, AgentRef};
+use l3m_core::settings::Settings;
 use l3m_core::wire_format;
 use l3m_wire::bus::Bus;
 use l3m_wire::hubd::authority::GrantView;
@@ -57,6 +58,8 @@ pub struct State {
     secret: String,
     bus: Arc<dyn Bus>,
     subjects: Subjects,
+    /// The hub's settings as last written (parsed; the text stays in `hub.git`).
+    settings: RwLock<Settings>,
 }
 
 fn now_ms() -> u64 {
@@ -78,6 +81,7 @@ impl State {
     pub fn load(hub: Hub, bus: Arc<dyn Bus>, subjects: Subjects) -> Result<State, InitError> {
         let (ledger, names) = load_ledger(&hub)?;
         let secret = read_secret(hub.root())?;
+        let settings = Settings::parse(&super::settings::read_text(&hub)?)?;
         Ok(State {
             hub,
             tree: Mutex::new(Tree { ledger, names }),
@@ -86,7 +90,16 @@ impl State {
             secret,
             bus,
             subjects,
+            settings: RwLock::new(settings),
         })
+    }
+
+    /// Keeps `settings`, just written, for what hubd serves from them.
+    pub(super) fn replace_settings(&self, settings: Settings) {
+        *self
+            .settings
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = settings;
     }
 
     /// The hub's subjects.
@@ -314,10 +327,12 @@ impl State {
         match tree.ledger.agent(&agent) {
             Some(entry) if entry.life == Life::Live => {
                 gate::may_read(&duty, &agent, "grant")?;
+                let settings = self.settings.read().unwrap_or_else(PoisonError::into_inner);
                 Ok(GrantView {
                     agent: agent.to_string(),
                     grant: entry.grant.clone(),
                     account: entry.account.clone(),
+                    push_urls: super::settings::push_urls(&settings, &entry.grant),
                 })
             }
             Some(entry) => Err(not_found(

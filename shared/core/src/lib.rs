@@ -49,6 +49,7 @@ pub mod mail;
 pub mod names;
 pub mod owed;
 pub mod refs;
+pub mod settings;
 pub mod string_form;
 pub mod view;
 pub mod wire_format;

@@ -30,6 +30,7 @@ use crate::hubd::mail::{
     AirmailStaged, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter, StageAirmail,
 };
 use crate::hubd::session::{Capability, OpenSession, SessionOpened};
+use crate::hubd::settings::{ReadSettings, SettingsUpdated, SettingsView, UpdateSettings};
 use crate::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
@@ -312,6 +313,34 @@ impl HubClient {
             &ReadGrant {
                 capability: self.cap(),
                 agent: agent.to_string(),
+            },
+        )
+        .await
+    }
+
+    /// Reads the hub's settings file and the commit holding it.
+    pub async fn read_settings(&self) -> Result<SettingsView, ClientError> {
+        self.call(
+            Op::ReadSettings,
+            &ReadSettings {
+                capability: self.cap(),
+            },
+        )
+        .await
+    }
+
+    /// Replaces the hub's settings file, if it is still at `expected_tip`; humans only.
+    pub async fn update_settings(
+        &self,
+        text: &str,
+        expected_tip: &str,
+    ) -> Result<SettingsUpdated, ClientError> {
+        self.call(
+            Op::UpdateSettings,
+            &UpdateSettings {
+                capability: self.cap(),
+                text: text.to_owned(),
+                expected_tip: expected_tip.to_owned(),
             },
         )
         .await

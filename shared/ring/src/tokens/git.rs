@@ -204,30 +204,14 @@ fn parse_push(push: &[PushInput]) -> Result<BTreeMap<RemoteName, PushTarget>, To
         .collect()
 }
 
-/// Refuses a URL git could read as an option, or whose transport runs a command (`ext::`,
-/// `fd::` and other `<helper>::` forms).
+/// Refuses a URL git could read as an option, or whose transport runs a command (the one
+/// check hub settings pass too: [`l3m_core::settings::check_remote_url`]).
 fn check_url(remote: &str, url: &str) -> Result<(), TokenError> {
-    let refuse = |reason| TokenError::RemoteUrl {
+    l3m_core::settings::check_remote_url(url).map_err(|reason| TokenError::RemoteUrl {
         remote: remote.to_owned(),
         url: url.to_owned(),
         reason,
-    };
-    if url.is_empty() || url.starts_with('-') {
-        Err(refuse("a URL must not be empty or start with `-`"))
-    } else if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        Err(refuse(
-            "a URL must not hold whitespace or control characters",
-        ))
-    } else if url
-        .split_once("::")
-        .is_some_and(|(helper, _)| !helper.contains('/') && !helper.contains(':'))
-    {
-        Err(refuse(
-            "`<helper>::` transports (such as `ext::`) run commands; give a plain URL",
-        ))
-    } else {
-        Ok(())
-    }
+    })
 }
 
 fn reason_of(error: GrantError) -> String {

@@ -15,6 +15,8 @@
 
 use l3m_core::budget::Account;
 use l3m_core::grant::Grant;
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::session::Capability;
@@ -42,6 +44,10 @@ pub struct GrantView {
     pub grant: Grant,
     /// Its budget: loan, spend, lent out, left.
     pub account: Account,
+    /// The URL of each push remote the grant names, from the hub's settings; a remote the
+    /// settings do not give is absent (and cannot be pushed to).
+    #[serde(default)]
+    pub push_urls: BTreeMap<String, String>,
 }
 
 impl Message for GrantView {

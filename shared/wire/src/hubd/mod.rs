@@ -17,6 +17,7 @@
 //! - [`lease`]: the session lock that makes one sequencer the only one running an agent.
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
+//! - [`settings`]: reading the hub's settings; replacing them (humans only).
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
@@ -26,6 +27,7 @@ pub mod mail;
 pub mod notify;
 pub mod persona;
 pub mod session;
+pub mod settings;
 pub mod tree;
 
 use crate::subjects::{Operation, Service, Subjects};
@@ -69,11 +71,15 @@ pub enum Op {
     PublishPersona,
     /// [`persona::PullPersona`].
     PullPersona,
+    /// [`settings::ReadSettings`].
+    ReadSettings,
+    /// [`settings::UpdateSettings`].
+    UpdateSettings,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 18] = [
+    pub const ALL: [Op; 20] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -92,6 +98,8 @@ impl Op {
         Op::StageAirmail,
         Op::PublishPersona,
         Op::PullPersona,
+        Op::ReadSettings,
+        Op::UpdateSettings,
     ];
 
     /// The operation's subject token.
@@ -115,6 +123,8 @@ impl Op {
             Op::StageAirmail => "stage-airmail",
             Op::PublishPersona => "publish-persona",
             Op::PullPersona => "pull-persona",
+            Op::ReadSettings => "read-settings",
+            Op::UpdateSettings => "update-settings",
         }
     }
 
