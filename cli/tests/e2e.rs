@@ -262,6 +262,37 @@ fn a_whole_session_through_the_cli() {
         .clone();
     assert_eq!(demo["life"], "collected");
 
+    // Settings: shown as written, replaced whole against the commit read, a bad URL refused
+    // (exit 2, naming the remote), an edit against an older commit refused (exit 4).
+    let shown = home.json(&["settings", "show"]);
+    let first_tip = shown["tip"].as_str().unwrap().to_owned();
+    let mut text = shown["text"].as_str().unwrap().to_owned();
+    text.push_str("[remotes]\norigin = \"https://git.example/app.git\"\n");
+    let file = home.path().join("settings.toml");
+    std::fs::write(&file, &text).unwrap();
+    let file_arg = file.to_str().unwrap();
+    let applied = home.json(&["settings", "apply", file_arg, "--expect", &first_tip]);
+    assert_eq!(applied["previous"], first_tip.as_str());
+    home.l3m(&["settings", "show"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "origin = \"https://git.example/app.git\"",
+        ));
+    home.l3m(&["settings", "apply", file_arg, "--expect", &first_tip])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("refs/l3m/settings"));
+    std::fs::write(
+        &file,
+        text.replace("https://git.example/app.git", "ext::sh -c id"),
+    )
+    .unwrap();
+    home.l3m(&["settings", "apply", file_arg])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`origin`"));
+
     let doctor = home.l3m(&["doctor", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
     let check = |name: &str| {

@@ -15,6 +15,7 @@ pub mod persona;
 pub mod retire;
 pub mod rewind;
 pub mod say;
+pub mod settings;
 pub mod spawn;
 pub mod stats;
 pub mod tree;
@@ -88,6 +89,9 @@ pub enum Command {
     /// Make, publish and pull personas.
     #[command(subcommand)]
     Persona(persona::Command),
+    /// Show and replace the hub's settings (push remotes and more).
+    #[command(subcommand)]
+    Settings(settings::Command),
 }
 
 /// Runs one command.
@@ -112,5 +116,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Doctor(args) => doctor::cmd_doctor(args, cx).await,
         Command::Demo(args) => demo::cmd_demo(args, cx).await,
         Command::Persona(command) => persona::dispatch(command, cx).await,
+        Command::Settings(command) => settings::dispatch(command, cx).await,
     }
 }
