@@ -10,6 +10,7 @@
 //! - `refname`: which refs exist in the hub's layout and whether each is a chain ([`RefKind`]).
 //! - `input`: checks on entries, summaries and file paths, before anything is written.
 //! - `object`: the git objects a write adds, encoded and hashed in memory with gix.
+//! - `zlib`: the uncompressed zlib streams small objects are stored in.
 //! - `index`: per chain, which commit holds which entry sequence numbers ([`ChainIndex`]).
 //! - `read`: walking a chain once at open, and reading objects back.
 //! - `disk`: placing objects and moving refs durably by compare-and-swap ([`Durability`]).
@@ -66,6 +67,7 @@ mod refname;
 mod spare;
 mod tip;
 mod worktree;
+mod zlib;
 
 pub use disk::Durability;
 pub use error::StoreError;

@@ -19,6 +19,10 @@ pub const IDENTITY_NAME: &str = "l3m hubd";
 /// Email of the store's commit author and committer.
 pub const IDENTITY_EMAIL: &str = "hubd@l3m.invalid";
 
+/// Objects smaller than this are stored uncompressed in their zlib stream (see `zlib`): for
+/// them, a compressor's setup costs more than compression saves.
+const DEFLATE_FROM: usize = 4096;
+
 /// An object ready to be placed under `objects/`: its id and its zlib-compressed loose form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LooseObject {
@@ -39,6 +43,12 @@ pub(crate) fn encode(object: &dyn WriteTo) -> Result<LooseObject, StoreError> {
     let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, object.kind(), &data)
         .map_err(StoreError::git("hash an object"))?;
     let header = gix::objs::encode::loose_header(object.kind(), data.len() as u64);
+    if data.len() < DEFLATE_FROM {
+        return Ok(LooseObject {
+            id,
+            compressed: super::zlib::stored(&[&header, &data]),
+        });
+    }
     let mut zlib = gix::zlib::stream::deflate::Write::new(
         Vec::with_capacity(data.len() + 32),
         gix::zlib::Compression::BEST_SPEED,
