@@ -104,8 +104,8 @@ pub(crate) struct Session {
     rewinds: Vec<u64>,
     /// The last request sent, kept so the next one copies only what changed since.
     sent: Option<Arc<ModelRequest>>,
-    /// Whether a record since the last request reshaped the view (rewind, compaction, epoch),
-    /// so the next request copies the whole view.
+    /// Whether the next request is built whole: a record since the last one reshaped the view
+    /// (rewind, compaction, epoch), or the tools offered changed.
     reshaped: bool,
     pub grant: GrantView,
 }
@@ -343,6 +343,7 @@ impl Session {
                 Ok(tools) => {
                     self.tools = Arc::new(tools);
                     self.specs = self.tools.specs();
+                    self.reshaped = true;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "could not rebuild the tools; keeping the old")
@@ -640,7 +641,9 @@ impl Session {
 
     /// The request for `call`: the previous request's view with only what changed since
     /// copied in (the fold only ever changes its last message or appends, unless a rewind, a
-    /// compaction or a new epoch reshaped it), so a turn's cost does not grow with history.
+    /// compaction or a new epoch reshaped it), so a turn's cost does not grow with history. The
+    /// tools are copied only when they changed, since their schemas are the bulk of a request
+    /// with a short conversation.
     fn request(
         &mut self,
         call: &CallId,
@@ -672,7 +675,6 @@ impl Session {
                     request.model = model;
                     request.notes = notes;
                     request.call = call.clone();
-                    request.tools.clone_from(&self.specs);
                     sent
                 }
                 None => full(model, notes),
@@ -680,6 +682,7 @@ impl Session {
             _ => full(model, notes),
         };
         debug_assert_eq!(&request.view, view);
+        debug_assert_eq!(request.tools, self.specs);
         self.reshaped = false;
         self.sent = Some(Arc::clone(&request));
         request
