@@ -100,7 +100,7 @@ pub(crate) async fn boot(
     let tasks = shutdown.child_token();
     let (tx, rx) = mpsc::unbounded_channel();
     // Subscribe before reading, so nothing that moves after the reads is missed.
-    let watch = client.watch(agent).await?;
+    let watch = crate::inputs::watch(client, agent).await?;
     let read = client.read_log_from(agent, 0).await?;
     let grant = client.read_grant(agent).await?;
     let acr = hub_root.join(paths::acr(agent));
