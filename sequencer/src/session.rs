@@ -696,9 +696,11 @@ impl Session {
         self.running_tools.insert(id.clone());
         let tools = Arc::clone(&self.tools);
         let tx = self.tx.clone();
-        tokio::spawn(async move {
+        // The blocking thread reports to the writer itself: no task in between to wake.
+        tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
-            let outcome = tokio::task::spawn_blocking(move || tools.run(&name, input)).await;
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input)));
             let input = match outcome {
                 Ok(Outcome::Finished {
                     output,
@@ -711,9 +713,9 @@ impl Session {
                     effects,
                 }),
                 Ok(Outcome::NeedsReview { card }) => Input::NeedsReview(id, card),
-                Err(e) => Input::Signal(Signal::ToolFinished {
+                Err(panic) => Input::Signal(Signal::ToolFinished {
                     id,
-                    output: format!("(l3m) the tool crashed: {e}"),
+                    output: format!("(l3m) the tool crashed: {}", panic_message(&*panic)),
                     is_error: true,
                     effects: vec![],
                 }),
@@ -726,6 +728,15 @@ impl Session {
     pub fn quiet(&self) -> bool {
         self.calls.is_empty() && self.running_tools.is_empty() && !self.owed.is_live()
     }
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("it panicked")
 }
 
 /// The writer loop: waits for inputs, runs passes, stops on exit or shutdown.
