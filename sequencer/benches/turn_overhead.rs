@@ -7,6 +7,11 @@
 //! run; targets: ratio <= 1.5 and p50 <= 2 ms.
 //!
 //! Run: `cargo bench -p sequencer --bench turn_overhead`.
+//!
+//! For profiling (e.g. under `valgrind --tool=callgrind`, where wall time means nothing):
+//! `TURN_OVERHEAD_ONLY=<len>` measures one round at that Log length only, and
+//! `TURN_OVERHEAD_SAMPLES=<n>` sets the samples per round (default 120). Two runs that differ
+//! only in samples give, by difference, the cost of one turn without the setup's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
@@ -32,9 +37,10 @@ const SAMPLES: usize = 120;
 const WARMUP: usize = 20;
 
 /// Answers at once with a `now` tool use, stamping when each request arrived and each reply
-/// left; stops the turn after enough samples.
-#[derive(Debug, Default)]
+/// left; stops the turn after `samples` (and the warm-up).
+#[derive(Debug)]
 struct Stamping {
+    samples: usize,
     stamps: Mutex<Vec<(Instant, Instant)>>,
 }
 
@@ -50,7 +56,7 @@ impl Provider for Stamping {
         let arrived = Instant::now();
         Box::pin(async move {
             let mut stamps = self.stamps.lock().unwrap();
-            if stamps.len() >= SAMPLES + WARMUP {
+            if stamps.len() >= self.samples + WARMUP {
                 return Err(ModelError::Config {
                     what: "the benchmark has enough samples".into(),
                 });
@@ -192,7 +198,10 @@ async fn measure(len: usize) -> (Duration, Duration, Duration) {
                 .tip,
         );
     }
-    let provider = Arc::new(Stamping::default());
+    let provider = Arc::new(Stamping {
+        samples: std::env::var("TURN_OVERHEAD_SAMPLES").map_or(SAMPLES, |s| s.parse().unwrap()),
+        stamps: Mutex::default(),
+    });
     let p = Arc::clone(&provider);
     let factory: ProviderFactory = Arc::new(move |_: &str| {
         let p: Arc<dyn Provider> = p.clone();
@@ -254,6 +263,13 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if let Ok(len) = std::env::var("TURN_OVERHEAD_ONLY") {
+        let (p50, p99, append) = rt.block_on(measure(len.parse().unwrap()));
+        println!(
+            "turn overhead, Log of {len} records: p50 {p50:?}  p99 {p99:?}  (one bare hubd append: p50 {append:?})"
+        );
+        return;
+    }
     // Interleaved rounds, so load from elsewhere on the machine hits both lengths alike; the
     // round with the median p50 at each length is reported.
     let mut small = Vec::new();

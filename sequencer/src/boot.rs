@@ -100,7 +100,7 @@ pub(crate) async fn boot(
     let tasks = shutdown.child_token();
     let (tx, rx) = mpsc::unbounded_channel();
     // Subscribe before reading, so nothing that moves after the reads is missed.
-    let watch = client.watch(agent).await?;
+    let watch = crate::inputs::watch(client, agent).await?;
     let read = client.read_log_from(agent, 0).await?;
     let grant = client.read_grant(agent).await?;
     let acr = hub_root.join(paths::acr(agent));
@@ -207,7 +207,20 @@ impl Booted {
         } = self;
         let outcome = match first {
             Some(exit) => Ok(exit),
-            None => run_loop(session, rx, shutdown).await,
+            None => {
+                // The writer runs as a task of the runtime's pool rather than on the caller's
+                // thread, so the worker whose task wakes it (a model reply, hubd's answer) can
+                // usually run it next, without handing it to another thread.
+                let writer = tokio::spawn(run_loop(session, rx, shutdown));
+                let _abort = AbortOnDrop(writer.abort_handle());
+                match writer.await {
+                    Ok(outcome) => outcome,
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    // Only a runtime shutting down cancels it (the guard aborts it only once
+                    // this future is gone).
+                    Err(_) => Ok(Exit::Shutdown),
+                }
+            }
         };
         tasks.cancel();
         if !matches!(outcome, Ok(Exit::LeaseLost))
@@ -216,5 +229,14 @@ impl Booted {
             tracing::warn!(%agent, error = %e, "could not release the lease");
         }
         outcome
+    }
+}
+
+/// Aborts a task when dropped, so a caller that stops waiting on a run stops its writer too.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -1,6 +1,7 @@
 //! Inputs from the hub: unread letters, grant moves, and the lease's renewal.
 //!
 //! Each runs as its own task and only posts inputs to the writer; none of them writes the Log.
+//! The watcher hears only the inbox and grants refs ([`watch`]).
 //! Letters are found by reading the inbox from where the last read stopped; at boot the whole
 //! inbox is scanned and every letter this agent has not marked read is posted (core refuses one
 //! already journaled as a duplicate event, and the writer then marks it read).
@@ -13,13 +14,33 @@ use l3m_core::mail::InboxEntry;
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::refs::{self, AgentRef};
 use l3m_wire::bus::MessageStream;
-use l3m_wire::client::HubClient;
+use l3m_wire::client::{ClientError, HubClient};
 use l3m_wire::reply::ErrorCode;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::SequencerError;
 use crate::session::Input;
+
+/// Subscribes to the moves of the agent's inbox and grants refs: the only refs the watcher acts
+/// on. Not to its Log, which this sequencer writes itself, so its own two appends a turn do not
+/// come back to it as notifications to decode and drop.
+pub(crate) async fn watch(
+    client: &HubClient,
+    agent: &AgentName,
+) -> Result<MessageStream, SequencerError> {
+    let mut streams = Vec::new();
+    for which in [AgentRef::Inbox, AgentRef::Grants] {
+        let subject = client.subjects().ref_changed(which, agent);
+        let stream = client
+            .bus()
+            .subscribe(&subject)
+            .await
+            .map_err(|source| ClientError::Wire { subject, source })?;
+        streams.push(stream);
+    }
+    Ok(futures_util::stream::select_all(streams).boxed())
+}
 
 /// Scans the inbox, then starts the watcher and the lease renewal; returns the unread letters.
 pub(crate) async fn start(

@@ -104,8 +104,8 @@ pub(crate) struct Session {
     rewinds: Vec<u64>,
     /// The last request sent, kept so the next one copies only what changed since.
     sent: Option<Arc<ModelRequest>>,
-    /// Whether a record since the last request reshaped the view (rewind, compaction, epoch),
-    /// so the next request copies the whole view.
+    /// Whether the next request is built whole: a record since the last one reshaped the view
+    /// (rewind, compaction, epoch), or the tools offered changed.
     reshaped: bool,
     pub grant: GrantView,
 }
@@ -343,6 +343,7 @@ impl Session {
                 Ok(tools) => {
                     self.tools = Arc::new(tools);
                     self.specs = self.tools.specs();
+                    self.reshaped = true;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "could not rebuild the tools; keeping the old")
@@ -640,7 +641,9 @@ impl Session {
 
     /// The request for `call`: the previous request's view with only what changed since
     /// copied in (the fold only ever changes its last message or appends, unless a rewind, a
-    /// compaction or a new epoch reshaped it), so a turn's cost does not grow with history.
+    /// compaction or a new epoch reshaped it), so a turn's cost does not grow with history. The
+    /// tools are copied only when they changed, since their schemas are the bulk of a request
+    /// with a short conversation.
     fn request(
         &mut self,
         call: &CallId,
@@ -672,7 +675,6 @@ impl Session {
                     request.model = model;
                     request.notes = notes;
                     request.call = call.clone();
-                    request.tools.clone_from(&self.specs);
                     sent
                 }
                 None => full(model, notes),
@@ -680,6 +682,7 @@ impl Session {
             _ => full(model, notes),
         };
         debug_assert_eq!(&request.view, view);
+        debug_assert_eq!(request.tools, self.specs);
         self.reshaped = false;
         self.sent = Some(Arc::clone(&request));
         request
@@ -693,9 +696,11 @@ impl Session {
         self.running_tools.insert(id.clone());
         let tools = Arc::clone(&self.tools);
         let tx = self.tx.clone();
-        tokio::spawn(async move {
+        // The blocking thread reports to the writer itself: no task in between to wake.
+        tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
-            let outcome = tokio::task::spawn_blocking(move || tools.run(&name, input)).await;
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input)));
             let input = match outcome {
                 Ok(Outcome::Finished {
                     output,
@@ -708,9 +713,9 @@ impl Session {
                     effects,
                 }),
                 Ok(Outcome::NeedsReview { card }) => Input::NeedsReview(id, card),
-                Err(e) => Input::Signal(Signal::ToolFinished {
+                Err(panic) => Input::Signal(Signal::ToolFinished {
                     id,
-                    output: format!("(l3m) the tool crashed: {e}"),
+                    output: format!("(l3m) the tool crashed: {}", panic_message(&*panic)),
                     is_error: true,
                     effects: vec![],
                 }),
@@ -723,6 +728,15 @@ impl Session {
     pub fn quiet(&self) -> bool {
         self.calls.is_empty() && self.running_tools.is_empty() && !self.owed.is_live()
     }
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("it panicked")
 }
 
 /// The writer loop: waits for inputs, runs passes, stops on exit or shutdown.

@@ -3,10 +3,13 @@
 
 mod common;
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use futures_util::future::BoxFuture;
 use l3m_core::effects::EffectClass;
 use l3m_core::effects::{Footprint, Reversibility, ToolDecl};
 use l3m_core::log::{EventSource, RecordBody};
@@ -15,7 +18,8 @@ use l3m_core::names::Entity;
 use l3m_ring::effects::Granted;
 use l3m_tools::{Tool, ToolError, ToolOutput};
 use sequencer::control::{ControlReply, ControlRequest, OP_REWIND, OP_STATUS};
-use sequencer::{Exit, SequencerError, run_agent, run_agent_with};
+use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider, Script, Scripted};
+use sequencer::{Exit, ProviderFactory, SequencerError, run_agent, run_agent_with};
 use tokio_util::sync::CancellationToken;
 
 const SESSION: &str = r#"
@@ -550,4 +554,91 @@ async fn an_interrupt_closes_a_running_tool_and_its_late_result_is_dropped() {
     );
     assert_eq!(assistant_texts(&log), ["sleeping"]);
     assert_eq!(provider.requests.load(Ordering::SeqCst), 1);
+}
+
+const ASK_THE_TIME: &str = r#"
+[[turn]]
+text = "checking the clock"
+[[turn.tool_use]]
+name = "now"
+[[turn]]
+text = "done"
+"#;
+
+/// Answers from a script, noting the tools each request offers; the first call is held until
+/// the test releases it.
+#[derive(Debug)]
+struct Noting {
+    inner: Scripted,
+    held: tokio::sync::Semaphore,
+    offered: Mutex<Vec<Vec<String>>>,
+}
+
+impl Provider for Noting {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+        Box::pin(async move {
+            let calls = {
+                let mut offered = self.offered.lock().unwrap();
+                offered.push(request.tools.iter().map(|t| t.name.clone()).collect());
+                offered.len()
+            };
+            if calls == 1 {
+                let _released = self.held.acquire().await.unwrap();
+            }
+            self.inner.complete(request).await
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_widened_during_a_call_offers_its_tools_from_the_next_request() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    hub.letter("demo", "what time is it?").await;
+    let provider = Arc::new(Noting {
+        inner: Scripted::new(Script::parse(Path::new("time.toml"), ASK_THE_TIME).unwrap()),
+        held: tokio::sync::Semaphore::new(0),
+        offered: Mutex::default(),
+    });
+    let p = provider.clone();
+    let factory: ProviderFactory = Arc::new(move |_: &str| {
+        let p: Arc<dyn Provider> = p.clone();
+        Ok(p)
+    });
+    let run = hub.run("demo", config("idle_exit_secs = 1"), factory).await;
+    let task = tokio::spawn(run_agent(run, CancellationToken::new()));
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::CallStarted { .. }))
+    })
+    .await;
+    hub.human()
+        .await
+        .regrant(
+            &agent("demo"),
+            grant("files = [\"workspace\"]\nspawn = \"persist\""),
+        )
+        .await
+        .unwrap();
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::GrantChange { .. }))
+    })
+    .await;
+    provider.held.add_permits(1);
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Idle);
+    let offered = provider.offered.lock().unwrap().clone();
+    assert_eq!(offered.len(), 2, "{offered:?}");
+    let has = |tools: &[String], name: &str| tools.iter().any(|t| t == name);
+    assert!(!has(&offered[0], "spawn_agent"), "{offered:?}");
+    assert!(has(&offered[1], "spawn_agent"), "{offered:?}");
+    assert!(has(&offered[1], "now"), "{offered:?}");
+    check_log(&hub.log("demo").await);
 }
