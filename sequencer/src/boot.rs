@@ -71,12 +71,12 @@ pub(crate) async fn boot(
     shutdown: CancellationToken,
 ) -> Result<Booted, SequencerError> {
     let AgentRun {
-        hub_root,
         agent,
         client,
         config,
         provider_factory,
         holder,
+        ..
     } = run;
     let labels = config.models_for(agent)?;
     let primary = provider_factory(&labels.model)?;
@@ -97,7 +97,34 @@ pub(crate) async fn boot(
         fallback,
     };
     let lease = take_lease(client, agent, holder, config.sequencer.lease_ttl()).await?;
+    let booted = boot_holding(run, tools, shutdown, models, lease).await;
+    if booted.is_err()
+        && let Err(e) = client.release_lease(agent, lease).await
+    {
+        // It lapses at its ttl; until then a restart is refused, naming this holder.
+        tracing::warn!(%agent, error = %e, "could not release the lease after a failed boot");
+    }
+    booted
+}
+
+/// The rest of [`boot`], holding the lease `lease`; [`boot`] gives it back if this fails.
+async fn boot_holding(
+    run: &AgentRun,
+    tools: fn() -> Vec<Box<dyn l3m_tools::Tool>>,
+    shutdown: CancellationToken,
+    models: Models,
+    lease: u64,
+) -> Result<Booted, SequencerError> {
+    let AgentRun {
+        hub_root,
+        agent,
+        client,
+        config,
+        ..
+    } = run;
     let tasks = shutdown.child_token();
+    // A boot that fails stops what it started (the watcher, the lease renewal).
+    let stop_on_failure = tasks.clone().drop_guard();
     let (tx, rx) = mpsc::unbounded_channel();
     // Subscribe before reading, so nothing that moves after the reads is missed.
     let watch = crate::inputs::watch(client, agent).await?;
@@ -108,13 +135,7 @@ pub(crate) async fn boot(
         client.clone(),
         tokio::runtime::Handle::current(),
     ));
-    let toolbox = Arc::new(Toolbox::build(
-        tools(),
-        &grant.grant,
-        agent,
-        &acr,
-        Some(outlet),
-    )?);
+    let toolbox = Arc::new(Toolbox::build(tools(), &grant, agent, &acr, Some(outlet))?);
     let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
     let text = prompt::assemble(
         agent,
@@ -182,6 +203,7 @@ pub(crate) async fn boot(
         Next::Continue => None,
         Next::Stop(exit) => Some(exit),
     };
+    stop_on_failure.disarm();
     Ok(Booted {
         session,
         rx,

@@ -35,6 +35,7 @@ use l3m_core::owed::{self, Owed, Signal};
 use l3m_ring::journal::LocalJournal;
 use l3m_wire::client::HubClient;
 use l3m_wire::envelope::Message;
+use l3m_wire::hubd::authority::GrantView;
 use l3m_wire::reply::{ErrorCode, RemoteError};
 use l3m_wire::subjects::{Operation, Service};
 use serde::{Deserialize, Serialize};
@@ -209,7 +210,7 @@ pub async fn restore_after(
     client: &HubClient,
     hub_root: &Path,
     agent: &AgentName,
-    grant: &Grant,
+    grant: &GrantView,
     to: u64,
 ) -> Result<String, SequencerError> {
     let after = client.read_log_from(agent, to.saturating_add(1)).await?;
@@ -290,7 +291,7 @@ async fn rewind_holding(
     )
     .map_err(|e| SequencerError::Record(e.to_string()))?;
     let (owed, tip) = append_bodies(client, agent, owed, read.tip, bodies).await?;
-    let grant = client.read_grant(agent).await?.grant;
+    let grant = client.read_grant(agent).await?;
     let note = restore_after(client, hub_root, agent, &grant, to).await?;
     let id = EventId::new(format!("note-{}", owed.next_seq()))
         .map_err(|e| SequencerError::Record(e.to_string()))?;

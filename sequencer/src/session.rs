@@ -335,7 +335,7 @@ impl Session {
         if view.grant != self.grant.grant {
             match crate::toolbox::Toolbox::build(
                 (self.build_tools)(),
-                &view.grant,
+                &view,
                 &self.agent,
                 &self.hub_root.join(l3m_core::refs::paths::acr(&self.agent)),
                 self.tools.outlet(),
@@ -585,7 +585,7 @@ impl Session {
             let (hub_root, agent, grant) = (
                 self.hub_root.clone(),
                 self.agent.clone(),
-                self.grant.grant.clone(),
+                self.grant.clone(),
             );
             let tx = self.tx.clone();
             tokio::spawn(async move {

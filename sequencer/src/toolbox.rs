@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use l3m_core::effects::{EffectClass, Footprint};
-use l3m_core::grant::Grant;
+use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::EffectNote;
 use l3m_core::names::AgentName;
 use l3m_ring::effects::{Effects, HubOutlet, SystemClock};
@@ -25,19 +25,32 @@ use l3m_ring::journal::{EntryId, JournalError, LocalJournal, UndoEntry, UndoJour
 use l3m_ring::tokens::{self, Tokens};
 use l3m_tools::{Dispatch, Tool, ToolTable};
 
+use l3m_wire::hubd::authority::GrantView;
+
 use crate::SequencerError;
 use crate::model::ToolSpec;
 
-/// Mints the session's tokens from its grant. The one place a grant becomes tokens.
+/// Mints the session's tokens from its grant as hubd serves it. The one place a grant becomes
+/// tokens.
 ///
-/// Push remotes' URLs come from the hub's settings, which no operation serves yet, so a grant
-/// that names a push remote fails to mint (naming the remote) rather than push anywhere.
-pub fn mint_tokens(grant: &Grant, agent: &AgentName, acr: &Path) -> Result<Tokens, SequencerError> {
+/// Push remotes' URLs come with the grant (from the hub's settings); a grant naming a remote
+/// the settings give no URL for fails to mint, naming the remote, rather than push anywhere.
+pub fn mint_tokens(
+    grant: &GrantView,
+    agent: &AgentName,
+    acr: &Path,
+) -> Result<Tokens, SequencerError> {
+    let remotes = grant
+        .push_urls
+        .iter()
+        .map(|(name, url)| Ok((RemoteName::parse(name)?, url.clone())))
+        .collect::<Result<BTreeMap<_, _>, GrantError>>()
+        .map_err(|e| SequencerError::Tools(format!("hubd served a bad push remote: {e}")))?;
     tokens::mint_from_grant(
-        grant,
+        &grant.grant,
         agent,
         acr.to_path_buf(),
-        &BTreeMap::new(),
+        &remotes,
         l3m_ring::ambient_authority(),
     )
     .map_err(|e| SequencerError::Tools(format!("minting tokens: {e}")))
@@ -112,7 +125,7 @@ impl Toolbox {
     /// Builds the table from `tools` and the grant's axes, and mints the effects.
     pub fn build(
         tools: Vec<Box<dyn Tool>>,
-        grant: &Grant,
+        grant: &GrantView,
         agent: &AgentName,
         acr: &Path,
         outlet: Option<Arc<dyn HubOutlet>>,

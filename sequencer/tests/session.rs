@@ -12,6 +12,7 @@ use common::*;
 use futures_util::future::BoxFuture;
 use l3m_core::effects::EffectClass;
 use l3m_core::effects::{Footprint, Reversibility, ToolDecl};
+use l3m_core::grant::SpawnRequest;
 use l3m_core::log::{EventSource, RecordBody};
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::Entity;
@@ -641,4 +642,60 @@ async fn a_grant_widened_during_a_call_offers_its_tools_from_the_next_request() 
     assert!(has(&offered[1], "spawn_agent"), "{offered:?}");
     assert!(has(&offered[1], "now"), "{offered:?}");
     check_log(&hub.log("demo").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_remote_gets_its_url_from_the_settings_or_the_agent_does_not_boot() {
+    let push = "files = [\"workspace\"]\n[git-push]\norigin = [\"refs/heads/l3m/\"]\n";
+    let hub = TestHub::start_bound(&format!("spawn = \"persist\"\n{push}")).await;
+    let human = hub.human().await;
+    human
+        .spawn(SpawnRequest {
+            child: agent("pusher"),
+            grant: grant(push),
+            loan: fuel(5),
+            driven: false,
+            persona: None,
+        })
+        .await
+        .unwrap();
+    let script = "[[turn]]\ntext = \"nothing to push yet\"\n";
+
+    // The settings give `origin` no URL: the agent cannot be given a push token, and says so.
+    let run = hub
+        .run(
+            "pusher",
+            config("idle_exit_secs = 1"),
+            factory_of(counting(script, Duration::ZERO)),
+        )
+        .await;
+    let refused = run_agent(run, CancellationToken::new()).await.unwrap_err();
+    assert!(refused.to_string().contains("origin"), "{refused}");
+
+    let settings = human.read_settings().await.unwrap();
+    let text = format!(
+        "{}[remotes]\norigin = \"file:///srv/app.git\"\n",
+        settings.text
+    );
+    human.update_settings(&text, &settings.tip).await.unwrap();
+    hub.letter("pusher", "hello").await;
+    let run = hub
+        .run(
+            "pusher",
+            config("idle_exit_secs = 1"),
+            factory_of(counting(script, Duration::ZERO)),
+        )
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    let log = hub.log("pusher").await;
+    let RecordBody::SystemPrompt { text, .. } = &log[0].body else {
+        panic!("the Log starts with the system prompt");
+    };
+    assert!(
+        text.contains("git_push"),
+        "the push tool is offered: {text}"
+    );
 }

@@ -51,13 +51,18 @@ pub fn fuel(calls: u64) -> Fuel {
 
 impl TestHub {
     pub async fn start() -> TestHub {
+        TestHub::start_bound("files = [\"workspace\"]\nspawn = \"persist\"").await
+    }
+
+    /// A hub whose human `alice` has `bound` (a grant in TOML) as the ceiling of her roots.
+    pub async fn start_bound(bound: &str) -> TestHub {
         let dir = tempfile::tempdir().unwrap();
         let options = || HubOptions {
             durability: Durability::Relaxed,
             ..HubOptions::default()
         };
         let root = dir.path().join("HUB");
-        let bound = grant("files = [\"workspace\"]\nspawn = \"persist\"");
+        let bound = grant(bound);
         drop(
             init_hub(
                 &root,
