@@ -23,12 +23,21 @@ use super::gate::tip_hex;
 use super::state::{Moved, State};
 use crate::store::RefKind;
 
-/// Runs a blocking step of `state` on tokio's blocking pool.
-async fn blocking<T, F>(state: &Arc<State>, step: F) -> Result<T, ServiceError>
+/// Runs a blocking step of `state` (it reads or fsyncs `hub.git`).
+///
+/// On a multi-threaded runtime the step runs right here, the worker handing its other tasks
+/// to the rest of the pool for the while (`block_in_place`): no hop to the blocking pool and
+/// back on every request. A current-thread runtime cannot do that, so there it goes to the
+/// blocking pool.
+pub(super) async fn blocking<T, F>(state: &Arc<State>, step: F) -> Result<T, ServiceError>
 where
     T: Send + 'static,
     F: FnOnce(&State) -> Result<T, ServiceError> + Send + 'static,
 {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        return tokio::task::block_in_place(|| step(state));
+    }
     let state = Arc::clone(state);
     tokio::task::spawn_blocking(move || step(&state))
         .await

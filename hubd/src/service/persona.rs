@@ -19,6 +19,7 @@ use l3m_wire::hubd::persona::{
 
 use super::error::ServiceError;
 use super::gate::{self, tip_hex};
+use super::handlers::blocking;
 use super::state::State;
 use crate::store::{StoreError, Tip};
 
@@ -89,14 +90,12 @@ pub fn publish(state: &State, req: PublishPersona) -> Result<PersonaPublished, S
     })
 }
 
-/// `hubd.publish-persona`, on the blocking pool (the store fsyncs).
+/// `hubd.publish-persona` (the store fsyncs).
 pub async fn publish_persona(
     state: Arc<State>,
     req: PublishPersona,
 ) -> Result<PersonaPublished, ServiceError> {
-    tokio::task::spawn_blocking(move || publish(&state, req))
-        .await
-        .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
+    blocking(&state, move |s| publish(s, req)).await
 }
 
 /// A persona branch's files, by path.
@@ -219,14 +218,12 @@ pub fn pull(state: &State, req: PullPersona) -> Result<PersonaPulled, ServiceErr
     Ok(pulled(commit, updated))
 }
 
-/// `hubd.pull-persona`, on the blocking pool.
+/// `hubd.pull-persona` (it reads and writes `hub.git`).
 pub async fn pull_persona(
     state: Arc<State>,
     req: PullPersona,
 ) -> Result<PersonaPulled, ServiceError> {
-    tokio::task::spawn_blocking(move || pull(&state, req))
-        .await
-        .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
+    blocking(&state, move |s| pull(s, req)).await
 }
 
 #[cfg(test)]

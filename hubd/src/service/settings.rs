@@ -15,6 +15,7 @@ use l3m_wire::hubd::settings::{ReadSettings, SettingsUpdated, SettingsView, Upda
 
 use super::error::ServiceError;
 use super::gate;
+use super::handlers::blocking;
 use super::state::State;
 use crate::store::{Hub, SETTINGS_FILE, StoreError};
 
@@ -68,22 +69,18 @@ fn update(state: &State, req: &UpdateSettings) -> Result<SettingsUpdated, Servic
     })
 }
 
-/// `hubd.read-settings`, on the blocking pool (it reads from `hub.git`).
+/// `hubd.read-settings` (it reads from `hub.git`).
 pub async fn read_settings(
     state: Arc<State>,
     req: ReadSettings,
 ) -> Result<SettingsView, ServiceError> {
-    tokio::task::spawn_blocking(move || read(&state, &req))
-        .await
-        .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
+    blocking(&state, move |s| read(s, &req)).await
 }
 
-/// `hubd.update-settings`, on the blocking pool (the store fsyncs).
+/// `hubd.update-settings` (the store fsyncs).
 pub async fn update_settings(
     state: Arc<State>,
     req: UpdateSettings,
 ) -> Result<SettingsUpdated, ServiceError> {
-    tokio::task::spawn_blocking(move || update(&state, &req))
-        .await
-        .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
+    blocking(&state, move |s| update(s, &req)).await
 }

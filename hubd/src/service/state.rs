@@ -1,6 +1,6 @@
 //! What one hubd holds in memory, and every operation as a synchronous step over the store.
 //!
-//! Operations here block (the store fsyncs); `handlers` runs each on tokio's blocking pool and
+//! Operations here block (the store fsyncs); `handlers` runs each off the async path and
 //! publishes the announcements it returns. The tree lock serialises every ledger write, so the
 //! in-memory [`Ledger`] is always the fold of the ledger chain: a row is applied to a copy first
 //! (re-running its gate), appended, and only then does the copy replace the original.
