@@ -208,9 +208,7 @@ impl Disk {
                 lock.commit(&ref_path)
             }
             Mode::Barriers(syncer) => {
-                Self::with_barriers(syncer, lock, &ref_path, filled, created_dirs, |o, dirs| {
-                    self.name_object(o, dirs)
-                })
+                self.with_barriers(syncer, lock, &ref_path, filled, created_dirs)
             }
             Mode::Journal(journal, syncer) => {
                 // Allocating the blocks now puts them in the filesystem journal commit that
@@ -225,14 +223,7 @@ impl Disk {
                     new,
                 };
                 let Some(journaled) = journal.record(&change)? else {
-                    return Self::with_barriers(
-                        syncer,
-                        lock,
-                        &ref_path,
-                        filled,
-                        created_dirs,
-                        |o, dirs| self.name_object(o, dirs),
-                    );
+                    return self.with_barriers(syncer, lock, &ref_path, filled, created_dirs);
                 };
                 for object in filled {
                     if let Named::Existing(file, path) =
@@ -252,16 +243,16 @@ impl Disk {
     /// Steps 2–5 with both barriers: names the objects, fsyncs them with the lock, renames the
     /// lock over the ref and fsyncs its directory.
     fn with_barriers(
+        &self,
         syncer: &Syncer,
         lock: RefLock,
         ref_path: &Path,
         filled: Vec<Filled>,
         mut created_dirs: Vec<PathBuf>,
-        name: impl Fn(Filled, &mut Vec<PathBuf>) -> Result<Named, StoreError>,
     ) -> Result<(), StoreError> {
         let mut written = Vec::with_capacity(filled.len());
         for object in filled {
-            match name(object, &mut created_dirs)? {
+            match self.name_object(object, &mut created_dirs)? {
                 Named::New(file, path) | Named::Existing(file, path) => written.push((file, path)),
             }
         }
@@ -457,15 +448,21 @@ fn journal_suits(git_dir: &Path) -> bool {
 fn mount_options(path: &Path) -> Option<String> {
     let path = fs::canonicalize(path).ok()?;
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mount_options_in(&mountinfo, &path).map(str::to_owned)
+}
+
+/// The super options (after ` - <type> <source> `) of the deepest mount in `mountinfo`
+/// holding the canonical `path`. Pure.
+fn mount_options_in<'a>(mountinfo: &'a str, path: &Path) -> Option<&'a str> {
     mountinfo
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
             let mount_point = Path::new(fields.get(4)?);
             let after = fields.iter().position(|f| *f == "-")?;
-            let options = fields.get(after + 3)?;
+            let options = *fields.get(after + 3)?;
             path.starts_with(mount_point)
-                .then(|| (mount_point.as_os_str().len(), (*options).to_owned()))
+                .then_some((mount_point.as_os_str().len(), options))
         })
         .max_by_key(|(len, _)| *len)
         .map(|(_, options)| options)
@@ -599,4 +596,30 @@ fn parent_of(path: &Path) -> Result<&Path, StoreError> {
         refname: path.display().to_string(),
         reason: "a ref needs a parent directory".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
+30 22 254:1 / /srv rw,relatime shared:2 - ext4 /dev/vdb rw,data=writeback
+31 22 0:30 / /tmp rw shared:3 - tmpfs tmpfs rw,size=100k
+garbage line
+";
+
+    #[test]
+    fn the_deepest_mount_holding_a_path_gives_its_options() {
+        let of = |p: &str| mount_options_in(MOUNTINFO, Path::new(p));
+        assert_eq!(of("/home/hub/hub.git"), Some("rw,discard"));
+        assert_eq!(of("/srv/hub/hub.git"), Some("rw,data=writeback"));
+        assert_eq!(
+            of("/srvx/hub"),
+            Some("rw,discard"),
+            "a prefix of a name is not a parent"
+        );
+        assert_eq!(of("/tmp"), Some("rw,size=100k"));
+        assert_eq!(mount_options_in("", Path::new("/")), None);
+    }
 }

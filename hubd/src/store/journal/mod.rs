@@ -343,31 +343,28 @@ pub(crate) struct Recovered {
     /// Segments holding nothing to replay (empty, or after the end of the journal): deleted
     /// before anything is written, so that no later frame can hide behind them.
     unused: Vec<PathBuf>,
+    /// The journal folder they are in.
+    dir: PathBuf,
 }
 
 impl Recovered {
     /// For a hub that writes without a journal: makes `hub.git` durable (so nothing replayed
     /// is lost) and deletes every segment.
     pub(crate) fn retire(self) -> Result<(), StoreError> {
-        let Some(dir) = self
-            .replayed
-            .iter()
-            .chain(&self.unused)
-            .find_map(|p| p.parent())
-        else {
-            return Ok(());
-        };
         if !self.replayed.is_empty() {
-            syncfs(dir)?;
+            syncfs(&self.dir)?;
         }
-        remove_segments(dir, self.replayed.iter().chain(&self.unused))
+        remove_segments(&self.dir, self.replayed.iter().chain(&self.unused))
     }
 }
 
 /// Reads every whole frame of the segments in `dir`, oldest first, up to the first that is torn,
 /// missing or out of sequence.
 pub(crate) fn recover(dir: &Path) -> Result<Recovered, StoreError> {
-    let mut recovered = Recovered::default();
+    let mut recovered = Recovered {
+        dir: dir.to_path_buf(),
+        ..Recovered::default()
+    };
     let mut ended = false;
     for path in segments(dir)? {
         if ended {
