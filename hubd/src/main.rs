@@ -31,6 +31,7 @@ struct Cli {
 enum Command {
     Init(InitArgs),
     Serve(ServeArgs),
+    Recover(RecoverArgs),
 }
 
 /// Create a hub: a bare hub.git, its folders, its secret, and a ledger whose first row registers
@@ -70,20 +71,33 @@ struct ServeArgs {
     /// The NATS password.
     #[arg(long, requires = "user")]
     password: Option<String>,
-    /// When a write is acknowledged. `fsync` (the default): once it survives a power cut, by
-    /// the write-ahead journal on ext4 and by fsync barriers elsewhere. `journal` or
-    /// `barriers` force one of the two. `relaxed`: without any fsync, safe only against a
-    /// crashed process (for throwaway hubs). Whatever is chosen, a journal left by an earlier
-    /// run is replayed first.
+    /// When a write is acknowledged. `fsync` (the default): once it survives a power cut,
+    /// by one fdatasync of hubd's write-ahead journal (hubd/journal/), which the next start
+    /// replays. `barriers`: once its files and then its ref are fsynced, no journal (about
+    /// twice as slow; hub.git is whole after a power cut without replay). `relaxed`: without
+    /// any fsync, safe only against a crashed process (for throwaway hubs). Whatever is
+    /// chosen, a journal left by an earlier run is replayed first.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
     durability: DurabilityArg,
+}
+
+/// Make a hub whole and durable after a crash, without serving it: replay what hubd's journal
+/// holds into hub.git, fsync everything, and empty the journal.
+///
+/// `hubd serve` does the same when it starts; run this first to read a hub with plain git
+/// after a power cut while hubd is down (until then the newest writes may be missing from
+/// hub.git or torn, though every acknowledged one is in the journal).
+#[derive(Debug, clap::Args)]
+struct RecoverArgs {
+    /// The hub folder.
+    #[arg(long)]
+    hub: PathBuf,
 }
 
 /// `--durability` on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DurabilityArg {
     Fsync,
-    Journal,
     Barriers,
     Relaxed,
 }
@@ -92,7 +106,6 @@ impl From<DurabilityArg> for Durability {
     fn from(arg: DurabilityArg) -> Durability {
         match arg {
             DurabilityArg::Fsync => Durability::Fsync,
-            DurabilityArg::Journal => Durability::Journal,
             DurabilityArg::Barriers => Durability::Barriers,
             DurabilityArg::Relaxed => Durability::Relaxed,
         }
@@ -108,6 +121,7 @@ async fn main() -> ExitCode {
     let outcome = match Cli::parse().command {
         Command::Init(args) => init(args),
         Command::Serve(args) => serve(args).await,
+        Command::Recover(args) => recover(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -152,6 +166,25 @@ fn init(args: InitArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "next: hubd serve --hub {} --nats nats://127.0.0.1:4222 --hub-id main",
+        args.hub.display()
+    );
+    Ok(())
+}
+
+fn recover(args: RecoverArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // Barriers: opening replays, then fsyncs hub.git and deletes the journal's segments.
+    let options = HubOptions {
+        durability: Durability::Barriers,
+        ..HubOptions::default()
+    };
+    let replayed = Hub::open(&args.hub, options)?.replayed();
+    println!(
+        "replayed {replayed} journaled write(s); {}/hub.git is whole and on disk",
+        args.hub.display()
+    );
+    println!(
+        "next: git --git-dir {}/hub.git fsck, or hubd serve --hub {}",
+        args.hub.display(),
         args.hub.display()
     );
     Ok(())

@@ -132,3 +132,35 @@ fn bad_input_is_named_and_writes_nothing() {
     );
     assert!(!hub.exists());
 }
+
+#[test]
+fn recover_replays_the_journal_and_leaves_it_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let grant = dir.path().join("root-grant.toml");
+    std::fs::write(&grant, ROOT_GRANT).unwrap();
+    let hub = dir.path().join("HUB");
+    assert!(init(&hub, "alice", &grant).status.success());
+    // A hubd that stopped before its first checkpoint leaves what `init` wrote journaled.
+    let journal = hub.join("hub.git/hubd/journal");
+    assert!(std::fs::read_dir(&journal).unwrap().count() > 0);
+
+    let out = hubd(&["recover", "--hub", hub.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("journaled write(s)"), "{stdout}");
+    assert!(
+        !stdout.contains("replayed 0 "),
+        "init's writes are replayed: {stdout}"
+    );
+    assert_eq!(std::fs::read_dir(&journal).unwrap().count(), 0);
+
+    let again = hubd(&["recover", "--hub", hub.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("replayed 0 "));
+    let missing = hubd(&[
+        "recover",
+        "--hub",
+        dir.path().join("nope").to_str().unwrap(),
+    ]);
+    assert!(!missing.status.success());
+    assert!(stderr(&missing).contains("nope"), "{}", stderr(&missing));
+}

@@ -103,6 +103,41 @@ fn git_fsck_strict_passes_and_git_log_reads_one_line_per_append() {
 }
 
 #[test]
+fn a_stream_of_appends_frees_no_inode_and_git_reads_every_object() {
+    use std::os::unix::fs::MetadataExt as _;
+    let (_dir, hub) = new_hub();
+    let ref_path = hub.git_dir().join(LOG);
+    // Each value the ref had, held open: a freed one would show no link left.
+    let mut replaced = Vec::new();
+    for b in 0..40 {
+        let tip = hub.tip(LOG).unwrap();
+        if tip != Tip::Absent {
+            replaced.push(std::fs::File::open(&ref_path).unwrap());
+        }
+        hub.append(LOG, tip, &entries(&format!("b{b}"), 1), "one")
+            .unwrap();
+    }
+    for (i, file) in replaced.iter().enumerate() {
+        assert_eq!(
+            file.metadata().unwrap().nlink(),
+            1,
+            "the inode of value {i} is still named (recycled into an object or kept)"
+        );
+    }
+    let recycle = std::fs::read_dir(hub.git_dir().join("hubd/recycle")).unwrap();
+    assert!(
+        recycle.count() <= 1,
+        "recycled inodes are used up by objects"
+    );
+    assert!(!hub.git_dir().join(format!("{LOG}.lock")).exists());
+    assert_fsck_strict(&hub.git_dir());
+    assert_eq!(
+        git(&hub.git_dir(), &["rev-list", "--count", LOG]).trim(),
+        "40"
+    );
+}
+
+#[test]
 fn a_chain_commit_holds_only_its_new_entries() {
     let (_dir, hub) = new_hub();
     let all = fill(&hub, LOG, &[2, 3]);

@@ -5,7 +5,7 @@
 //! kills it with SIGKILL at pseudo-random moments, restarts it on the same hub, and finally
 //! checks the hub with `git fsck --strict` and `Hub::open`.
 //!
-//! It runs twice: once with the write-ahead journal (`Durability::Journal`, where a killed
+//! It runs twice: once with the write-ahead journal (`Durability::Fsync`, where a killed
 //! writer may leave a journaled move for the next open to replay) and once with the two fsync
 //! barriers and no journal (`Durability::Barriers`).
 //!
@@ -40,7 +40,7 @@ const MAX_CHILD_APPENDS: usize = 100_000;
 fn acknowledged_appends_survive_sigkill_with_the_journal() {
     storm_and_kill(
         "acknowledged_appends_survive_sigkill_with_the_journal",
-        Durability::Journal,
+        Durability::Fsync,
     );
 }
 

@@ -20,7 +20,7 @@ const INBOX: &str = "refs/l3m/a/alice/_/inbox";
 
 fn journaled() -> HubOptions {
     HubOptions {
-        durability: Durability::Journal,
+        durability: Durability::Fsync,
         clock: Clock::Fixed(1_700_000_000),
     }
 }
@@ -172,6 +172,27 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
     drop(hub);
     let hub = Hub::open(&root, journaled()).unwrap();
     assert_eq!(hub.len(LOG).unwrap(), 12);
+    assert_fsck_strict(&git_dir);
+}
+
+#[test]
+fn a_ref_torn_by_the_crash_is_walked_forward_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("HUB");
+    let git_dir = root.join("hub.git");
+    let hub = Hub::create(&root, journaled()).unwrap();
+    append_range(&hub, LOG, 0, 5);
+    let last = hub.tip(LOG).unwrap();
+    drop(hub);
+
+    // The ref's name survived and its bytes did not, as on a disk that keeps no order.
+    fs::write(git_dir.join(LOG), b"").unwrap();
+    let hub = Hub::open(&root, journaled()).unwrap();
+    assert_eq!(hub.tip(LOG).unwrap(), last);
+    assert_eq!(
+        entries(&hub, LOG),
+        (0..5).map(|i| entry(LOG, i)).collect::<Vec<_>>()
+    );
     assert_fsck_strict(&git_dir);
 }
 

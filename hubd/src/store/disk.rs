@@ -2,62 +2,62 @@
 //!
 //! gix encodes the objects and reads refs, but neither gix-odb nor gix-ref fsyncs anything, and
 //! both create a fresh file per object and per lock on the write path. So this module places the
-//! bytes itself, keeping git's on-disk protocol exactly. Every new file starts as an unnamed
-//! spare (see `spare`) and gets its name with `linkat`, which fails if the name is taken:
+//! bytes itself, keeping git's on-disk protocol exactly. A new file is an unnamed spare (see
+//! `spare`) or a recycled one (see `recycle`), named with `linkat` or `RENAME_NOREPLACE`, both
+//! of which fail if the name is taken:
 //!
 //! 1. **Lock.** The new ref value is written into a spare named `<ref>.lock`: like git's
 //!    `O_CREAT|O_EXCL`, this fails if any writer (git itself included) holds the lock. Under
 //!    the lock the current value is read (loose or packed, through gix) and compared with the
 //!    expected one; a mismatch is [`StoreError::Stale`] and the lock is removed, nothing the ref
 //!    could reach having been written.
-//! 2. **Objects.** Each loose object is written into a spare named `objects/xx/yyyy…`; an
-//!    object already there is kept (same id, same bytes).
-//! 3. **Barrier 1** ([`Durability::Barriers`] only). Writeback of every file of the write (objects
-//!    and lock) is started first (`posix_fadvise(DONTNEED)`), then each is fsynced, so one
-//!    journal commit carries them all instead of one commit per file; directories this write
-//!    created (a new fan-out directory, new ref folders) have their parents fsynced too.
-//! 4. **Publish.** `<ref>.lock` is renamed over `<ref>`.
+//! 2. **Objects.** Each loose object's bytes go into a file not yet named.
+//! 3. **Durable.** [`Durability::Fsync`]: one journal frame holding the ref, its expected and
+//!    new value and the objects is made durable (see `journal`). [`Durability::Barriers`]:
+//!    the objects are named, then fsynced together with the lock (`barrier`), and directories
+//!    this write created have their parents fsynced.
+//! 4. **Name and publish.** The objects are named (an object already there is kept: same id,
+//!    same bytes) and the lock takes the ref's place: swapped with it (`RENAME_EXCHANGE`), the
+//!    old value's inode going to the recycler, or renamed where the ref is new.
 //! 5. **Barrier 2** ([`Durability::Barriers`] only). The ref's directory is fsynced; only then does
 //!    the write return `Ok`.
 //!
-//! With [`Durability::Fsync`] on ext4 (ordered data, the default) the two barriers give way to
-//! one journal frame made durable between steps 2 and 4 (see `journal`): the objects are named
-//! only after it, and no file under `hub.git` is fsynced on the write path. Other filesystems
-//! get the barriers.
+//! With the journal nothing under `hub.git` is fsynced on the write path, and the filesystem
+//! is trusted for nothing but `fdatasync` and `syncfs`: after a crash of the machine the newest
+//! objects may be missing or torn and the newest refs old or torn, in any combination, and the
+//! replay at the next open (or `hubd recover`) rewrites each journaled object whose bytes are
+//! not exactly right and walks each journaled ref forward. Until that replay `hub.git` may not
+//! pass `git fsck`; a crashed *process* leaves it whole, since every file is complete in the
+//! page cache before it is named.
 //!
-//! Because barrier 1 completes before the rename, a crash at any point leaves the ref either at
-//! its old value or at a commit whose objects are all on disk; at worst some unreachable objects
-//! and a stale lock remain, which [`Hub::open`](super::Hub::open) and `git gc` clean up.
-//! A new name in an already existing directory is made durable by the fsync of the file itself
-//! on journaling filesystems (ext4, xfs): the journal commit that persists the file persists
-//! every namespace operation before it. That is the one filesystem assumption made here.
+//! With the barriers a crash at any point leaves the ref either at its old value or at a commit
+//! whose objects are all on disk; at worst some unreachable objects and a stale lock remain,
+//! which [`Hub::open`](super::Hub::open) and `git gc` clean up. A new name in an already
+//! existing directory is made durable by the fsync of the file itself on journaling
+//! filesystems (ext4, xfs): the journal commit that persists the file persists every namespace
+//! operation before it. That is the one filesystem assumption the barriers make.
 //!
-//! # What was measured, with the barriers
-//! (`cargo bench -p hubd --bench store_append`, ext4 on virtio, 2 shared cores, quiet machine.)
-//! A durable single-entry append takes 0.75–0.95 ms at p50, 10–12× the rate of the same append
-//! through the git CLI with fsync on, and 5.4–5.9× a raw `write + fsync` of the same bytes to
-//! one open file (3.6× for batches of 16 entries). The remaining gap is the disk, not the code:
-//! - two ordered barriers are the floor (objects durable before the ref names them), and each
-//!   costs at least one journal commit — about one raw `write + fsync`;
-//! - barrier 1 persists four *new* files (three objects and the lock), and a commit carrying a
-//!   new file's first block costs 1.7× one appending to an existing file, plus ~45 µs per extra
-//!   file (measured: 208, 252, 301, 335 µs for 1–4 files, against 116 µs raw);
-//! - git-compatible storage needs a new file per object: a pack would still need the pack and
-//!   its index (two new files) and would leave one pack per append to be merged later.
+//! # What was measured
+//! `cargo bench -p hubd --bench store_append` (ext4 on virtio, 2 shared cores). With the
+//! barriers, before the journal: a durable append 0.75–0.95 ms at p50 on a quiet day,
+//! 5.4–5.9× a raw `write + fsync` of the same bytes — two ordered barriers, each at least one
+//! filesystem journal commit, persisting four new files.
 //!
-//! What helped, in order: spares made ahead of time (inode creation off the write path),
+//! With the journal, what was left was CPU: a relaxed append (no fsync at all) cost 650 µs,
+//! 1.4× the raw `fsync`. Half of it was the final `rename(<ref>.lock, <ref>)`: replacing a
+//! file makes ext4 allocate the new one's blocks on the spot (`auto_da_alloc`) and evict the
+//! old inode; and every inode freed that way slowed each later inode creation, which scans
+//! past recently freed inodes. Swapping instead of replacing, and recycling the old inode for
+//! the next object, took the relaxed append to 290–360 µs. Starting each file's writeback
+//! before the frame (so that an ordered ext4 journal would keep `hub.git` whole without replay)
+//! cost another 650 µs and was dropped: the replay repairs what it would have protected, and
+//! the disk this was measured on keeps no filesystem journal at all. The journal's
+//! single-entry append then measured 0.75 ms at p50 against 0.40 ms for the raw `fsync` of
+//! the same run (1.9×; 1.3× for batches of 16) and 20× the git CLI's rate.
+//!
+//! What helped before, in order: spares made ahead of time (inode creation off the write path),
 //! concurrent fsyncs (`barrier`), making the 256 fan-out directories once, and waking the
 //! spare filler only in bursts at a lower priority.
-//!
-//! # With the journal
-//! Same bench, same run (a later session, a slower day for this disk: raw `write + fsync`
-//! 458 µs at p50): the journal's single-entry append 1.49 ms at p50 against 2.48 ms with the
-//! barriers and 0.65 ms without any fsync; 11.5× the git CLI's rate (12.0× for batches of
-//! 16); 3.3× the raw `fsync` (2.4× for 16). What is left is mostly CPU, not the disk: the
-//! relaxed append alone is 1.4× the raw `fsync`, and a profile puts most of it (and of the
-//! spare filler's time) in ext4's search for a free inode, which walks past every inode freed
-//! in the last seconds — one per append, the replaced ref file. Not freeing those (recycling the
-//! old ref's inode, made durable beside the journal frame) is the next step.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -71,22 +71,20 @@ use gix::refs::transaction::{Change as RefChange, PreviousValue, RefEdit, RefLog
 use super::barrier::{Syncer, sync_dir, sync_parents_of};
 use super::journal::{self, Change, Journal};
 use super::object::{LooseObject, NewCommit};
+use super::recycle::{self, Recycler};
 use super::spare::{SparePool, link_into_place};
 use super::{StoreError, Tip};
 
 /// Whether an acknowledged write is on stable storage, and how it gets there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// A write returns only once it survives a crash of the machine: as
-    /// [`Durability::Journal`] where the filesystem keeps the order that `hub.git` needs to stay
-    /// whole between replays (ext4 with ordered or journaled data), else as
-    /// [`Durability::Barriers`].
+    /// A write returns only once it survives a crash of the machine: its journal frame is made
+    /// durable by one `fdatasync`, and its objects and ref reach `hub.git` without fsync, to
+    /// be replayed from the journal after a crash (see `journal`).
     #[default]
     Fsync,
-    /// A write returns once its journal frame is durable (one `fdatasync`); its objects and ref
-    /// reach `hub.git` without fsync and are replayed from the journal after a crash.
-    Journal,
-    /// A write returns only after its objects and then its ref are fsynced, with no journal.
+    /// A write returns only after its objects and then its ref are fsynced, with no journal:
+    /// `hub.git` is whole after a crash without any replay, at about twice the cost.
     Barriers,
     /// The same writes and renames without any fsync: safe against a crashed process, not
     /// against a crashed machine. For tests and throwaway hubs.
@@ -116,6 +114,9 @@ pub(crate) struct Disk {
     objects_dir: PathBuf,
     mode: Mode,
     spares: SparePool,
+    recycled: Recycler,
+    /// How many journal frames opening replayed.
+    replayed: usize,
 }
 
 /// hubd's journal folder inside `hub.git`.
@@ -142,6 +143,8 @@ impl Disk {
         }
         let mut disk = Self {
             spares: SparePool::start(objects_dir.clone())?,
+            recycled: Recycler::open(&git_dir)?,
+            replayed: 0,
             objects_dir,
             mode: Mode::Relaxed,
             git_dir,
@@ -157,12 +160,8 @@ impl Disk {
         for change in &recovered.changes {
             disk.replay(&repo.refs, repo, change)?;
         }
-        let journaled = match durability {
-            Durability::Journal => true,
-            Durability::Fsync => journal_suits(&disk.git_dir),
-            Durability::Barriers | Durability::Relaxed => false,
-        };
-        disk.mode = if journaled {
+        disk.replayed = recovered.changes.len();
+        disk.mode = if durability == Durability::Fsync {
             Mode::Journal(Journal::start(&journal_dir, recovered)?, Syncer::start()?)
         } else {
             // What was replayed had been acknowledged as durable: `retire` keeps that promise
@@ -174,6 +173,11 @@ impl Disk {
             }
         };
         Ok(disk)
+    }
+
+    /// How many journaled writes opening found and replayed (each applied or found done).
+    pub(crate) fn replayed(&self) -> usize {
+        self.replayed
     }
 
     /// Writes `new`'s objects and moves `refname` from `expected` to `new.commit`.
@@ -205,7 +209,7 @@ impl Disk {
                 for object in filled {
                     self.name_object(object, &mut created_dirs)?;
                 }
-                lock.commit(&ref_path)
+                lock.commit(&ref_path, &self.recycled)
             }
             Mode::Barriers(syncer) => {
                 self.with_barriers(syncer, lock, &ref_path, filled, created_dirs)
@@ -213,10 +217,6 @@ impl Disk {
             Mode::Journal(journal, syncer) => {
                 // Allocating the blocks now puts them in the filesystem journal commit that
                 // makes the objects' names durable, with their data written first.
-                for object in &filled {
-                    start_writeback(&object.file);
-                }
-                start_writeback(&lock.file);
                 let change = Change::Publish {
                     refname,
                     expected,
@@ -233,7 +233,7 @@ impl Disk {
                         fsync(&file, &path)?;
                     }
                 }
-                lock.commit(&ref_path)?;
+                lock.commit(&ref_path, &self.recycled)?;
                 drop(journaled);
                 Ok(())
             }
@@ -261,7 +261,7 @@ impl Disk {
         files.push((&lock.file, &lock.path));
         syncer.sync_files(&files)?;
         sync_parents_of(&created_dirs)?;
-        lock.commit(ref_path)?;
+        lock.commit(ref_path, &self.recycled)?;
         sync_dir(parent_of(ref_path)?)
     }
 
@@ -287,10 +287,20 @@ impl Disk {
                     tracing::warn!(refname, commit = %new.commit, "not replaying a move to a commit that is gone");
                     return Ok(());
                 }
-                if read_tip(refs, refname)? == *expected {
-                    let ref_path = self.git_dir.join(refname);
+                let ref_path = self.git_dir.join(refname);
+                let at_expected = match read_tip(refs, refname) {
+                    Ok(tip) => tip == *expected,
+                    // A loose ref that does not parse was torn by the crash (its name reached
+                    // the disk, its bytes did not): the journal wrote it last, so it walks on.
+                    Err(StoreError::Git { .. }) if ref_path.is_file() => {
+                        tracing::warn!(refname, "replaying over a torn ref");
+                        true
+                    }
+                    Err(err) => return Err(err),
+                };
+                if at_expected {
                     let lock = self.lock_ref(refname, &ref_path, new.commit, &mut Vec::new())?;
-                    lock.commit(&ref_path)?;
+                    lock.commit(&ref_path, &self.recycled)?;
                 }
                 Ok(())
             }
@@ -373,13 +383,24 @@ impl Disk {
         }
     }
 
-    /// Step 2, first half: `object`'s bytes in an unnamed spare.
+    /// Step 2, first half: `object`'s bytes in a recycled file, else in an unnamed spare.
     fn fill_object(&self, object: &LooseObject) -> Result<Filled, StoreError> {
         let path = self.object_path(object.id);
+        if let Some(refilled) = self.recycled.refill(&object.compressed)? {
+            return Ok(Filled {
+                file: refilled.file,
+                path,
+                recycled_at: Some(refilled.at),
+            });
+        }
         let mut file = self.spares.take()?;
         file.write_all(&object.compressed)
             .map_err(StoreError::io("write a loose object", &path))?;
-        Ok(Filled { file, path })
+        Ok(Filled {
+            file,
+            path,
+            recycled_at: None,
+        })
     }
 
     /// Step 2, second half: names a filled object, or finds it already there (same id, same
@@ -390,12 +411,23 @@ impl Disk {
         object: Filled,
         created_dirs: &mut Vec<PathBuf>,
     ) -> Result<Named, StoreError> {
-        let Filled { file, path } = object;
-        match name_file(&file, &path, created_dirs) {
+        let Filled {
+            file,
+            path,
+            recycled_at,
+        } = object;
+        let named = match &recycled_at {
+            Some(at) => place(&path, created_dirs, || recycle::rename_new(at, &path)),
+            None => name_file(&file, &path, created_dirs),
+        };
+        match named {
             Ok(()) => Ok(Named::New(file, path)),
             Err(StoreError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::AlreadyExists =>
             {
+                if let Some(at) = recycled_at {
+                    self.recycled.give_back(at);
+                }
                 let existing =
                     File::open(&path).map_err(StoreError::io("open a loose object", &path))?;
                 Ok(Named::Existing(existing, path))
@@ -411,11 +443,13 @@ impl Disk {
     }
 }
 
-/// An object's bytes in an unnamed file, and the name it will get.
+/// An object's bytes in a file not yet under its name, and the name it will get.
 #[derive(Debug)]
 struct Filled {
     file: File,
     path: PathBuf,
+    /// Where the file is if it is a recycled one; `None` for an unnamed spare.
+    recycled_at: Option<PathBuf>,
 }
 
 /// A named object: newly, or found already there.
@@ -425,47 +459,8 @@ enum Named {
     Existing(File, PathBuf),
 }
 
-/// Starts writing `file`'s dirty pages back, which on ext4 allocates their blocks now.
-fn start_writeback(file: &File) {
-    // Only a hint for durability's sake: the journal frame holds the bytes either way.
-    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
-}
-
 fn fsync(file: &File, path: &Path) -> Result<(), StoreError> {
     file.sync_all().map_err(StoreError::io("fsync", path))
-}
-
-/// Whether the filesystem under `git_dir` keeps the order the journal relies on: ext4 with
-/// ordered (the default) or journaled data, where a journal commit writes the data of blocks
-/// it allocates before it records them.
-fn journal_suits(git_dir: &Path) -> bool {
-    const EXT4_SUPER_MAGIC: u64 = 0xEF53;
-    let is_ext4 = rustix::fs::statfs(git_dir).is_ok_and(|fs| fs.f_type as u64 == EXT4_SUPER_MAGIC);
-    is_ext4 && !mount_options(git_dir).is_some_and(|options| options.contains("data=writeback"))
-}
-
-/// The filesystem options of the mount holding `path`, from `/proc/self/mountinfo`.
-fn mount_options(path: &Path) -> Option<String> {
-    let path = fs::canonicalize(path).ok()?;
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mount_options_in(&mountinfo, &path).map(str::to_owned)
-}
-
-/// The super options (after ` - <type> <source> `) of the deepest mount in `mountinfo`
-/// holding the canonical `path`. Pure.
-fn mount_options_in<'a>(mountinfo: &'a str, path: &Path) -> Option<&'a str> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let mount_point = Path::new(fields.get(4)?);
-            let after = fields.iter().position(|f| *f == "-")?;
-            let options = *fields.get(after + 3)?;
-            path.starts_with(mount_point)
-                .then_some((mount_point.as_os_str().len(), options))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, options)| options)
 }
 
 /// Deletes `refname` at `expected` through a gix ref transaction, telling a lost
@@ -533,12 +528,43 @@ struct RefLock {
 }
 
 impl RefLock {
-    /// Step 4: renames the lock over the ref.
-    fn commit(mut self, ref_path: &Path) -> Result<(), StoreError> {
-        fs::rename(&self.path, ref_path).map_err(StoreError::io("move the ref", ref_path))?;
-        self.committed = true;
-        Ok(())
+    /// Step 4: puts the lock in the ref's place. An existing ref is swapped with the lock, and
+    /// its old value's inode recycled rather than freed (see `recycle`); a new ref, or a
+    /// filesystem without `RENAME_EXCHANGE`, gets a plain rename.
+    fn commit(mut self, ref_path: &Path, recycled: &Recycler) -> Result<(), StoreError> {
+        let moved = StoreError::io("move the ref", ref_path);
+        match recycle::exchange(&self.path, ref_path) {
+            Ok(()) => {
+                self.committed = true;
+                // The ref has its new value; what is left under the lock's name is the old,
+                // and it must not stay there, where it holds the lock.
+                if let Err(err) = recycled.keep(&self.path) {
+                    tracing::warn!(%err, "a replaced ref could not be recycled; removing it");
+                    if fs::remove_file(&self.path).is_err() {
+                        // The next write of this ref reports `RefLocked`, naming the file.
+                        tracing::warn!(lock = %self.path.display(), "a stale ref lock is left");
+                    }
+                }
+                Ok(())
+            }
+            Err(err) if exchange_unavailable(&err) => {
+                fs::rename(&self.path, ref_path).map_err(moved)?;
+                self.committed = true;
+                Ok(())
+            }
+            Err(err) => Err(moved(err)),
+        }
     }
+}
+
+/// Whether a failed `RENAME_EXCHANGE` means "rename instead": the ref does not exist yet
+/// (`NotFound`, the lock being ours) or the filesystem cannot swap names.
+fn exchange_unavailable(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        err.kind(),
+        ErrorKind::NotFound | ErrorKind::InvalidInput | ErrorKind::Unsupported
+    )
 }
 
 impl Drop for RefLock {
@@ -575,11 +601,21 @@ fn name_file(
     target: &Path,
     created_dirs: &mut Vec<PathBuf>,
 ) -> Result<(), StoreError> {
+    place(target, created_dirs, || link_into_place(file, target))
+}
+
+/// Runs `name` (which gives a file the name `target`), once more after creating `target`'s
+/// directories if they were missing.
+fn place(
+    target: &Path,
+    created_dirs: &mut Vec<PathBuf>,
+    name: impl Fn() -> std::io::Result<()>,
+) -> Result<(), StoreError> {
     let io_err = StoreError::io("name a new file", target);
-    match link_into_place(file, target) {
+    match name() {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             create_dirs(parent_of(target)?, created_dirs)?;
-            link_into_place(file, target).map_err(io_err)
+            name().map_err(io_err)
         }
         other => other.map_err(io_err),
     }
@@ -596,30 +632,4 @@ fn parent_of(path: &Path) -> Result<&Path, StoreError> {
         refname: path.display().to_string(),
         reason: "a ref needs a parent directory".into(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MOUNTINFO: &str = "\
-22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
-30 22 254:1 / /srv rw,relatime shared:2 - ext4 /dev/vdb rw,data=writeback
-31 22 0:30 / /tmp rw shared:3 - tmpfs tmpfs rw,size=100k
-garbage line
-";
-
-    #[test]
-    fn the_deepest_mount_holding_a_path_gives_its_options() {
-        let of = |p: &str| mount_options_in(MOUNTINFO, Path::new(p));
-        assert_eq!(of("/home/hub/hub.git"), Some("rw,discard"));
-        assert_eq!(of("/srv/hub/hub.git"), Some("rw,data=writeback"));
-        assert_eq!(
-            of("/srvx/hub"),
-            Some("rw,discard"),
-            "a prefix of a name is not a parent"
-        );
-        assert_eq!(of("/tmp"), Some("rw,size=100k"));
-        assert_eq!(mount_options_in("", Path::new("/")), None);
-    }
 }

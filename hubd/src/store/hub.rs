@@ -163,6 +163,12 @@ impl Hub {
         Ok(hub)
     }
 
+    /// How many journaled writes of an earlier run this open replayed: non-zero only after
+    /// hubd (or its machine) stopped before a checkpoint.
+    pub fn replayed(&self) -> usize {
+        self.disk.replayed()
+    }
+
     fn open_unchecked(root: &Path, options: HubOptions) -> Result<Hub, StoreError> {
         let git_dir = root.join(HUB_GIT);
         let repo = gix::open_opts(&git_dir, gix::open::Options::isolated()).map_err(|_| {

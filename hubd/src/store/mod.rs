@@ -18,6 +18,7 @@
 //!   its replay after a crash.
 //! - `barrier`: fsyncing many files for the price of one (where there is no journal).
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
+//! - `recycle`: the inodes of replaced ref values, reused for objects instead of freed.
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
 //! - `worktree`: linked worktrees of `hub.git` (the ACRs' checkouts), through the git CLI.
 //!
@@ -30,10 +31,11 @@
 //!
 //! # Durability
 //! With [`Durability::Fsync`] a write returns `Ok` only once it would survive a crash of the
-//! machine: its journal frame is on disk (ext4), or its objects and then its ref are fsynced
-//! (elsewhere). A crash never leaves a ref pointing at a missing object, and reopening the hub
-//! replays what the journal holds. See `disk` and `journal` for the protocols and what was
-//! measured.
+//! machine: its journal frame is on disk. Opening the hub replays what the journal holds, so
+//! after any crash, once reopened, no ref points at a missing object and every acknowledged
+//! write is there. [`Durability::Barriers`] fsyncs the objects and then the ref instead, so
+//! that `hub.git` is whole even before a reopen, at about twice the cost. See `disk` and
+//! `journal` for the protocols and what was measured.
 //!
 //! # Example
 //! ```
@@ -63,6 +65,7 @@ mod journal;
 mod layout;
 mod object;
 mod read;
+mod recycle;
 mod refname;
 mod spare;
 mod tip;

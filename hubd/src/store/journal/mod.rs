@@ -2,12 +2,11 @@
 //!
 //! A ref move is durable once its objects and its new value are on stable storage — not
 //! necessarily as files under `hub.git`. So with the journal a write goes, in order:
-//! 1. its objects into unnamed files, writeback started (`sync_file_range`);
+//! 1. its objects into files not yet named (see `disk`);
 //! 2. one *frame* (ref, expected value, new value, the compressed objects) appended to the
 //!    current segment file and made durable by `fdatasync`, which concurrent writers share
 //!    (group commit);
-//! 3. the objects' writeback waited for, the objects named, the ref renamed into place — with
-//!    no further fsync.
+//! 3. the objects named and the ref moved into place — with no further fsync.
 //!
 //! Segments are preallocated and zero-filled before use, so step 2 overwrites blocks that
 //! already exist: `fdatasync` then writes the data and flushes the disk cache, and never waits
@@ -15,19 +14,17 @@
 //!
 //! After a crash, [`recover`] reads back every whole frame (each carries a CRC and the next
 //! sequence number; the first torn or missing one ends the journal) and the disk layer replays
-//! them, applying each frame only where its ref is still at the frame's expected value. Frames
-//! of one ref are journaled in the order their writes happened (under that ref's lock), so from
+//! them: each object is rewritten unless its file holds exactly its bytes, and each frame moves
+//! its ref only where the ref is still at the frame's expected value, or torn. Frames of one
+//! ref are journaled in the order their writes happened (under that ref's lock), so from
 //! whatever prefix of the writes the disk kept, replay walks each ref forward to its last
 //! acknowledged value; a write that was journaled but never acknowledged is completed, exactly
-//! as if its reply had been lost.
-//!
-//! Between crashes `hub.git` stays a valid repository on its own: an object is named only after
-//! its data is written, and every ext4 or xfs journal commit that makes a name durable first
-//! flushes the disk cache, so a ref never points at a missing or torn object — `git fsck`
-//! passes before replay too. Replay only brings back the newest acknowledged moves.
+//! as if its reply had been lost. Nothing is assumed of the order in which the filesystem
+//! writes `hub.git` back.
 //!
 //! A full segment is retired by a *checkpoint* on the background thread: once every frame in it
-//! has been applied, `syncfs` makes `hub.git` durable, and the segment is deleted.
+//! has been applied, `syncfs` makes `hub.git` durable, and the segment is deleted. So a frame
+//! is dropped only after everything it describes is on disk as files.
 
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt as _;
