@@ -3,8 +3,8 @@
 //! A real `nats-server` (started by the bench), a hubd service on a hub with
 //! `Durability::Fsync`, and a sequencer session per Log: each append is an `append-log`
 //! request with compare-and-swap on the tip the previous reply returned, timed from the
-//! request to the reply. Each iteration runs the same append every way, interleaved so that
-//! load from other processes hits every variant alike:
+//! request to the reply. The same append is run every way, in blocks taking turns (see
+//! [`common`]):
 //! - `hubd over nats (fsync)`: the request round trip (envelope, capability, duty table,
 //!   record gate, store append with fsync, ref announcement, reply);
 //! - `store only (fsync)`: `Hub::append` on a second hub, to show what the service adds;
@@ -40,7 +40,7 @@ use l3m_wire::test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
 
 use common::{
-    BATCHES, Config, GIT_CLI, GitChain, RAW, RawFile, Samples, StoreChains, WARMUP, options,
+    BATCHES, Config, GIT_CLI, GitChain, RAW, ROUNDS, RawFile, Samples, StoreChains, options,
     records,
 };
 
@@ -61,18 +61,20 @@ fn main() {
     let mut store = StoreChains::create(&dir.join("HUB-store"), Durability::Fsync);
     let mut git = GitChain::new(dir);
     let mut raw = RawFile::new(dir);
+    let per_block = config.iters.div_ceil(ROUNDS);
     for (slot, batch) in BATCHES.into_iter().enumerate() {
+        let entries = |n: usize| records(batch, (n * batch) as u64);
         let mut samples = Samples::default();
-        for i in 0..WARMUP + config.iters {
-            let entries = records(batch, (i * batch) as u64);
-            let keep = i >= WARMUP;
-            samples.time(keep, SERVICE, || {
-                rt.block_on(service.append(slot, entries.clone()));
+        for _ in 0..ROUNDS {
+            samples.block(SERVICE, per_block, |n| {
+                rt.block_on(service.append(slot, entries(n)));
             });
-            samples.time(keep, STORE, || store.append(slot, &entries));
-            samples.time(keep, ROUND_TRIP, || rt.block_on(service.read_grant(slot)));
-            samples.time(keep, GIT_CLI, || git.append(slot, &entries));
-            samples.time(keep, RAW, || raw.append(&entries));
+            samples.block(STORE, per_block, |n| store.append(slot, &entries(n)));
+            samples.block(ROUND_TRIP, per_block, |_| {
+                rt.block_on(service.read_grant(slot));
+            });
+            samples.block(GIT_CLI, per_block, |n| git.append(slot, &entries(n)));
+            samples.block(RAW, per_block, |n| raw.append(&entries(n)));
         }
         samples.print(batch, SERVICE);
     }

@@ -1,7 +1,6 @@
 //! Durable append latency: `Hub::append` against the git CLI and a raw `write + fsync`.
 //!
-//! Each iteration runs the same append every way, interleaved so that load from other processes
-//! on the machine hits every variant alike:
+//! The same append is run every way, in blocks taking turns (see [`common`]):
 //! - `hub (fsync)`: `Hub::append` with `Durability::Fsync` (the write-ahead journal on ext4);
 //! - `hub (barriers)`: the same with `Durability::Barriers`, the journal's predecessor;
 //! - `hub (relaxed)`: the same without fsync (the CPU and syscall cost alone);
@@ -16,7 +15,7 @@ mod common;
 use hubd::store::Durability;
 
 use common::{
-    BATCHES, Config, GIT_CLI, GitChain, RAW, RawFile, Samples, StoreChains, WARMUP, records,
+    BATCHES, Config, GIT_CLI, GitChain, RAW, ROUNDS, RawFile, Samples, StoreChains, records,
 };
 
 const HUB: &str = "hub (fsync)";
@@ -31,16 +30,16 @@ fn main() {
     let mut relaxed = StoreChains::create(&dir.join("HUB-relaxed"), Durability::Relaxed);
     let mut git = GitChain::new(dir);
     let mut raw = RawFile::new(dir);
+    let per_block = config.iters.div_ceil(ROUNDS);
     for (slot, batch) in BATCHES.into_iter().enumerate() {
+        let entries = |n: usize| records(batch, (n * batch) as u64);
         let mut samples = Samples::default();
-        for i in 0..WARMUP + config.iters {
-            let entries = records(batch, (i * batch) as u64);
-            let keep = i >= WARMUP;
-            samples.time(keep, HUB, || hub.append(slot, &entries));
-            samples.time(keep, BARRIERS, || barriers.append(slot, &entries));
-            samples.time(keep, RELAXED, || relaxed.append(slot, &entries));
-            samples.time(keep, GIT_CLI, || git.append(slot, &entries));
-            samples.time(keep, RAW, || raw.append(&entries));
+        for _ in 0..ROUNDS {
+            samples.block(HUB, per_block, |n| hub.append(slot, &entries(n)));
+            samples.block(BARRIERS, per_block, |n| barriers.append(slot, &entries(n)));
+            samples.block(RELAXED, per_block, |n| relaxed.append(slot, &entries(n)));
+            samples.block(GIT_CLI, per_block, |n| git.append(slot, &entries(n)));
+            samples.block(RAW, per_block, |n| raw.append(&entries(n)));
         }
         samples.print(batch, HUB);
     }

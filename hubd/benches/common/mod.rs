@@ -1,9 +1,13 @@
 //! What the append benchmarks share: their configuration, the records appended, the two
 //! reference measurements (the git CLI and a raw `write + fsync`) and the statistics printed.
 //!
-//! Each bench times its own subject next to [`GitChain`] and [`RawFile`] in the same run, round
-//! by round, so that load from other processes on the machine hits every variant alike, and
-//! prints the subject's ratios against both.
+//! Each bench times its own subject next to [`GitChain`] and [`RawFile`] in the same run and
+//! prints the subject's ratios against both. The run goes in [`ROUNDS`] rounds, each timing
+//! every variant for a block of iterations in turn: a slow change in the machine's load hits
+//! every variant alike, while what one variant disturbs for the next (the git CLI forks four
+//! processes per append, faulting pages and evicting caches) stays at the start of the next
+//! block, whose first [`BLOCK_WARMUP`] iterations are not kept. Interleaving single iterations
+//! instead measured hubd's request hop at 2.5× its undisturbed time.
 //!
 //! # Layout
 //! - [`Config`]: iterations and working folder, from the environment.
@@ -24,8 +28,10 @@ use hubd::store::{Clock, Durability, Hub, HubOptions, Tip};
 use l3m_core::log::{Record, RecordBody};
 use l3m_core::names::{Entity, HumanName};
 
-/// Iterations run before measuring, per batch size.
-pub const WARMUP: usize = 20;
+/// How many blocks each variant's iterations are split into.
+pub const ROUNDS: usize = 5;
+/// Iterations at the start of each block that are run but not kept.
+pub const BLOCK_WARMUP: usize = 4;
 /// The batch sizes measured.
 pub const BATCHES: [usize; 2] = [1, 16];
 /// The name of the git CLI reference.
@@ -224,6 +230,8 @@ impl RawFile {
 pub struct Samples {
     order: Vec<&'static str>,
     taken: BTreeMap<&'static str, Vec<Duration>>,
+    /// How many times each variant has run, kept or not.
+    runs: BTreeMap<&'static str, usize>,
 }
 
 struct Stats {
@@ -233,8 +241,18 @@ struct Stats {
 }
 
 impl Samples {
+    /// Runs `variant` [`BLOCK_WARMUP`] times and then `iters` times timed, in a row. `run` is
+    /// told how many times the variant ran before, so each can number its records on.
+    pub fn block(&mut self, variant: &'static str, iters: usize, mut run: impl FnMut(usize)) {
+        for i in 0..BLOCK_WARMUP + iters {
+            let before = *self.runs.entry(variant).or_default();
+            self.time(i >= BLOCK_WARMUP, variant, || run(before));
+            self.runs.insert(variant, before + 1);
+        }
+    }
+
     /// Times `run` as `variant`; the timing is kept only if `keep` (past the warm-up).
-    pub fn time(&mut self, keep: bool, variant: &'static str, run: impl FnOnce()) {
+    fn time(&mut self, keep: bool, variant: &'static str, run: impl FnOnce()) {
         let start = Instant::now();
         run();
         let took = start.elapsed();
