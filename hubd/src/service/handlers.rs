@@ -1,10 +1,7 @@
-//! One async handler per operation: run the blocking step, then announce what moved.
+//! One async handler per operation: run the blocking step, then queue what moved to be announced.
 
 use std::sync::Arc;
 
-use l3m_core::names::AgentName;
-use l3m_core::refs::{self, AgentRef};
-use l3m_wire::envelope::{Limits, encode};
 use l3m_wire::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
@@ -12,16 +9,13 @@ use l3m_wire::hubd::mail::{
     AirmailStaged, InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter,
     StageAirmail,
 };
-use l3m_wire::hubd::notify::RefMoved;
 use l3m_wire::hubd::session::{OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
 
 use super::error::ServiceError;
-use super::gate::tip_hex;
-use super::state::{Moved, State};
-use crate::store::RefKind;
+use super::state::State;
 
 /// Runs a blocking step of `state` (it reads or fsyncs `hub.git`).
 ///
@@ -44,34 +38,6 @@ where
         .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
 }
 
-/// Publishes where each moved ref now is. Git already holds the fact, so a failed publish is
-/// logged, not returned: a subscriber that misses it re-reads the ref.
-async fn announce(state: &State, moved: &[Moved]) {
-    for (which, agent) in moved {
-        let message = moved_now(state, *which, agent);
-        let subject = state.subjects().ref_changed(*which, agent);
-        let sent = match encode(&message, &Limits::default()) {
-            Ok(bytes) => state.bus().publish(&subject, bytes).await,
-            Err(e) => Err(e),
-        };
-        if let Err(error) = sent {
-            tracing::warn!(subject, %error, "could not announce a ref move");
-        }
-    }
-}
-
-fn moved_now(state: &State, which: AgentRef, agent: &AgentName) -> RefMoved {
-    let refname = refs::agent_ref(agent, which);
-    let tip = state.hub().tip(&refname).ok().and_then(tip_hex);
-    let is_chain = crate::store::classify(&refname).is_ok_and(|k| k == RefKind::Chain);
-    let len = if is_chain && tip.is_some() {
-        state.hub().len(&refname).ok()
-    } else {
-        None
-    };
-    RefMoved { refname, tip, len }
-}
-
 /// `hubd.open-session`.
 pub async fn open_session(
     state: Arc<State>,
@@ -91,7 +57,7 @@ pub async fn append_log(state: Arc<State>, req: AppendLog) -> Result<LogAppended
         )
     })
     .await?;
-    announce(&state, &[moved]).await;
+    state.announce(&[moved]);
     Ok(appended)
 }
 
@@ -111,14 +77,14 @@ pub async fn read_grant(state: Arc<State>, req: ReadGrant) -> Result<GrantView, 
 /// `hubd.spawn`.
 pub async fn spawn(state: Arc<State>, req: Spawn) -> Result<Spawned, ServiceError> {
     let (spawned, moved) = blocking(&state, move |s| s.spawn(&req.capability, req.request)).await?;
-    announce(&state, &moved).await;
+    state.announce(&moved);
     Ok(spawned)
 }
 
 /// `hubd.retire`.
 pub async fn retire(state: Arc<State>, req: Retire) -> Result<Retired, ServiceError> {
     let (retired, moved) = blocking(&state, move |s| s.retire(&req.capability, &req.agent)).await?;
-    announce(&state, &moved).await;
+    state.announce(&moved);
     Ok(retired)
 }
 
@@ -126,7 +92,7 @@ pub async fn retire(state: Arc<State>, req: Retire) -> Result<Retired, ServiceEr
 pub async fn collect(state: Arc<State>, req: Collect) -> Result<Collected, ServiceError> {
     let (collected, moved) =
         blocking(&state, move |s| s.collect(&req.capability, &req.agent)).await?;
-    announce(&state, &moved).await;
+    state.announce(&moved);
     Ok(collected)
 }
 
@@ -141,7 +107,7 @@ pub async fn send_letter(state: Arc<State>, req: SendLetter) -> Result<LetterSen
         s.send_letter(&req.capability, &req.to, req.subject, req.body)
     })
     .await?;
-    announce(&state, &[moved]).await;
+    state.announce(&[moved]);
     Ok(sent)
 }
 
@@ -157,7 +123,7 @@ pub async fn read_inbox(state: Arc<State>, req: ReadInbox) -> Result<InboxLines,
 pub async fn mark_read(state: Arc<State>, req: MarkRead) -> Result<MarkedRead, ServiceError> {
     let (marked, moved) =
         blocking(&state, move |s| s.mark_read(&req.capability, &req.letter)).await?;
-    announce(&state, &[moved]).await;
+    state.announce(&[moved]);
     Ok(marked)
 }
 
@@ -188,7 +154,7 @@ pub async fn regrant(state: Arc<State>, req: Regrant) -> Result<Regranted, Servi
         s.regrant(&req.capability, &req.agent, req.grant)
     })
     .await?;
-    announce(&state, &[moved]).await;
+    state.announce(&[moved]);
     Ok(regranted)
 }
 
@@ -201,6 +167,6 @@ pub async fn stage_airmail(
         s.stage_airmail(&req.capability, &req.to, req.subject, req.body)
     })
     .await?;
-    announce(&state, &[moved]).await;
+    state.announce(&[moved]);
     Ok(staged)
 }

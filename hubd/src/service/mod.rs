@@ -4,7 +4,8 @@
 //! capability lookup ([`crate::session`]), the duty table ([`l3m_core::duty::may_write`]) for
 //! every ref it would write, the fine gates (the ledger's fold, a grant's mail axis), and only
 //! then the store. A refusal anywhere writes nothing. After a ref moves, a
-//! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, announcement second.
+//! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, then the reply, then
+//! the announcement.
 //!
 //! # Layout
 //! - `error`: [`ServiceError`] and its reply codes.
@@ -13,9 +14,11 @@
 //!   its children `regrant` and `airmail` hold those two operations.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
+//! - `announce`: the ref-move announcements, published in order after the replies.
 //! - `persona`: publishing an upstream persona and pulling it into a wearer.
 //! - `settings`: reading and replacing the hub's settings; the push URLs read-grant serves.
 
+mod announce;
 mod error;
 mod gate;
 mod handlers;
@@ -33,7 +36,7 @@ use l3m_wire::envelope::Message;
 use l3m_wire::hubd::Op;
 use l3m_wire::subjects::{HubId, Subjects};
 use l3m_wire::typed::{ServeOptions, TypedServer};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ServiceError;
@@ -66,6 +69,8 @@ pub enum RunError {
 #[derive(Debug)]
 pub struct Started {
     servers: JoinSet<()>,
+    /// Publishes the announcements; ends once the servers (and so the state) are gone.
+    announcing: JoinHandle<()>,
     shutdown: CancellationToken,
 }
 
@@ -75,6 +80,10 @@ impl Started {
     pub async fn serve(mut self) {
         while self.servers.join_next().await.is_some() {}
         self.shutdown.cancel();
+        // The last answers' announcements still go out.
+        if let Err(error) = self.announcing.await {
+            tracing::warn!(%error, "the announcing task failed");
+        }
     }
 }
 
@@ -85,7 +94,9 @@ pub async fn start(
     hub_id: HubId,
     shutdown: CancellationToken,
 ) -> Result<Started, RunError> {
-    let state = Arc::new(State::load(hub, Arc::clone(&bus), Subjects::new(hub_id))?);
+    let (announcer, announcing) = announce::Announcer::start(Arc::clone(&bus));
+    let state = State::load(hub, Arc::clone(&bus), Subjects::new(hub_id), announcer)?;
+    let state = Arc::new(state);
     let mut binder = Binder {
         state,
         servers: JoinSet::new(),
@@ -129,6 +140,7 @@ pub async fn start(
     })?;
     Ok(Started {
         servers: binder.servers,
+        announcing,
         shutdown,
     })
 }

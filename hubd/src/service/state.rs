@@ -1,7 +1,7 @@
 //! What one hubd holds in memory, and every operation as a synchronous step over the store.
 //!
 //! Operations here block (the store fsyncs); `handlers` runs each off the async path and
-//! publishes the announcements it returns. The tree lock serialises every ledger write, so the
+//! queues the announcements it returns. The tree lock serialises every ledger write, so the
 //! in-memory [`Ledger`] is always the fold of the ledger chain: a row is applied to a copy first
 //! (re-running its gate), appended, and only then does the copy replace the original.
 
@@ -25,6 +25,7 @@ use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{AgentLife, AgentState, AgentTree, Collected, Retired, Spawned};
 use l3m_wire::subjects::Subjects;
 
+use super::announce::Announcer;
 use super::error::ServiceError;
 use super::gate;
 use super::lease::Leases;
@@ -60,6 +61,7 @@ pub struct State {
     subjects: Subjects,
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
+    announcer: Announcer,
 }
 
 fn now_ms() -> u64 {
@@ -77,8 +79,13 @@ fn not_found(what: &'static str, name: impl ToString, detail: String) -> Service
 }
 
 impl State {
-    /// Replays the hub's ledger and reads its secret.
-    pub fn load(hub: Hub, bus: Arc<dyn Bus>, subjects: Subjects) -> Result<State, InitError> {
+    /// Replays the hub's ledger and reads its secret; ref moves go out through `announcer`.
+    pub(super) fn load(
+        hub: Hub,
+        bus: Arc<dyn Bus>,
+        subjects: Subjects,
+        announcer: Announcer,
+    ) -> Result<State, InitError> {
         let (ledger, names) = load_ledger(&hub)?;
         let secret = read_secret(hub.root())?;
         let settings = Settings::parse(&super::settings::read_text(&hub)?)?;
@@ -91,7 +98,13 @@ impl State {
             bus,
             subjects,
             settings: RwLock::new(settings),
+            announcer,
         })
+    }
+
+    /// Queues the announcements of `moved` (published after the reply, in order).
+    pub(super) fn announce(&self, moved: &[Moved]) {
+        self.announcer.announce(self, moved);
     }
 
     /// Keeps `settings`, just written, for what hubd serves from them.
