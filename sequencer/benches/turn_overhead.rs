@@ -127,7 +127,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// the same Log length (the reference: a turn needs two appends, one before the tool starts
 /// and one before the call is sent).
 async fn measure(len: usize) -> (Duration, Duration, Duration) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = l3m_wire::test_support::bench_dir(&std::env::temp_dir()).unwrap();
     let root = dir.path().join("HUB");
     let options = || HubOptions {
         durability: Durability::Relaxed,

@@ -40,7 +40,8 @@ pub const GIT_CLI: &str = "git cli (fsync)";
 pub const RAW: &str = "raw write+fsync";
 
 /// How long a bench runs and where: `L3M_BENCH_ITERS` iterations per batch size (default
-/// given by the bench), in a temporary folder under `L3M_BENCH_DIR` (default: the temp dir).
+/// given by the bench), in a temporary folder under `L3M_BENCH_DIR` (default: the temp dir),
+/// made by [`l3m_wire::test_support::bench_dir`].
 pub struct Config {
     /// Measured iterations per batch size.
     pub iters: usize,
@@ -58,7 +59,7 @@ impl Config {
         let base: PathBuf = std::env::var_os("L3M_BENCH_DIR")
             .map(Into::into)
             .unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::tempdir_in(&base).unwrap();
+        let dir = l3m_wire::test_support::bench_dir(&base).unwrap();
         println!(
             "{bench}: {iters} iterations per batch size, in {}",
             base.display()
