@@ -80,6 +80,11 @@ async fn two_concurrent_appenders_have_one_winner_per_tip_and_no_interleaving() 
     let human = f.human().await;
     f.spawn(&human, "bob", root_grant()).await.unwrap();
     let bob = f.sequencer("bob").await;
+    let mut moves = f
+        .bus
+        .subscribe(&f.subjects.ref_changed(AgentRef::Log, &agent("bob")))
+        .await
+        .unwrap();
     let rounds = 20;
     let writer = |id: usize| {
         let f = std::sync::Arc::clone(&f);
@@ -143,6 +148,23 @@ async fn two_concurrent_appenders_have_one_winner_per_tip_and_no_interleaving() 
         .await
         .unwrap();
     assert_eq!(all.len, 2 * 2 * rounds as u64);
+    // Announcements go out after the replies, one per append, and never say the Log went back
+    // (each says where the Log is when it is queued, so two may say the same).
+    let mut last = None;
+    let mut lens = Vec::new();
+    while lens.len() < 2 * rounds {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(20), moves.next());
+        let message = next.await.expect("every append is announced").unwrap();
+        let moved: RefMoved = decode(&message.payload, &Limits::default()).unwrap();
+        lens.push(moved.len.unwrap());
+        last = moved.tip;
+    }
+    assert_eq!(lens.last(), Some(&all.len), "{lens:?}");
+    assert_eq!(last, all.tip, "the last announcement names the tip");
+    assert!(
+        lens.is_sorted(),
+        "announced lengths never go back: {lens:?}"
+    );
     let expected: Vec<String> = (0..all.len).map(record).collect();
     assert_eq!(
         all.records, expected,

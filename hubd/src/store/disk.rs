@@ -51,9 +51,11 @@
 //! the next object, took the relaxed append to 290–360 µs. Starting each file's writeback
 //! before the frame (so that an ordered ext4 journal would keep `hub.git` whole without replay)
 //! cost another 650 µs and was dropped: the replay repairs what it would have protected, and
-//! the disk this was measured on keeps no filesystem journal at all. The journal's
-//! single-entry append then measured 0.75 ms at p50 against 0.40 ms for the raw `fsync` of
-//! the same run (1.9×; 1.3× for batches of 16) and 20× the git CLI's rate.
+//! the disk this was measured on keeps no filesystem journal at all. In a benchmark folder
+//! away from recently deleted files (see `l3m_wire::test_support::bench_dir`), the journal's
+//! single-entry append then measured 0.54 ms at p50 against 0.25 ms for a raw `write + fsync`
+//! of the same bytes in the same run (2.2×; 1.6× for batches of 16), 0.21 ms relaxed, and
+//! 29× the git CLI's rate (25× for 16).
 //!
 //! What helped before, in order: spares made ahead of time (inode creation off the write path),
 //! concurrent fsyncs (`barrier`), making the 256 fan-out directories once, and waking the
