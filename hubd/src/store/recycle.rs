@@ -14,10 +14,14 @@
 //! Only objects take recycled files, never ref locks: an object's name is its content's hash,
 //! so a recycled file whose new bytes did not reach the disk before a crash is found and
 //! rewritten by the journal's replay, while a ref holding a stale value would look valid.
+//!
+//! A file is rewritten in place, so one with another name somewhere (a hard-linked backup of
+//! the hub, as `cp -al` or rsnapshot make) is never reused: its name here is dropped and the
+//! other copy keeps its bytes.
 
 use std::fs::{self, File, Permissions};
 use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -96,15 +100,24 @@ impl Recycler {
 
     /// A recycled file holding exactly `bytes`, or `None` if none is kept.
     pub(crate) fn refill(&self, bytes: &[u8]) -> Result<Option<Refilled>, StoreError> {
-        let Some(at) = self.lock_kept().pop() else {
-            return Ok(None);
-        };
-        let refilled = rewrite(&at, bytes);
-        if refilled.is_err() {
-            // Kept for the next try; the error is this write's.
-            self.give_back(at.clone());
+        loop {
+            let Some(at) = self.lock_kept().pop() else {
+                return Ok(None);
+            };
+            match rewrite(&at, bytes) {
+                Ok(Some(file)) => return Ok(Some(Refilled { file, at })),
+                Ok(None) => {
+                    // Linked elsewhere too: only our name goes, the inode and its bytes stay.
+                    fs::remove_file(&at)
+                        .map_err(StoreError::io("remove a shared recycled file", &at))?;
+                }
+                Err(err) => {
+                    // Kept for the next try; the error is this write's.
+                    self.give_back(at);
+                    return Err(err);
+                }
+            }
         }
-        refilled.map(|file| Some(Refilled { file, at }))
     }
 
     /// Returns a refilled file that was not used (its object already existed).
@@ -119,15 +132,24 @@ impl Recycler {
 }
 
 /// Opens the file at `at` and makes `bytes` its whole content, leaving it read-only as git's
-/// objects are.
-fn rewrite(at: &Path, bytes: &[u8]) -> Result<File, StoreError> {
-    let written = || -> std::io::Result<File> {
+/// objects are; `None`, untouched, if the file has another name besides `at`.
+fn rewrite(at: &Path, bytes: &[u8]) -> Result<Option<File>, StoreError> {
+    let read_only = Permissions::from_mode(0o444);
+    let written = || -> std::io::Result<Option<File>> {
+        if fs::symlink_metadata(at)?.nlink() != 1 {
+            return Ok(None);
+        }
         fs::set_permissions(at, Permissions::from_mode(0o644))?;
         let mut file = fs::OpenOptions::new().write(true).open(at)?;
+        if file.metadata()?.nlink() != 1 {
+            // Linked between the two looks: leave it as it was.
+            file.set_permissions(read_only.clone())?;
+            return Ok(None);
+        }
         file.write_all(bytes)?;
         file.set_len(bytes.len() as u64)?;
-        file.set_permissions(Permissions::from_mode(0o444))?;
-        Ok(file)
+        file.set_permissions(read_only)?;
+        Ok(Some(file))
     };
     written().map_err(StoreError::io("rewrite a recycled file", at))
 }
@@ -146,7 +168,6 @@ pub(crate) fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt as _;
 
     #[test]
     fn a_kept_inode_comes_back_holding_exactly_the_new_bytes() {
@@ -172,6 +193,28 @@ mod tests {
         fs::write(dir.path().join("other"), "").unwrap();
         let taken = rename_new(&dir.path().join("other"), &target).unwrap_err();
         assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
+    }
+
+    #[test]
+    fn a_kept_file_linked_elsewhere_is_never_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let recycler = Recycler::open(dir.path()).unwrap();
+        let (shared, alone) = (dir.path().join("shared"), dir.path().join("alone"));
+        fs::write(&shared, "a backup's ref\n").unwrap();
+        fs::write(&alone, "an old ref\n").unwrap();
+        // Kept first, so taken last: the shared one is popped first.
+        recycler.keep(&alone).unwrap();
+        recycler.keep(&shared).unwrap();
+        let backup = dir.path().join("backup");
+        let kept_shared = dir.path().join(RECYCLE_DIR).join("1");
+        fs::hard_link(&kept_shared, &backup).unwrap();
+
+        let refilled = recycler.refill(b"object").unwrap().unwrap();
+        assert_eq!(fs::read(&refilled.at).unwrap(), b"object");
+        assert_ne!(refilled.at, kept_shared, "the shared file was skipped");
+        assert_eq!(fs::read_to_string(&backup).unwrap(), "a backup's ref\n");
+        assert!(!kept_shared.exists(), "only its name here is dropped");
+        assert!(recycler.refill(b"more").unwrap().is_none());
     }
 
     #[test]
