@@ -6,7 +6,9 @@
 //! first. Each announcement is read from the store (where the ref is now) when it is queued,
 //! under one lock, so the queue never says a ref went back: a subscriber's last message for a
 //! ref is always its newest state. Git already holds every fact announced, so a publish that
-//! fails is logged, not returned; a subscriber that misses one re-reads the ref.
+//! fails is logged, not returned; a subscriber that misses one re-reads the ref. For the same
+//! reason the queue is bounded: while the bus takes nothing (NATS down), writes go on and the
+//! announcements beyond [`QUEUE`] are dropped with a warning rather than held in memory.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -23,17 +25,20 @@ use super::gate::tip_hex;
 use super::state::{Moved, State};
 use crate::store::RefKind;
 
+/// How many announcements wait for the bus at most.
+const QUEUE: usize = 4096;
+
 /// The queue of announcements, and the order they are made in.
 #[derive(Debug)]
 pub(super) struct Announcer {
-    queue: Mutex<mpsc::UnboundedSender<(String, Bytes)>>,
+    queue: Mutex<mpsc::Sender<(String, Bytes)>>,
 }
 
 impl Announcer {
     /// Starts the task that publishes on `bus`; it ends once the announcer is dropped and its
     /// queue is empty.
     pub(super) fn start(bus: Arc<dyn Bus>) -> (Announcer, JoinHandle<()>) {
-        let (queue, mut queued) = mpsc::unbounded_channel::<(String, Bytes)>();
+        let (queue, mut queued) = mpsc::channel::<(String, Bytes)>(QUEUE);
         let publishing = tokio::spawn(async move {
             while let Some((subject, bytes)) = queued.recv().await {
                 if let Err(error) = bus.publish(&subject, bytes).await {
@@ -54,8 +59,15 @@ impl Announcer {
         for (which, agent) in moved {
             let subject = state.subjects().ref_changed(*which, agent);
             match encode(&moved_now(state, *which, agent), &Limits::default()) {
-                // The task ends only after the announcer is dropped, so this cannot fail.
-                Ok(bytes) => drop(queue.send((subject, bytes))),
+                // The task ends only after the announcer is dropped, so only `Full` can fail.
+                Ok(bytes) => {
+                    if queue.try_send((subject, bytes)).is_err() {
+                        tracing::warn!(
+                            refname = refs::agent_ref(agent, *which),
+                            "the bus is not keeping up; a ref move goes unannounced"
+                        );
+                    }
+                }
                 Err(error) => tracing::warn!(subject, %error, "could not encode a ref move"),
             }
         }
