@@ -6,7 +6,7 @@
 //! request to the reply. The same append is run every way, in blocks taking turns (see
 //! [`common`]):
 //! - `hubd over nats (fsync)`: the request round trip (envelope, capability, duty table,
-//!   record gate, store append with fsync, ref announcement, reply);
+//!   record gate, store append with fsync, the ref announcement queued, reply);
 //! - `store only (fsync)`: `Hub::append` on a second hub, to show what the service adds;
 //! - `round trip (read-grant)`: a request that writes nothing, to show what the transport and
 //!   the envelope layers cost by themselves;

@@ -73,10 +73,10 @@ struct ServeArgs {
     password: Option<String>,
     /// When a write is acknowledged. `fsync` (the default): once it survives a power cut,
     /// by one fdatasync of hubd's write-ahead journal (hubd/journal/), which the next start
-    /// replays. `barriers`: once its files and then its ref are fsynced, no journal (about
-    /// twice as slow; hub.git is whole after a power cut without replay). `relaxed`: without
-    /// any fsync, safe only against a crashed process (for throwaway hubs). Whatever is
-    /// chosen, a journal left by an earlier run is replayed first.
+    /// replays. `barriers`: once its files and then its ref are fsynced, no journal (two to
+    /// three times as slow; hub.git is whole after a power cut without replay). `relaxed`:
+    /// without any fsync, safe only against a crashed process (for throwaway hubs). Whatever
+    /// is chosen, a journal left by an earlier run is replayed first.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
     durability: DurabilityArg,
 }
@@ -172,14 +172,14 @@ fn init(args: InitArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn recover(args: RecoverArgs) -> Result<(), Box<dyn std::error::Error>> {
-    // Barriers: opening replays, then fsyncs hub.git and deletes the journal's segments.
+    // Barriers: opening replays, syncs what it replayed to disk and deletes the segments.
     let options = HubOptions {
         durability: Durability::Barriers,
         ..HubOptions::default()
     };
     let replayed = Hub::open(&args.hub, options)?.replayed();
     println!(
-        "replayed {replayed} journaled write(s); {}/hub.git is whole and on disk",
+        "replayed {replayed} journaled write(s) into {}/hub.git; the journal is empty",
         args.hub.display()
     );
     println!(

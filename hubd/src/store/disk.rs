@@ -86,7 +86,7 @@ pub enum Durability {
     #[default]
     Fsync,
     /// A write returns only after its objects and then its ref are fsynced, with no journal:
-    /// `hub.git` is whole after a crash without any replay, at about twice the cost.
+    /// `hub.git` is whole after a crash without any replay, at two to three times the cost.
     Barriers,
     /// The same writes and renames without any fsync: safe against a crashed process, not
     /// against a crashed machine. For tests and throwaway hubs.
@@ -217,8 +217,6 @@ impl Disk {
                 self.with_barriers(syncer, lock, &ref_path, filled, created_dirs)
             }
             Mode::Journal(journal, syncer) => {
-                // Allocating the blocks now puts them in the filesystem journal commit that
-                // makes the objects' names durable, with their data written first.
                 let change = Change::Publish {
                     refname,
                     expected,
