@@ -4,7 +4,7 @@
 // reach; a failed unwrap in them is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use hubd::init::load_ledger;
@@ -31,16 +31,22 @@ fn init(hub: &Path, human: &str, grant: &Path) -> Output {
     ])
 }
 
+/// A temporary folder holding the example root grant, and the hub folder to make in it.
+fn folder_with_root_grant() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let grant = dir.path().join("root-grant.toml");
+    std::fs::write(&grant, ROOT_GRANT).unwrap();
+    let hub = dir.path().join("HUB");
+    (dir, grant, hub)
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
 fn init_makes_a_hub_whose_ledger_replays_and_passes_fsck() {
-    let dir = tempfile::tempdir().unwrap();
-    let grant = dir.path().join("root-grant.toml");
-    std::fs::write(&grant, ROOT_GRANT).unwrap();
-    let hub = dir.path().join("HUB");
+    let (_dir, grant, hub) = folder_with_root_grant();
 
     let out = init(&hub, "alice", &grant);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -135,10 +141,7 @@ fn bad_input_is_named_and_writes_nothing() {
 
 #[test]
 fn recover_replays_the_journal_and_leaves_it_empty() {
-    let dir = tempfile::tempdir().unwrap();
-    let grant = dir.path().join("root-grant.toml");
-    std::fs::write(&grant, ROOT_GRANT).unwrap();
-    let hub = dir.path().join("HUB");
+    let (dir, grant, hub) = folder_with_root_grant();
     assert!(init(&hub, "alice", &grant).status.success());
     // A hubd that stopped before its first checkpoint leaves what `init` wrote journaled.
     let journal = hub.join("hub.git/hubd/journal");

@@ -25,6 +25,14 @@ fn journaled() -> HubOptions {
     }
 }
 
+/// A temporary folder, the hub folder to create in it, and that hub's `hub.git`.
+fn hub_folder() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("HUB");
+    let git_dir = root.join("hub.git");
+    (dir, root, git_dir)
+}
+
 /// Entry `i` of `chain` (distinct per chain, so no two chains share a commit).
 fn entry(chain: &str, i: usize) -> String {
     format!(r#"{{"v":1,"chain":"{chain}","n":{i}}}"#)
@@ -118,9 +126,7 @@ fn entries(hub: &Hub, chain: &str) -> Vec<String> {
 
 #[test]
 fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("HUB");
-    let git_dir = root.join("hub.git");
+    let (_dir, root, git_dir) = hub_folder();
     let hub = Hub::create(&root, journaled()).unwrap();
     append_range(&hub, LOG, 0, 4);
     let before = Snapshot::take(&git_dir);
@@ -177,9 +183,7 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
 
 #[test]
 fn a_ref_torn_by_the_crash_is_walked_forward_from_the_journal() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("HUB");
-    let git_dir = root.join("hub.git");
+    let (_dir, root, git_dir) = hub_folder();
     let hub = Hub::create(&root, journaled()).unwrap();
     append_range(&hub, LOG, 0, 5);
     let last = hub.tip(LOG).unwrap();
@@ -198,9 +202,7 @@ fn a_ref_torn_by_the_crash_is_walked_forward_from_the_journal() {
 
 #[test]
 fn replay_leaves_a_ref_that_moved_elsewhere_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("HUB");
-    let git_dir = root.join("hub.git");
+    let (_dir, root, git_dir) = hub_folder();
     let hub = Hub::create(&root, journaled()).unwrap();
     append_range(&hub, LOG, 0, 3);
     append_range(&hub, INBOX, 0, 1);
@@ -220,9 +222,7 @@ fn replay_leaves_a_ref_that_moved_elsewhere_alone() {
 
 #[test]
 fn a_barriers_hub_replays_a_journal_left_by_an_earlier_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("HUB");
-    let git_dir = root.join("hub.git");
+    let (_dir, root, git_dir) = hub_folder();
     let hub = Hub::create(&root, journaled()).unwrap();
     let before = Snapshot::take(&git_dir);
     append_range(&hub, LOG, 0, 3);
