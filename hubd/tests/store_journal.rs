@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use hubd::store::{Clock, Durability, Hub, HubOptions, Tip};
+use hubd::store::{Clock, Durability, Hub, HubOptions, JournalStop, StoreError, Tip};
 use store_common::{assert_fsck_strict, git};
 
 const LOG: &str = "refs/l3m/a/alice/_/log";
@@ -244,4 +244,68 @@ fn a_barriers_hub_replays_a_journal_left_by_an_earlier_run() {
         "a hub without a journal keeps no segments"
     );
     assert_fsck_strict(&git_dir);
+}
+
+/// A write whose frame is journaled but that cannot be applied to `hub.git` must stop the
+/// journal: a later write of the same ref would expect the old value, and replay, which walks
+/// frames in order, would then apply the failed write and drop the acknowledged one.
+#[test]
+fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
+    // Learn the id of the commit that will fail, from a twin hub with the same clock.
+    let (_twin_dir, twin_root, _) = hub_folder();
+    let twin = Hub::create(&twin_root, journaled()).unwrap();
+    append_range(&twin, LOG, 0, 4);
+    let Tip::At(doomed) = twin.tip(LOG).unwrap() else {
+        panic!("the twin's log exists");
+    };
+    drop(twin);
+
+    let (_dir, root, git_dir) = hub_folder();
+    let hub = Hub::create(&root, journaled()).unwrap();
+    append_range(&hub, LOG, 0, 3);
+    let before = hub.tip(LOG).unwrap();
+    // The commit's fan-out folder becomes a file, so naming the commit fails after its frame
+    // has been journaled.
+    let fan_out = git_dir.join("objects").join(&doomed.to_string()[..2]);
+    let aside = fan_out.with_extension("aside");
+    fs::rename(&fan_out, &aside).unwrap();
+    fs::write(&fan_out, b"").unwrap();
+
+    let failed = hub.append(LOG, before, &[entry(LOG, 3)], "entry 3");
+    assert!(
+        matches!(failed, Err(StoreError::Io { .. })),
+        "naming into a file fails: {failed:?}"
+    );
+    let refused = hub.append(INBOX, Tip::Absent, &[entry(INBOX, 0)], "entry 0");
+    match refused {
+        Err(StoreError::JournalBroken { why, .. }) => assert_eq!(why, JournalStop::Apply),
+        other => panic!("a stopped journal takes no write, got {other:?}"),
+    }
+    let retried = hub.append(LOG, before, &[entry(LOG, 3)], "entry 3");
+    assert!(
+        matches!(retried, Err(StoreError::JournalBroken { .. })),
+        "nor a retry of the failed write: {retried:?}"
+    );
+    drop(hub);
+
+    fs::remove_file(&fan_out).unwrap();
+    fs::rename(&aside, &fan_out).unwrap();
+    let hub = Hub::open(&root, journaled()).unwrap();
+    assert_eq!(
+        hub.tip(LOG).unwrap(),
+        Tip::At(doomed),
+        "replay completes the journaled write"
+    );
+    assert_eq!(
+        entries(&hub, LOG),
+        (0..4).map(|i| entry(LOG, i)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        hub.tip(INBOX).unwrap(),
+        Tip::Absent,
+        "the refused write left nothing"
+    );
+    assert_fsck_strict(&git_dir);
+    append_range(&hub, LOG, 4, 5);
+    assert_eq!(hub.len(LOG).unwrap(), 5, "and the hub writes again");
 }

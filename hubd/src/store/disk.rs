@@ -11,13 +11,14 @@
 //!    the lock the current value is read (loose or packed, through gix) and compared with the
 //!    expected one; a mismatch is [`StoreError::Stale`] and the lock is removed, nothing the ref
 //!    could reach having been written.
-//! 2. **Objects.** Each loose object's bytes go into a file not yet named.
+//! 2. **Objects.** Each loose object's bytes go into a file not yet named, and the file is
+//!    named (an object already there is kept: same id, same bytes).
 //! 3. **Durable.** [`Durability::Fsync`]: one journal frame holding the ref, its expected and
-//!    new value and the objects is made durable (see `journal`). [`Durability::Barriers`]:
-//!    the objects are named, then fsynced together with the lock (`barrier`), and directories
-//!    this write created have their parents fsynced.
-//! 4. **Name and publish.** The objects are named (an object already there is kept: same id,
-//!    same bytes) and the lock takes the ref's place: swapped with it (`RENAME_EXCHANGE`), the
+//!    new value and the objects is written *before* step 2, and step 2 runs while the journal's
+//!    flusher makes it durable (see `journal`); the write waits for it here.
+//!    [`Durability::Barriers`]: the objects are fsynced together with the lock (`barrier`),
+//!    and directories this write created have their parents fsynced.
+//! 4. **Publish.** The lock takes the ref's place: swapped with it (`RENAME_EXCHANGE`), the
 //!    old value's inode going to the recycler, or renamed where the ref is new.
 //! 5. **Barrier 2** ([`Durability::Barriers`] only). The ref's directory is fsynced; only then does
 //!    the write return `Ok`.
@@ -201,19 +202,15 @@ impl Disk {
                 actual,
             });
         }
-        let filled = new
-            .objects
-            .iter()
-            .map(|object| self.fill_object(object))
-            .collect::<Result<Vec<_>, _>>()?;
         match &self.mode {
             Mode::Relaxed => {
-                for object in filled {
+                for object in self.fill_objects(new)? {
                     self.name_object(object, &mut created_dirs)?;
                 }
                 lock.commit(&ref_path, &self.recycled)
             }
             Mode::Barriers(syncer) => {
+                let filled = self.fill_objects(new)?;
                 self.with_barriers(syncer, lock, &ref_path, filled, created_dirs)
             }
             Mode::Journal(journal, syncer) => {
@@ -222,10 +219,14 @@ impl Disk {
                     expected,
                     new,
                 };
-                let Some(journaled) = journal.record(&change)? else {
+                let Some(pending) = journal.begin(&change)? else {
+                    let filled = self.fill_objects(new)?;
                     return self.with_barriers(syncer, lock, &ref_path, filled, created_dirs);
                 };
-                for object in filled {
+                // While the frame's `fdatasync` runs, the objects go into place: no ref reaches
+                // them yet, and a crash leaves them to replay or `git gc`. A failure from here
+                // on drops `pending`, which stops the journal (see `journal`).
+                for object in self.fill_objects(new)? {
                     if let Named::Existing(file, path) =
                         self.name_object(object, &mut created_dirs)?
                     {
@@ -233,11 +234,20 @@ impl Disk {
                         fsync(&file, &path)?;
                     }
                 }
+                let journaled = pending.durable()?;
                 lock.commit(&ref_path, &self.recycled)?;
-                drop(journaled);
+                journaled.applied();
                 Ok(())
             }
         }
+    }
+
+    /// Step 2, first half, for each of `new`'s objects.
+    fn fill_objects(&self, new: &NewCommit) -> Result<Vec<Filled>, StoreError> {
+        new.objects
+            .iter()
+            .map(|object| self.fill_object(object))
+            .collect()
     }
 
     /// Steps 2–5 with both barriers: names the objects, fsyncs them with the lock, renames the
@@ -339,8 +349,22 @@ impl Disk {
             Mode::Journal(journal, _) => journal.record(&Change::Delete { refname, expected })?,
             Mode::Relaxed | Mode::Barriers(_) => None,
         };
-        delete_ref(refs, refname, expected)?;
-        if journaled.is_none() && matches!(self.mode, Mode::Barriers(_) | Mode::Journal(..)) {
+        let deleted = delete_ref(refs, refname, expected);
+        let journaled = match (journaled, deleted) {
+            (Some(journaled), Ok(())) => {
+                journaled.applied();
+                true
+            }
+            // Another writer moved the ref first: replay skips the frame unless the ref comes
+            // back to `expected`, just as if this delete had lost the race before journaling.
+            (Some(journaled), Err(stale @ StoreError::Stale { .. })) => {
+                journaled.applied();
+                return Err(stale);
+            }
+            (_, Err(err)) => return Err(err),
+            (None, Ok(())) => false,
+        };
+        if !journaled && matches!(self.mode, Mode::Barriers(_) | Mode::Journal(..)) {
             // Git removes the directories a delete leaves empty, so the removal is made durable
             // in the nearest directory that still exists.
             let path = self.git_dir.join(refname);

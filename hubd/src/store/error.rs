@@ -170,14 +170,17 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// Making the journal durable failed earlier, so what reached the disk is unknown; writes
-    /// are refused until hubd restarts and replays the journal.
+    /// The journal stopped earlier (a frame not written, not made durable, or not applied to
+    /// `hub.git`), so `hub.git` may not match it; writes are refused until hubd restarts and
+    /// replays the journal.
     #[error(
-        "the write-ahead journal in {dir} could not be made durable earlier; restart hubd to replay it before writing again"
+        "the write-ahead journal in {dir} stopped earlier ({why}); restart hubd to replay it before writing again"
     )]
     JournalBroken {
         /// The journal's folder.
         dir: PathBuf,
+        /// What stopped it.
+        why: super::JournalStop,
     },
     /// A filesystem call failed.
     #[error("{op} {path}: {source}")]

@@ -4,9 +4,15 @@
 //! necessarily as files under `hub.git`. So with the journal a write goes, in order:
 //! 1. its objects into files not yet named (see `disk`);
 //! 2. one *frame* (ref, expected value, new value, the compressed objects) appended to the
-//!    current segment file and made durable by `fdatasync`, which concurrent writers share
-//!    (group commit);
-//! 3. the objects named and the ref moved into place — with no further fsync.
+//!    current segment file and handed to the flusher thread, whose one `fdatasync` serves every
+//!    writer waiting (group commit; see `flush`). While it runs the write names its objects,
+//!    which no ref reaches yet;
+//! 3. once the frame is durable, the ref moved into place — with no further fsync.
+//!
+//! A frame that is journaled must also be applied: a later write of the same ref expects the
+//! value this one leaves, and replay walks frames in order. So once a write has journaled its
+//! frame, a failure to apply it stops the journal ([`Broken::Apply`]) exactly as a failed
+//! `fdatasync` does: nothing more is acknowledged until hubd restarts and replays.
 //!
 //! Segments are preallocated and zero-filled before use, so step 2 overwrites blocks that
 //! already exist: `fdatasync` then writes the data and flushes the disk cache, and never waits
@@ -29,8 +35,7 @@
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -39,8 +44,10 @@ use rustix::fs::{CWD, Mode, OFlags};
 use super::StoreError;
 use super::barrier::sync_dir;
 
+mod flush;
 mod frame;
 
+use flush::Flush;
 pub(crate) use frame::{Change, Recorded};
 use frame::{Frames, HEADER_BYTES, encode, frame};
 
@@ -55,7 +62,10 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Journal {
     shared: Arc<Shared>,
+    /// Keeps a spare segment ready and checkpoints full ones.
     background: Option<JoinHandle<()>>,
+    /// Makes frames durable (see `flush`).
+    flusher: Option<JoinHandle<()>>,
 }
 
 #[derive(Debug)]
@@ -65,13 +75,35 @@ struct Shared {
     /// a checkpoint takes it exclusively to know every earlier frame has been applied.
     applying: RwLock<()>,
     tail: Mutex<Tail>,
-    /// How many journal bytes, counted over all segments, are known durable.
-    flushed: Mutex<u64>,
-    /// Set when an `fdatasync` failed: what reached the disk is then unknown, so nothing more
-    /// is acknowledged until hubd restarts and replays.
-    broken: AtomicBool,
+    /// What the flusher thread has made durable and what it is asked for.
+    flush: Flush,
+    /// Set once the journal can no longer be trusted to match `hub.git`: nothing more is
+    /// acknowledged until hubd restarts and replays.
+    broken: OnceLock<Broken>,
     chores: Mutex<Chores>,
     wake: Condvar,
+}
+
+/// Why the journal stopped accepting writes (see [`StoreError::JournalBroken`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// Writing a frame failed: bytes may have reached the segment, so no frame may follow.
+    Write,
+    /// An `fdatasync` failed: what reached the disk is unknown.
+    Sync,
+    /// A journaled write could not be applied to `hub.git`: replay must apply it before any
+    /// later write of its ref.
+    Apply,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Broken::Write => "a journal frame could not be written",
+            Broken::Sync => "the journal could not be made durable",
+            Broken::Apply => "a journaled write could not be applied to hub.git",
+        })
+    }
 }
 
 /// The segment being written.
@@ -99,11 +131,51 @@ struct Chores {
     stop: bool,
 }
 
-/// A frame written and durable; the write holding it may now move its ref. Dropping it lets
-/// a checkpoint proceed.
+/// A frame written, its `fdatasync` requested but maybe not done: the write may name its
+/// objects meanwhile, then waits with [`Pending::durable`] before it moves its ref.
+///
+/// Dropped without being made durable and applied, it stops the journal ([`Broken::Apply`]).
 #[derive(Debug)]
+#[must_use = "a journaled frame must be applied, or the journal stops"]
+pub(crate) struct Pending<'a> {
+    end: u64,
+    journaled: Journaled<'a>,
+}
+
+impl<'a> Pending<'a> {
+    /// Returns once the frame is durable; the write may then move its ref.
+    pub(crate) fn durable(self) -> Result<Journaled<'a>, StoreError> {
+        let Pending { end, journaled } = self;
+        journaled.shared.wait_flushed(end)?;
+        Ok(journaled)
+    }
+}
+
+/// A frame written and durable; the write holding it moves its ref, then calls
+/// [`Journaled::applied`]. Until then a checkpoint waits; dropped without it, the journal
+/// stops ([`Broken::Apply`]).
+#[derive(Debug)]
+#[must_use = "a journaled frame must be applied, or the journal stops"]
 pub(crate) struct Journaled<'a> {
+    shared: &'a Shared,
+    applied: bool,
     _applying: RwLockReadGuard<'a, ()>,
+}
+
+impl Journaled<'_> {
+    /// The change is in `hub.git` (or can no longer be replayed over anything): the frame is
+    /// settled.
+    pub(crate) fn applied(mut self) {
+        self.applied = true;
+    }
+}
+
+impl Drop for Journaled<'_> {
+    fn drop(&mut self) {
+        if !self.applied {
+            self.shared.stop(Broken::Apply);
+        }
+    }
 }
 
 impl Journal {
@@ -126,30 +198,42 @@ impl Journal {
                 first_seq: next_seq,
                 next_seq,
             }),
-            flushed: Mutex::new(0),
-            broken: AtomicBool::new(false),
+            flush: Flush::default(),
+            broken: OnceLock::new(),
             chores: Mutex::new(Chores {
                 full: recovered.replayed,
                 ..Chores::default()
             }),
             wake: Condvar::new(),
         });
-        let for_thread = Arc::clone(&shared);
-        let background = std::thread::Builder::new()
-            .name("hubd-journal".into())
-            .spawn(move || for_thread.do_chores())
-            .map_err(StoreError::io("start the journal thread for", dir))?;
-        Ok(Journal {
+        let mut journal = Journal {
             shared,
-            background: Some(background),
-        })
+            background: None,
+            flusher: None,
+        };
+        // Should the second thread fail to start, dropping `journal` stops the first.
+        journal.background = Some(journal.spawn("hubd-journal", Shared::do_chores)?);
+        journal.flusher = Some(journal.spawn("hubd-flusher", Shared::flush_frames)?);
+        Ok(journal)
     }
 
-    /// Journals `change` durably, or returns `None` if its frame is larger than a segment.
+    fn spawn(&self, name: &str, run: fn(&Shared)) -> Result<JoinHandle<()>, StoreError> {
+        let shared = Arc::clone(&self.shared);
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || run(&shared))
+            .map_err(StoreError::io(
+                "start a journal thread for",
+                &self.shared.dir,
+            ))
+    }
+
+    /// Writes `change`'s frame and asks the flusher to make it durable, or returns `None` if
+    /// the frame is larger than a segment.
     ///
-    /// The caller must not have named any of the change's objects yet, and moves the ref while
-    /// it holds the returned value.
-    pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Journaled<'_>>, StoreError> {
+    /// The caller must have checked that the ref is at the change's expected value, under its
+    /// lock, and must not have moved the ref yet: it does so once [`Pending::durable`] returns.
+    pub(crate) fn begin(&self, change: &Change<'_>) -> Result<Option<Pending<'_>>, StoreError> {
         let shared = &*self.shared;
         let payload = encode(change);
         if (HEADER_BYTES + payload.len()) as u64 > SEGMENT_BYTES {
@@ -161,10 +245,21 @@ impl Journal {
             .unwrap_or_else(PoisonError::into_inner);
         shared.check_not_broken()?;
         let end = shared.append(&payload)?;
-        shared.make_durable(end)?;
-        Ok(Some(Journaled {
-            _applying: applying,
+        shared.request_flush(end);
+        Ok(Some(Pending {
+            end,
+            journaled: Journaled {
+                shared,
+                applied: false,
+                _applying: applying,
+            },
         }))
+    }
+
+    /// [`Journal::begin`] and [`Pending::durable`] in one, for a write with nothing to do
+    /// meanwhile.
+    pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Journaled<'_>>, StoreError> {
+        self.begin(change)?.map(Pending::durable).transpose()
     }
 }
 
@@ -172,8 +267,12 @@ impl Drop for Journal {
     fn drop(&mut self) {
         lock(&self.shared.chores).stop = true;
         self.shared.wake.notify_all();
-        if let Some(thread) = self.background.take() {
-            // A thread that panicked has nothing left to clean up.
+        self.shared.stop_flusher();
+        // A thread that panicked has nothing left to clean up.
+        for thread in [self.background.take(), self.flusher.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = thread.join();
         }
     }
@@ -181,12 +280,23 @@ impl Drop for Journal {
 
 impl Shared {
     fn check_not_broken(&self) -> Result<(), StoreError> {
-        if self.broken.load(Ordering::SeqCst) {
-            return Err(StoreError::JournalBroken {
+        match self.broken.get() {
+            Some(why) => Err(StoreError::JournalBroken {
                 dir: self.dir.clone(),
-            });
+                why: *why,
+            }),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Stops the journal for `why` (the first reason stays) and wakes every writer waiting for
+    /// the flusher, so that they report it.
+    fn stop(&self, why: Broken) {
+        let first = self.broken.set(why).is_ok();
+        if first {
+            tracing::error!(dir = %self.dir.display(), %why, "the journal stopped; restart hubd to replay it");
+        }
+        self.wake_waiters();
     }
 
     /// Writes one frame at the tail, switching segments first if it does not fit; returns the
@@ -200,7 +310,7 @@ impl Shared {
         let at = tail.offset;
         if let Err(source) = tail.file.write_all_at(&frame, at) {
             // Bytes may have reached the file; a later frame must not follow them.
-            self.broken.store(true, Ordering::SeqCst);
+            self.stop(Broken::Write);
             return Err(StoreError::Io {
                 op: "write a journal frame to",
                 path: self.dir.clone(),
@@ -232,30 +342,23 @@ impl Shared {
         Ok(())
     }
 
-    /// Returns once journal bytes up to `end` are durable, sharing one `fdatasync` among the
-    /// writers that wait at the same time.
-    fn make_durable(&self, end: u64) -> Result<(), StoreError> {
-        let mut flushed = lock(&self.flushed);
-        if *flushed >= end {
-            return Ok(());
-        }
+    /// Makes every frame written so far durable; returns the journal position they end at.
+    fn sync_tail(&self) -> Result<u64, StoreError> {
         let (file, written, durable_at_switch) = {
             let tail = lock(&self.tail);
             (Arc::clone(&tail.file), tail.written, tail.durable_at_switch)
         };
-        if durable_at_switch >= end {
-            *flushed = (*flushed).max(durable_at_switch);
-            return Ok(());
+        // Frames of earlier segments were made durable when their segment was switched.
+        if durable_at_switch < written {
+            self.sync_data(&file)?;
         }
-        self.sync_data(&file)?;
-        *flushed = (*flushed).max(written);
-        Ok(())
+        Ok(written)
     }
 
     fn sync_data(&self, file: &File) -> Result<(), StoreError> {
         self.check_not_broken()?;
         file.sync_data().map_err(|source| {
-            self.broken.store(true, Ordering::SeqCst);
+            self.stop(Broken::Sync);
             StoreError::Io {
                 op: "fdatasync the journal in",
                 path: self.dir.clone(),
@@ -521,7 +624,11 @@ mod tests {
             },
         };
         for _ in 0..25 {
-            assert!(journal.record(&big.as_change()).unwrap().is_some());
+            journal
+                .record(&big.as_change())
+                .unwrap()
+                .expect("a frame that fits")
+                .applied();
         }
         // Ten frames fit in a segment, so 25 frames fill two and start a third; checkpoints
         // may have retired the full ones, never the third.
