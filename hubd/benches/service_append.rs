@@ -78,6 +78,7 @@ fn main() {
         }
         samples.print(batch, SERVICE);
     }
+    config.print_steal();
     service.shutdown.cancel();
     drop(nats);
 }

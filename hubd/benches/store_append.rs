@@ -43,4 +43,5 @@ fn main() {
         }
         samples.print(batch, HUB);
     }
+    config.print_steal();
 }

@@ -47,6 +47,36 @@ pub struct Config {
     pub iters: usize,
     /// The folder the bench works in; removed when dropped.
     pub dir: tempfile::TempDir,
+    /// The machine's CPU times when the bench started.
+    started: Option<CpuTimes>,
+}
+
+/// The machine's CPU time counters (`/proc/stat`, in clock ticks, all CPUs): all of it, and
+/// the part the hypervisor gave to someone else while this machine wanted to run (steal).
+#[derive(Clone, Copy)]
+struct CpuTimes {
+    total: u64,
+    steal: u64,
+}
+
+impl CpuTimes {
+    /// `None` where `/proc/stat` is missing or says no steal (no hypervisor accounting).
+    fn now() -> Option<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal; guest times are inside user.
+        let counted = fields.get(..8)?;
+        Some(CpuTimes {
+            total: counted.iter().sum(),
+            steal: counted[7],
+        })
+    }
 }
 
 impl Config {
@@ -64,7 +94,29 @@ impl Config {
             "{bench}: {iters} iterations per batch size, in {}",
             base.display()
         );
-        Config { iters, dir }
+        Config {
+            iters,
+            dir,
+            started: CpuTimes::now(),
+        }
+    }
+
+    /// Prints the share of CPU time the hypervisor took during the run. Each append here is a
+    /// chain of wake-ups across threads and processes, and every one of them waits while the
+    /// machine's CPU is taken away; a lone `write + fsync` has few. So the ratios mean little
+    /// when this share is more than a few percent: run again when the host is quieter.
+    pub fn print_steal(&self) {
+        let (Some(start), Some(end)) = (self.started, CpuTimes::now()) else {
+            return;
+        };
+        let total = end.total.saturating_sub(start.total).max(1);
+        let steal = end.steal.saturating_sub(start.steal);
+        println!();
+        println!(
+            "cpu steal during the run: {:.1}% of this machine's CPU time (ratios are reliable \
+             only near 0%)",
+            steal as f64 * 100.0 / total as f64
+        );
     }
 }
 
