@@ -1,12 +1,12 @@
 //! The write-ahead journal: a durable write for the price of one `fdatasync`.
 //!
 //! A ref move is durable once its objects and its new value are on stable storage — not
-//! necessarily as files under `hub.git`. So with the journal a write goes, in order:
-//! 1. its objects into files not yet named (see `disk`);
-//! 2. one *frame* (ref, expected value, new value, the compressed objects) appended to the
+//! necessarily as files under `hub.git`. So with the journal a write goes, in order, once it
+//! holds the ref's lock and has found the ref at its expected value (see `disk`):
+//! 1. one *frame* (ref, expected value, new value, the compressed objects) appended to the
 //!    current segment file and handed to the flusher thread, whose one `fdatasync` serves every
-//!    writer waiting (group commit; see `flush`). While it runs the write names its objects,
-//!    which no ref reaches yet;
+//!    writer waiting (group commit; see `flush`);
+//! 2. while that runs, its objects written and named, which no ref reaches yet;
 //! 3. once the frame is durable, the ref moved into place — with no further fsync.
 //!
 //! A frame that is journaled must also be applied: a later write of the same ref expects the
@@ -14,7 +14,7 @@
 //! frame, a failure to apply it stops the journal ([`Broken::Apply`]) exactly as a failed
 //! `fdatasync` does: nothing more is acknowledged until hubd restarts and replays.
 //!
-//! Segments are preallocated and zero-filled before use, so step 2 overwrites blocks that
+//! Segments are preallocated and zero-filled before use, so step 1 overwrites blocks that
 //! already exist: `fdatasync` then writes the data and flushes the disk cache, and never waits
 //! on a filesystem journal commit. That is the cost of the raw `write + fsync` floor, or less.
 //!
