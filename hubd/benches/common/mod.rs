@@ -60,7 +60,7 @@ struct CpuTimes {
 }
 
 impl CpuTimes {
-    /// `None` where `/proc/stat` is missing or says no steal (no hypervisor accounting).
+    /// `None` where `/proc/stat` is missing or its `cpu` line has no steal column.
     fn now() -> Option<CpuTimes> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
         let fields: Vec<u64> = stat

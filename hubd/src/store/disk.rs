@@ -355,22 +355,17 @@ impl Disk {
             Mode::Journal(journal, _) => journal.record(&Change::Delete { refname, expected })?,
             Mode::Relaxed | Mode::Barriers(_) => None,
         };
+        let was_journaled = journaled.is_some();
         let deleted = delete_ref(refs, refname, expected);
-        let journaled = match (journaled, deleted) {
-            (Some(journaled), Ok(())) => {
-                journaled.applied();
-                true
-            }
-            // Another writer moved the ref first: replay skips the frame unless the ref comes
-            // back to `expected`, just as if this delete had lost the race before journaling.
-            (Some(journaled), Err(stale @ StoreError::Stale { .. })) => {
-                journaled.applied();
-                return Err(stale);
-            }
-            (_, Err(err)) => return Err(err),
-            (None, Ok(())) => false,
-        };
-        if !journaled && matches!(self.mode, Mode::Barriers(_) | Mode::Journal(..)) {
+        // A delete lost to another writer settles its frame too: replay skips it unless the ref
+        // comes back to `expected`, as if the delete had lost the race before journaling.
+        if let Some(journaled) = journaled
+            && matches!(deleted, Ok(()) | Err(StoreError::Stale { .. }))
+        {
+            journaled.applied();
+        }
+        deleted?;
+        if !was_journaled && matches!(self.mode, Mode::Barriers(_) | Mode::Journal(..)) {
             // Git removes the directories a delete leaves empty, so the removal is made durable
             // in the nearest directory that still exists.
             let path = self.git_dir.join(refname);

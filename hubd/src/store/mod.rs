@@ -76,7 +76,7 @@ pub use disk::Durability;
 pub use error::StoreError;
 pub use hub::{Appended, Clock, Hub, HubOptions};
 pub use index::{ChainIndex, Span};
-pub use journal::Broken as JournalStop;
+pub use journal::JournalStop;
 pub use layout::{INITIAL_SETTINGS, SETTINGS_FILE};
 pub use object::{IDENTITY_EMAIL, IDENTITY_NAME, RECORDS_FILE};
 pub use refname::{RefKind, classify};

@@ -80,31 +80,28 @@ impl Shared {
         self.flush.wanted.notify_one();
     }
 
-    /// The flusher thread's loop.
+    /// The flusher thread's loop: waits for a position past what is durable, syncs, tells.
     pub(super) fn flush_frames(&self) {
-        let mut at = lock(&self.flush.state);
         loop {
-            let stopped = self.broken.get().is_some();
-            if at.wanted <= at.durable || stopped {
-                if at.stop {
-                    return;
+            {
+                let mut at = lock(&self.flush.state);
+                while at.wanted <= at.durable || self.broken.get().is_some() {
+                    if at.stop {
+                        return;
+                    }
+                    at = self
+                        .flush
+                        .wanted
+                        .wait(at)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
-                at = self
-                    .flush
-                    .wanted
-                    .wait(at)
-                    .unwrap_or_else(PoisonError::into_inner);
-                continue;
             }
-            drop(at);
             // A failure stops the journal (see `sync_data`), which wakes the writers.
-            let synced = self.sync_tail();
-            at = lock(&self.flush.state);
-            if let Ok(end) = synced {
+            if let Ok(end) = self.sync_tail() {
+                let mut at = lock(&self.flush.state);
                 at.durable = at.durable.max(end);
                 drop(at);
                 self.flush.flushed.notify_all();
-                at = lock(&self.flush.state);
             }
         }
     }
@@ -115,7 +112,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::super::frame::tests::id;
-    use super::super::{Broken, Change, Journal, Recovered, recover};
+    use super::super::{Change, Journal, JournalStop, Recovered, recover};
     use crate::store::StoreError;
 
     #[test]
@@ -157,9 +154,9 @@ mod tests {
             // A position no frame reaches: only the stop can end this wait.
             std::thread::spawn(move || journal.shared.wait_flushed(u64::MAX))
         };
-        journal.shared.stop(Broken::Sync);
+        journal.shared.stop(JournalStop::Sync);
         match waiter.join().unwrap() {
-            Err(StoreError::JournalBroken { why, .. }) => assert_eq!(why, Broken::Sync),
+            Err(StoreError::JournalBroken { why, .. }) => assert_eq!(why, JournalStop::Sync),
             other => panic!("the waiter should learn the journal stopped, got {other:?}"),
         }
         let change = Change::Delete {

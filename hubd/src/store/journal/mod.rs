@@ -11,7 +11,7 @@
 //!
 //! A frame that is journaled must also be applied: a later write of the same ref expects the
 //! value this one leaves, and replay walks frames in order. So once a write has journaled its
-//! frame, a failure to apply it stops the journal ([`Broken::Apply`]) exactly as a failed
+//! frame, a failure to apply it stops the journal ([`JournalStop::Apply`]) exactly as a failed
 //! `fdatasync` does: nothing more is acknowledged until hubd restarts and replays.
 //!
 //! Segments are preallocated and zero-filled before use, so step 1 overwrites blocks that
@@ -79,14 +79,14 @@ struct Shared {
     flush: Flush,
     /// Set once the journal can no longer be trusted to match `hub.git`: nothing more is
     /// acknowledged until hubd restarts and replays.
-    broken: OnceLock<Broken>,
+    broken: OnceLock<JournalStop>,
     chores: Mutex<Chores>,
     wake: Condvar,
 }
 
 /// Why the journal stopped accepting writes (see [`StoreError::JournalBroken`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Broken {
+pub enum JournalStop {
     /// Writing a frame failed: bytes may have reached the segment, so no frame may follow.
     Write,
     /// An `fdatasync` failed: what reached the disk is unknown.
@@ -96,12 +96,12 @@ pub enum Broken {
     Apply,
 }
 
-impl std::fmt::Display for Broken {
+impl std::fmt::Display for JournalStop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Broken::Write => "a journal frame could not be written",
-            Broken::Sync => "the journal could not be made durable",
-            Broken::Apply => "a journaled write could not be applied to hub.git",
+            JournalStop::Write => "a journal frame could not be written",
+            JournalStop::Sync => "the journal could not be made durable",
+            JournalStop::Apply => "a journaled write could not be applied to hub.git",
         })
     }
 }
@@ -134,7 +134,7 @@ struct Chores {
 /// A frame written, its `fdatasync` requested but maybe not done: the write may name its
 /// objects meanwhile, then waits with [`Pending::durable`] before it moves its ref.
 ///
-/// Dropped without being made durable and applied, it stops the journal ([`Broken::Apply`]).
+/// Dropped without being made durable and applied, it stops the journal ([`JournalStop::Apply`]).
 #[derive(Debug)]
 #[must_use = "a journaled frame must be applied, or the journal stops"]
 pub(crate) struct Pending<'a> {
@@ -153,7 +153,7 @@ impl<'a> Pending<'a> {
 
 /// A frame written and durable; the write holding it moves its ref, then calls
 /// [`Journaled::applied`]. Until then a checkpoint waits; dropped without it, the journal
-/// stops ([`Broken::Apply`]).
+/// stops ([`JournalStop::Apply`]).
 #[derive(Debug)]
 #[must_use = "a journaled frame must be applied, or the journal stops"]
 pub(crate) struct Journaled<'a> {
@@ -173,7 +173,7 @@ impl Journaled<'_> {
 impl Drop for Journaled<'_> {
     fn drop(&mut self) {
         if !self.applied {
-            self.shared.stop(Broken::Apply);
+            self.shared.stop(JournalStop::Apply);
         }
     }
 }
@@ -291,7 +291,7 @@ impl Shared {
 
     /// Stops the journal for `why` (the first reason stays) and wakes every writer waiting for
     /// the flusher, so that they report it.
-    fn stop(&self, why: Broken) {
+    fn stop(&self, why: JournalStop) {
         let first = self.broken.set(why).is_ok();
         if first {
             tracing::error!(dir = %self.dir.display(), %why, "the journal stopped; restart hubd to replay it");
@@ -310,7 +310,7 @@ impl Shared {
         let at = tail.offset;
         if let Err(source) = tail.file.write_all_at(&frame, at) {
             // Bytes may have reached the file; a later frame must not follow them.
-            self.stop(Broken::Write);
+            self.stop(JournalStop::Write);
             return Err(StoreError::Io {
                 op: "write a journal frame to",
                 path: self.dir.clone(),
@@ -358,7 +358,7 @@ impl Shared {
     fn sync_data(&self, file: &File) -> Result<(), StoreError> {
         self.check_not_broken()?;
         file.sync_data().map_err(|source| {
-            self.stop(Broken::Sync);
+            self.stop(JournalStop::Sync);
             StoreError::Io {
                 op: "fdatasync the journal in",
                 path: self.dir.clone(),
