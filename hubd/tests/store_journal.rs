@@ -3,7 +3,8 @@
 //! A power cut can leave `hub.git` as it was some writes ago (renames not yet committed by the
 //! filesystem, objects not yet written back) while every acknowledged journal frame is on disk.
 //! These tests make exactly that state by hand — refs rolled back to a snapshot, later objects
-//! deleted or torn — and open the hub again.
+//! deleted or torn — and open the hub again. Appends are acknowledged once journaled and
+//! applied to `hub.git` just after; the last tests check that nothing reads past that gap.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod store_common;
@@ -11,6 +12,8 @@ mod store_common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hubd::store::{Clock, Durability, Hub, HubOptions, JournalStop, StoreError, Tip};
 use store_common::{assert_fsck_strict, git};
@@ -129,6 +132,7 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
     let (_dir, root, git_dir) = hub_folder();
     let hub = Hub::create(&root, journaled()).unwrap();
     append_range(&hub, LOG, 0, 4);
+    hub.settle();
     let before = Snapshot::take(&git_dir);
     append_range(&hub, LOG, 4, 10);
     append_range(&hub, INBOX, 0, 3);
@@ -246,9 +250,10 @@ fn a_barriers_hub_replays_a_journal_left_by_an_earlier_run() {
     assert_fsck_strict(&git_dir);
 }
 
-/// A write whose frame is journaled but that cannot be applied to `hub.git` must stop the
-/// journal: a later write of the same ref would expect the old value, and replay, which walks
-/// frames in order, would then apply the failed write and drop the acknowledged one.
+/// An append whose frame is journaled (and so acknowledged) but that cannot be applied to
+/// `hub.git` must stop the journal: a later write of the same ref would expect the old value,
+/// and replay, which walks frames in order, would then apply the failed write and drop the
+/// acknowledged one.
 #[test]
 fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
     // Learn the id of the commit that will fail, from a twin hub with the same clock.
@@ -271,20 +276,26 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
     fs::rename(&fan_out, &aside).unwrap();
     fs::write(&fan_out, b"").unwrap();
 
-    let failed = hub.append(LOG, before, &[entry(LOG, 3)], "entry 3");
-    assert!(
-        matches!(failed, Err(StoreError::Io { .. })),
-        "naming into a file fails: {failed:?}"
-    );
+    let acknowledged = hub
+        .append(LOG, before, &[entry(LOG, 3)], "entry 3")
+        .unwrap();
+    assert_eq!(acknowledged.commit, doomed, "durable once journaled");
+    // The applier fails to name the commit into a file.
+    hub.settle();
     let refused = hub.append(INBOX, Tip::Absent, &[entry(INBOX, 0)], "entry 0");
     match refused {
         Err(StoreError::JournalBroken { why, .. }) => assert_eq!(why, JournalStop::Apply),
         other => panic!("a stopped journal takes no write, got {other:?}"),
     }
-    let retried = hub.append(LOG, before, &[entry(LOG, 3)], "entry 3");
+    let next = hub.append(LOG, acknowledged.tip(), &[entry(LOG, 4)], "entry 4");
     assert!(
-        matches!(retried, Err(StoreError::JournalBroken { .. })),
-        "nor a retry of the failed write: {retried:?}"
+        matches!(next, Err(StoreError::JournalBroken { .. })),
+        "nor the next append of the chain: {next:?}"
+    );
+    assert_eq!(
+        git(&git_dir, &["rev-list", "--count", LOG]).trim(),
+        "3",
+        "hub.git holds the chain as it was before the failed apply"
     );
     drop(hub);
 
@@ -308,4 +319,63 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
     assert_fsck_strict(&git_dir);
     append_range(&hub, LOG, 4, 5);
     assert_eq!(hub.len(LOG).unwrap(), 5, "and the hub writes again");
+}
+
+/// Appends are acknowledged before `hub.git` holds them; closing the hub must not leave them
+/// to the next open's replay.
+#[test]
+fn closing_the_hub_puts_every_acknowledged_append_into_hub_git() {
+    let (_dir, root, git_dir) = hub_folder();
+    let hub = Hub::create(&root, journaled()).unwrap();
+    append_range(&hub, LOG, 0, 20);
+    append_range(&hub, INBOX, 0, 20);
+    drop(hub);
+    for chain in [LOG, INBOX] {
+        assert_eq!(git(&git_dir, &["rev-list", "--count", chain]).trim(), "20");
+    }
+    assert_fsck_strict(&git_dir);
+}
+
+/// Every read through the hub waits for the appends acknowledged before it, even while the
+/// applier is behind: a reader on another thread never sees an acknowledged entry missing.
+#[test]
+fn reads_through_the_hub_never_lag_an_acknowledged_append() {
+    const APPENDS: usize = 50;
+    let (_dir, root, _git_dir) = hub_folder();
+    let hub = Arc::new(Hub::create(&root, journaled()).unwrap());
+    let acknowledged = Arc::new(AtomicUsize::new(0));
+    let reader = {
+        let (hub, acknowledged) = (Arc::clone(&hub), Arc::clone(&acknowledged));
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            loop {
+                let at_least = acknowledged.load(Ordering::SeqCst);
+                if at_least == APPENDS {
+                    return reads;
+                }
+                if at_least == 0 {
+                    std::thread::yield_now();
+                    continue;
+                }
+                let read = entries(&hub, LOG);
+                assert!(read.len() >= at_least, "a read lost an acknowledged entry");
+                let expected: Vec<String> = (0..read.len()).map(|i| entry(LOG, i)).collect();
+                assert_eq!(read, expected);
+                reads += 1;
+            }
+        })
+    };
+    let mut tip = Tip::Absent;
+    for i in 0..APPENDS {
+        let summary = format!("entry {i}");
+        tip = hub
+            .append(LOG, tip, &[entry(LOG, i)], &summary)
+            .unwrap()
+            .tip();
+        acknowledged.store(i + 1, Ordering::SeqCst);
+    }
+    assert!(
+        reader.join().unwrap() > 0,
+        "the reader read while appends went on"
+    );
 }

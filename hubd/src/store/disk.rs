@@ -23,6 +23,11 @@
 //! 5. **Barrier 2** ([`Durability::Barriers`] only). The ref's directory is fsynced; only then does
 //!    the write return `Ok`.
 //!
+//! A chain append with the journal is split in two ([`Disk::stage`], [`Disk::apply`]): step 3
+//! alone, acknowledged; then steps 1, 2 and 4, by the applier after the reply. Its
+//! compare-and-swap is on the chain index (see `hub`), so the lock taken later finds the ref at
+//! the expected value unless a writer outside hubd moved it, which stops the journal.
+//!
 //! With the journal nothing under `hub.git` is fsynced on the write path, and the filesystem
 //! is trusted for nothing but `fdatasync` and `syncfs`: after a crash of the machine the newest
 //! objects may be missing or torn and the newest refs old or torn, in any combination, and the
@@ -64,6 +69,11 @@
 //! smaller than the file work it hides because on this 2-vCPU guest the flusher is often woken
 //! on the writer's CPU, and part of the device's time is taken from the guest's own CPUs.
 //!
+//! Acknowledging a chain append once its frame is durable, with the file work left to the
+//! applier, then took the store's single-entry append to 1.08–1.19× the raw `write + fsync`
+//! (0.93–0.98× for 16: the journal overwrites preallocated blocks, the reference extends its
+//! file), in runs with 0.2–9.8% CPU steal on a machine whose `fsync` costs 130–210 µs.
+//!
 //! What helped before, in order: spares made ahead of time (inode creation off the write path),
 //! concurrent fsyncs (`barrier`), making the 256 fan-out directories once, and waking the
 //! spare filler only in bursts at a lower priority.
@@ -78,7 +88,7 @@ use gix::refs::Target;
 use gix::refs::transaction::{Change as RefChange, PreviousValue, RefEdit, RefLog};
 
 use super::barrier::{Syncer, sync_dir, sync_parents_of};
-use super::journal::{self, Change, Journal};
+use super::journal::{self, Change, Journal, Journaled};
 use super::object::{LooseObject, NewCommit};
 use super::recycle::{self, Recycler};
 use super::spare::{SparePool, link_into_place};
@@ -184,6 +194,11 @@ impl Disk {
         Ok(disk)
     }
 
+    /// The bare repository this writes into.
+    pub(crate) fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
     /// How many journaled writes opening found and replayed (each applied or found done).
     pub(crate) fn replayed(&self) -> usize {
         self.replayed
@@ -246,6 +261,74 @@ impl Disk {
                 Ok(())
             }
         }
+    }
+
+    /// Journals the move of `refname` from `expected` to `new.commit` and returns once it is
+    /// durable, leaving `hub.git` untouched: [`Disk::apply`] puts it there.
+    ///
+    /// For the writes of one process-wide writer who knows `expected` is current (the chain
+    /// index, under the chain's lock): unlike [`Disk::publish`] no ref is locked or read, so a
+    /// move journaled after this one may be staged before this one is applied. Moves must be
+    /// applied in the order they were staged.
+    pub(crate) fn stage(
+        &self,
+        refname: &str,
+        expected: Tip,
+        new: NewCommit,
+    ) -> Result<Staged, StoreError> {
+        let Mode::Journal(journal, _) = &self.mode else {
+            return Ok(Staged::Unjournaled(new));
+        };
+        let change = Change::Publish {
+            refname,
+            expected,
+            new: &new,
+        };
+        match journal.record(&change)? {
+            Some(journaled) => Ok(Staged::Journaled(Unapplied {
+                refname: refname.to_owned(),
+                expected,
+                new,
+                journaled,
+            })),
+            None => Ok(Staged::Unjournaled(new)),
+        }
+    }
+
+    /// Puts a staged move into `hub.git`: steps 1, 2 and 4, the frame being durable already.
+    ///
+    /// A failure stops the journal (the move was acknowledged; only replay may complete it).
+    pub(crate) fn apply(
+        &self,
+        refs: &gix::refs::file::Store,
+        unapplied: Unapplied,
+    ) -> Result<(), StoreError> {
+        let Unapplied {
+            refname,
+            expected,
+            new,
+            journaled,
+        } = unapplied;
+        let ref_path = self.git_dir.join(&refname);
+        let mut created_dirs = Vec::new();
+        let lock = self.lock_ref(&refname, &ref_path, new.commit, &mut created_dirs)?;
+        let actual = read_tip(refs, &refname)?;
+        if actual != expected {
+            // Only a writer outside hubd can have moved it; replay decides what stays.
+            return Err(StoreError::Stale {
+                refname,
+                expected,
+                actual,
+            });
+        }
+        // An object found already there needs no fsync: the frame holds its bytes, and
+        // replay rewrites it if a crash tears it before the next checkpoint's `syncfs`.
+        for object in self.fill_objects(&new)? {
+            self.name_object(object, &mut created_dirs)?;
+        }
+        lock.commit(&ref_path, &self.recycled)?;
+        journaled.applied();
+        Ok(())
     }
 
     /// Step 2, first half, for each of `new`'s objects.
@@ -466,6 +549,26 @@ impl Disk {
         let (fan_out, rest) = hex.split_at(2);
         self.objects_dir.join(fan_out).join(rest)
     }
+}
+
+/// What [`Disk::stage`] did with a move.
+#[derive(Debug)]
+pub(crate) enum Staged {
+    /// Durable in the journal, not yet in `hub.git`.
+    Journaled(Unapplied),
+    /// Not journaled (no journal, or too large for a frame): the caller publishes it.
+    Unjournaled(NewCommit),
+}
+
+/// A move acknowledged as durable by its journal frame, waiting for [`Disk::apply`].
+///
+/// Dropped without being applied, it stops the journal (see [`Journaled`]).
+#[derive(Debug)]
+pub(crate) struct Unapplied {
+    refname: String,
+    expected: Tip,
+    new: NewCommit,
+    journaled: Journaled,
 }
 
 /// An object's bytes in a file not yet under its name, and the name it will get.

@@ -10,7 +10,8 @@ use gix::ObjectId;
 use l3m_core::refs::SETTINGS;
 use l3m_core::refs::paths::HUB_GIT;
 
-use super::disk::{Disk, Durability, read_tip};
+use super::applier::Applier;
+use super::disk::{Disk, Durability, Staged, read_tip};
 use super::index::ChainIndex;
 use super::input::{commit_message, file_tree, records_blob};
 use super::layout::{self, INITIAL_SETTINGS, SETTINGS_FILE};
@@ -98,7 +99,10 @@ fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Hub {
     root: PathBuf,
     repo: gix::ThreadSafeRepository,
-    disk: Disk,
+    /// Applies journaled chain appends after they are acknowledged. Declared before `disk`
+    /// and the process lock, so that dropping the hub drains it first.
+    applier: Applier,
+    disk: Arc<Disk>,
     clock: Clock,
     /// The index of every chain, kept equal to what a walk of `hub.git` would find.
     chains: Slots<ChainIndex>,
@@ -185,10 +189,11 @@ impl Hub {
         }
         let process_lock = layout::lock_hub(root, &git_dir)?;
         layout::remove_stale_ref_locks(&git_dir)?;
-        let disk = Disk::new(git_dir.clone(), options.durability, &repo)?;
+        let disk = Arc::new(Disk::new(git_dir.clone(), options.durability, &repo)?);
         let chains = index_all_chains(&repo)?;
         Ok(Hub {
             root: root.to_path_buf(),
+            applier: Applier::start(Arc::clone(&disk), repo.refs.clone())?,
             repo: repo.into_sync(),
             disk,
             clock: options.clock,
@@ -213,7 +218,11 @@ impl Hub {
     ///
     /// The commit's tree holds only these entries, as `records.jsonl`; its parent is `expected`.
     /// A chain not at `expected` is [`StoreError::Stale`] with the actual tip, and nothing is
-    /// written. The in-memory index moves only after the ref has moved.
+    /// written. The in-memory index moves only once the append is durable.
+    ///
+    /// With [`Durability::Fsync`] this returns once the append's journal frame is durable, and
+    /// the ref moves in `hub.git` just after (see `applier`): every read through this `Hub`
+    /// sees it at once, plain `git` once it is applied, or after [`Hub::settle`].
     pub fn append(
         &self,
         refname: &str,
@@ -234,11 +243,20 @@ impl Hub {
             });
         }
         let (new, records_id) = chain_commit(expected, &records, message, self.now())?;
-        match self.disk.publish(&self.repo.refs, refname, expected, &new) {
+        let commit = new.commit;
+        let written = match self.disk.stage(refname, expected, new) {
+            Ok(Staged::Journaled(unapplied)) => {
+                self.applier.hand_over(unapplied);
+                Ok(())
+            }
+            Ok(Staged::Unjournaled(new)) => self.publish(refname, expected, &new),
+            Err(err) => Err(err),
+        };
+        match written {
             Ok(()) => {
-                let span = index.push(new.commit, records_id, entries.len() as u64);
+                let span = index.push(commit, records_id, entries.len() as u64);
                 Ok(Appended {
-                    commit: new.commit,
+                    commit,
                     first_seq: span.first_seq,
                     len: span.end_seq(),
                 })
@@ -275,8 +293,7 @@ impl Hub {
         let slot = self.plain.get(refname);
         let _writer = lock(&slot);
         let new = files_commit(expected, &tree, message, self.now())?;
-        self.disk
-            .publish(&self.repo.refs, refname, expected, &new)?;
+        self.publish(refname, expected, &new)?;
         Ok(new.commit)
     }
 
@@ -285,7 +302,7 @@ impl Hub {
     /// The commit's objects must already be durable (any written by this store are).
     pub fn set_ref(&self, refname: &str, expected: Tip, new: ObjectId) -> Result<(), StoreError> {
         require_kind(refname, RefKind::Plain)?;
-        let repo = self.repo.to_thread_local();
+        let repo = self.settled_repo();
         if let Err(problem) = read_object(&repo, new, gix::objs::Kind::Commit, &mut Vec::new()) {
             return Err(if repo.has_object(new) {
                 StoreError::NotACommit {
@@ -305,11 +322,12 @@ impl Hub {
             commit: new,
             objects: Vec::new(),
         };
-        self.disk.publish(&self.repo.refs, refname, expected, &new)
+        self.publish(refname, expected, &new)
     }
 
     /// Deletes `refname` (a chain or a plain ref) if it is at `expected`.
     pub fn delete_ref(&self, refname: &str, expected: ObjectId) -> Result<(), StoreError> {
+        self.applier.settle();
         match classify(refname)? {
             RefKind::Plain => {
                 let slot = self.plain.get(refname);
@@ -356,7 +374,7 @@ impl Hub {
                 len,
             });
         }
-        let repo = self.repo.to_thread_local();
+        let repo = self.settled_repo();
         let mut buf = Vec::new();
         let mut entries = Vec::with_capacity((to - from) as usize);
         for span in &spans {
@@ -390,7 +408,7 @@ impl Hub {
                 refname: refname.to_owned(),
             });
         };
-        let repo = self.repo.to_thread_local();
+        let repo = self.settled_repo();
         let unknown = || StoreError::UnknownFile {
             refname: refname.to_owned(),
             path: path.to_owned(),
@@ -418,7 +436,7 @@ impl Hub {
 
     /// Every file (blob) in the tree of `commit`, by its path, recursively.
     pub fn files_at(&self, commit: ObjectId) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
-        let repo = self.repo.to_thread_local();
+        let repo = self.settled_repo();
         let tree = repo
             .find_commit(commit)
             .and_then(|commit| commit.tree())
@@ -430,7 +448,7 @@ impl Hub {
 
     /// The nearest common ancestor of `one` and `two`, if their histories meet.
     pub fn merge_base(&self, one: ObjectId, two: ObjectId) -> Result<Option<ObjectId>, StoreError> {
-        let repo = self.repo.to_thread_local();
+        let repo = self.settled_repo();
         let parents = |id: ObjectId| -> Result<Vec<ObjectId>, StoreError> {
             let commit = repo
                 .find_commit(id)
@@ -474,8 +492,7 @@ impl Hub {
         let slot = self.plain.get(refname);
         let _writer = lock(&slot);
         let new = merge_files_commit(expected, other, &tree, message, self.now())?;
-        self.disk
-            .publish(&self.repo.refs, refname, Tip::At(expected), &new)?;
+        self.publish(refname, Tip::At(expected), &new)?;
         Ok(new.commit)
     }
 
@@ -513,15 +530,37 @@ impl Hub {
         Ok(read(&index))
     }
 
+    /// Waits until `hub.git` holds every write acknowledged so far, for readers that go around
+    /// this `Hub` (plain `git`, a copy of the folder). Reads through the `Hub` need not: each
+    /// waits for what it reads.
+    pub fn settle(&self) {
+        self.applier.settle();
+    }
+
+    /// The repository, once every acknowledged write has reached it.
+    fn settled_repo(&self) -> gix::Repository {
+        self.applier.settle();
+        self.repo.to_thread_local()
+    }
+
+    /// Where `refname` points in `hub.git`, once every acknowledged write has reached it.
     fn disk_tip(&self, refname: &str) -> Result<Tip, StoreError> {
+        self.applier.settle();
         read_tip(&self.repo.refs, refname)
+    }
+
+    /// Writes `new` and moves `refname` to it from `expected`, after every chain append
+    /// handed to the applier: the ref's value is compared on disk.
+    fn publish(&self, refname: &str, expected: Tip, new: &NewCommit) -> Result<(), StoreError> {
+        self.applier.settle();
+        self.disk.publish(&self.repo.refs, refname, expected, new)
     }
 
     /// Brings `index` up to what `hub.git` holds for the chain `refname` now.
     fn resync(&self, refname: &str, index: &mut ChainIndex) -> Result<(), StoreError> {
         let tip = self.disk_tip(refname)?;
         if tip != index.tip() {
-            *index = resync_chain(&self.repo.to_thread_local(), refname, index, tip)?;
+            *index = resync_chain(&self.settled_repo(), refname, index, tip)?;
         }
         Ok(())
     }

@@ -16,6 +16,7 @@
 //! - `disk`: placing objects and moving refs durably by compare-and-swap ([`Durability`]).
 //! - `journal`: the write-ahead journal that makes a write durable with one `fdatasync`, and
 //!   its replay after a crash.
+//! - `applier`: the thread that puts journaled chain appends into `hub.git` after the reply.
 //! - `barrier`: fsyncing many files for the price of one (where there is no journal).
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
 //! - `recycle`: the inodes of replaced ref values, reused for objects instead of freed.
@@ -33,9 +34,11 @@
 //! With [`Durability::Fsync`] a write returns `Ok` only once it would survive a crash of the
 //! machine: its journal frame is on disk. Opening the hub replays what the journal holds, so
 //! after any crash, once reopened, no ref points at a missing object and every acknowledged
-//! write is there. [`Durability::Barriers`] fsyncs the objects and then the ref instead, so
-//! that `hub.git` is whole even before a reopen, at about twice the cost. See `disk` and
-//! `journal` for the protocols and what was measured.
+//! write is there. A chain append is acknowledged at that point and reaches `hub.git` a moment
+//! later: every read through the [`Hub`] waits for it, plain `git` may not see it until
+//! [`Hub::settle`] (or closing the hub) returns. [`Durability::Barriers`] fsyncs the objects
+//! and then the ref instead, so that `hub.git` is whole even before a reopen, at about twice
+//! the cost. See `disk`, `journal` and `applier` for the protocols and what was measured.
 //!
 //! # Example
 //! ```
@@ -55,6 +58,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod applier;
 mod barrier;
 mod disk;
 mod error;

@@ -87,6 +87,8 @@ impl Hub {
     }
 
     fn git_cli(&self, args: &[OsString]) -> Result<(), StoreError> {
+        // git reads `hub.git` itself: it must find every acknowledged write there.
+        self.settle();
         let shown = || {
             args.iter()
                 .map(|a| a.to_string_lossy())

@@ -1,13 +1,17 @@
 //! The write-ahead journal: a durable write for the price of one `fdatasync`.
 //!
 //! A ref move is durable once its objects and its new value are on stable storage — not
-//! necessarily as files under `hub.git`. So with the journal a write goes, in order, once it
-//! holds the ref's lock and has found the ref at its expected value (see `disk`):
+//! necessarily as files under `hub.git`. So with the journal a write of a plain ref goes, in
+//! order, once it holds the ref's lock and has found the ref at its expected value (see `disk`):
 //! 1. one *frame* (ref, expected value, new value, the compressed objects) appended to the
 //!    current segment file and handed to the flusher thread, whose one `fdatasync` serves every
 //!    writer waiting (group commit; see `flush`);
 //! 2. while that runs, its objects written and named, which no ref reaches yet;
 //! 3. once the frame is durable, the ref moved into place — with no further fsync.
+//!
+//! A chain append stops after its frame is durable ([`Journal::record`]), and is acknowledged
+//! then: its expected value is the chain index's, which is current under the chain's lock, and
+//! the applier names its objects and moves its ref after the reply (see `applier`).
 //!
 //! A frame that is journaled must also be applied: a later write of the same ref expects the
 //! value this one leaves, and replay walks frames in order. So once a write has journaled its
@@ -30,12 +34,14 @@
 //!
 //! A full segment is retired by a *checkpoint* on the background thread: once every frame in it
 //! has been applied, `syncfs` makes `hub.git` durable, and the segment is deleted. So a frame
-//! is dropped only after everything it describes is on disk as files.
+//! is dropped only after everything it describes is on disk as files. A stopped journal retires
+//! nothing: a frame it could not apply is replay's.
 
+use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -71,9 +77,11 @@ pub(crate) struct Journal {
 #[derive(Debug)]
 struct Shared {
     dir: PathBuf,
-    /// Held (shared) by each write from before its frame is written until its ref has moved;
-    /// a checkpoint takes it exclusively to know every earlier frame has been applied.
-    applying: RwLock<()>,
+    /// The sequence numbers of the frames written but not yet applied (or given up): a
+    /// checkpoint waits until none older than the segments it retires is left.
+    unapplied: Mutex<BTreeSet<u64>>,
+    /// Wakes a checkpoint waiting on `unapplied`.
+    settled: Condvar,
     tail: Mutex<Tail>,
     /// What the flusher thread has made durable and what it is asked for.
     flush: Flush,
@@ -137,32 +145,32 @@ struct Chores {
 /// Dropped without being made durable and applied, it stops the journal ([`JournalStop::Apply`]).
 #[derive(Debug)]
 #[must_use = "a journaled frame must be applied, or the journal stops"]
-pub(crate) struct Pending<'a> {
+pub(crate) struct Pending {
     end: u64,
-    journaled: Journaled<'a>,
+    journaled: Journaled,
 }
 
-impl<'a> Pending<'a> {
+impl Pending {
     /// Returns once the frame is durable; the write may then move its ref.
-    pub(crate) fn durable(self) -> Result<Journaled<'a>, StoreError> {
+    pub(crate) fn durable(self) -> Result<Journaled, StoreError> {
         let Pending { end, journaled } = self;
         journaled.shared.wait_flushed(end)?;
         Ok(journaled)
     }
 }
 
-/// A frame written and durable; the write holding it moves its ref, then calls
-/// [`Journaled::applied`]. Until then a checkpoint waits; dropped without it, the journal
-/// stops ([`JournalStop::Apply`]).
+/// A frame written and durable; whoever holds it moves its ref (the write itself, or the
+/// applier after the write was acknowledged), then calls [`Journaled::applied`]. Until then a
+/// checkpoint waits; dropped without it, the journal stops ([`JournalStop::Apply`]).
 #[derive(Debug)]
 #[must_use = "a journaled frame must be applied, or the journal stops"]
-pub(crate) struct Journaled<'a> {
-    shared: &'a Shared,
+pub(crate) struct Journaled {
+    shared: Arc<Shared>,
+    seq: u64,
     applied: bool,
-    _applying: RwLockReadGuard<'a, ()>,
 }
 
-impl Journaled<'_> {
+impl Journaled {
     /// The change is in `hub.git` (or can no longer be replayed over anything): the frame is
     /// settled.
     pub(crate) fn applied(mut self) {
@@ -170,11 +178,15 @@ impl Journaled<'_> {
     }
 }
 
-impl Drop for Journaled<'_> {
+impl Drop for Journaled {
     fn drop(&mut self) {
         if !self.applied {
+            // Stopped first: a checkpoint woken by the settling below must not retire the
+            // frame that replay still has to apply.
             self.shared.stop(JournalStop::Apply);
         }
+        lock(&self.shared.unapplied).remove(&self.seq);
+        self.shared.settled.notify_all();
     }
 }
 
@@ -189,7 +201,8 @@ impl Journal {
         let file = name_segment(dir, zeroed_segment(dir)?, next_seq)?;
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
-            applying: RwLock::new(()),
+            unapplied: Mutex::new(BTreeSet::new()),
+            settled: Condvar::new(),
             tail: Mutex::new(Tail {
                 file: Arc::new(file),
                 offset: 0,
@@ -233,33 +246,40 @@ impl Journal {
     ///
     /// The caller must have checked that the ref is at the change's expected value, under its
     /// lock, and must not have moved the ref yet: it does so once [`Pending::durable`] returns.
-    pub(crate) fn begin(&self, change: &Change<'_>) -> Result<Option<Pending<'_>>, StoreError> {
-        let shared = &*self.shared;
+    pub(crate) fn begin(&self, change: &Change<'_>) -> Result<Option<Pending>, StoreError> {
+        let Some(pending) = self.write(change)? else {
+            return Ok(None);
+        };
+        self.shared.request_flush(pending.end);
+        Ok(Some(pending))
+    }
+
+    /// [`Journal::begin`] and [`Pending::durable`] in one, for a write with nothing to do
+    /// meanwhile: the `fdatasync` runs on the calling thread (see `flush`).
+    pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Journaled>, StoreError> {
+        let Some(Pending { end, journaled }) = self.write(change)? else {
+            return Ok(None);
+        };
+        self.shared.flush_here(end)?;
+        Ok(Some(journaled))
+    }
+
+    /// Writes `change`'s frame at the tail, unless it is larger than a segment.
+    fn write(&self, change: &Change<'_>) -> Result<Option<Pending>, StoreError> {
         let payload = encode(change);
         if (HEADER_BYTES + payload.len()) as u64 > SEGMENT_BYTES {
             return Ok(None);
         }
-        let applying = shared
-            .applying
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        shared.check_not_broken()?;
-        let end = shared.append(&payload)?;
-        shared.request_flush(end);
+        self.shared.check_not_broken()?;
+        let (seq, end) = self.shared.append(&payload)?;
         Ok(Some(Pending {
             end,
             journaled: Journaled {
-                shared,
+                shared: Arc::clone(&self.shared),
+                seq,
                 applied: false,
-                _applying: applying,
             },
         }))
-    }
-
-    /// [`Journal::begin`] and [`Pending::durable`] in one, for a write with nothing to do
-    /// meanwhile.
-    pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Journaled<'_>>, StoreError> {
-        self.begin(change)?.map(Pending::durable).transpose()
     }
 }
 
@@ -299,9 +319,9 @@ impl Shared {
         self.wake_waiters();
     }
 
-    /// Writes one frame at the tail, switching segments first if it does not fit; returns the
-    /// journal position of its end.
-    fn append(&self, payload: &[u8]) -> Result<u64, StoreError> {
+    /// Writes one frame at the tail, switching segments first if it does not fit; returns its
+    /// sequence number and the journal position of its end.
+    fn append(&self, payload: &[u8]) -> Result<(u64, u64), StoreError> {
         let mut tail = lock(&self.tail);
         let frame = frame(tail.next_seq, payload);
         if tail.offset + frame.len() as u64 > SEGMENT_BYTES {
@@ -317,10 +337,14 @@ impl Shared {
                 source,
             });
         }
+        let seq = tail.next_seq;
+        // Under the tail's lock, so that a checkpoint reading `next_seq` sees every older
+        // frame either applied or here.
+        lock(&self.unapplied).insert(seq);
         tail.offset += frame.len() as u64;
         tail.written += frame.len() as u64;
         tail.next_seq += 1;
-        Ok(tail.written)
+        Ok((seq, tail.written))
     }
 
     /// Makes the full segment durable and continues in a new one (the spare, if ready).
@@ -414,13 +438,19 @@ impl Shared {
     }
 
     /// Waits until every frame journaled so far has been applied, makes `hub.git` durable, and
-    /// deletes the `full` segments, whose frames are all older.
+    /// deletes the `full` segments, whose frames are all older. A stopped journal keeps them:
+    /// some frame in them may not be applied, and only replay may retire it.
     fn checkpoint(&self, full: &[PathBuf]) -> Result<(), StoreError> {
-        drop(
-            self.applying
-                .write()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let journaled = lock(&self.tail).next_seq;
+        let mut unapplied = lock(&self.unapplied);
+        while unapplied.first().is_some_and(|&seq| seq < journaled) {
+            unapplied = self
+                .settled
+                .wait(unapplied)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(unapplied);
+        self.check_not_broken()?;
         syncfs(&self.dir)?;
         remove_segments(&self.dir, full)
     }
