@@ -300,6 +300,8 @@ fn identical_durable_appends_share_their_blob_and_tree() {
     let first = hub.append(LOG, Tip::Absent, &same, "once").unwrap();
     let second = hub.append(LOG, first.tip(), &same, "twice").unwrap();
     assert_ne!(first.commit, second.commit);
+    // Plain git reads hub.git around the open hub: it must first hold what was acknowledged.
+    hub.settle();
     let git_dir = hub.git_dir();
     let tree = |rev: &str| git(&git_dir, &["rev-parse", &format!("{rev}^{{tree}}")]);
     assert_eq!(

@@ -104,7 +104,7 @@ pub struct Hub {
     applier: Applier,
     disk: Arc<Disk>,
     clock: Clock,
-    /// The index of every chain, kept equal to what a walk of `hub.git` would find.
+    /// The index of every chain, equal to what a walk of `hub.git` finds once settled.
     chains: Slots<ChainIndex>,
     /// Writer locks of plain refs.
     plain: Slots<()>,
@@ -499,7 +499,7 @@ impl Hub {
     /// A copy of every non-empty chain's index, by refname.
     ///
     /// Lets tools and tests compare what the store believes with what a fresh walk of
-    /// `hub.git` finds (they must be equal).
+    /// `hub.git` finds (they must be equal once [`Hub::settle`] has returned).
     pub fn index_snapshot(&self) -> BTreeMap<String, ChainIndex> {
         let chains = self
             .chains
