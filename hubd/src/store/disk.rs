@@ -212,22 +212,12 @@ impl Disk {
         expected: Tip,
         new: &NewCommit,
     ) -> Result<(), StoreError> {
-        let ref_path = self.git_dir.join(refname);
         let mut created_dirs = Vec::new();
-        let lock = self.lock_ref(refname, &ref_path, new.commit, &mut created_dirs)?;
-        let actual = read_tip(refs, refname)?;
-        if actual != expected {
-            return Err(StoreError::Stale {
-                refname: refname.to_owned(),
-                expected,
-                actual,
-            });
-        }
+        let (lock, ref_path) =
+            self.lock_at(refs, refname, expected, new.commit, &mut created_dirs)?;
         match &self.mode {
             Mode::Relaxed => {
-                for object in self.fill_objects(new)? {
-                    self.name_object(object, &mut created_dirs)?;
-                }
+                self.place_objects(new, &mut created_dirs)?;
                 lock.commit(&ref_path, &self.recycled)
             }
             Mode::Barriers(syncer) => {
@@ -247,14 +237,7 @@ impl Disk {
                 // While the frame's `fdatasync` runs, the objects go into place: no ref reaches
                 // them yet, and a crash leaves them to replay or `git gc`. A failure from here
                 // on drops `pending`, which stops the journal (see `journal`).
-                for object in self.fill_objects(new)? {
-                    if let Named::Existing(file, path) =
-                        self.name_object(object, &mut created_dirs)?
-                    {
-                        // Someone else wrote it, maybe without fsync; this write relies on it.
-                        fsync(&file, &path)?;
-                    }
-                }
+                self.place_objects(new, &mut created_dirs)?;
                 let journaled = pending.durable()?;
                 lock.commit(&ref_path, &self.recycled)?;
                 journaled.applied();
@@ -309,25 +292,51 @@ impl Disk {
             new,
             journaled,
         } = unapplied;
-        let ref_path = self.git_dir.join(&refname);
         let mut created_dirs = Vec::new();
-        let lock = self.lock_ref(&refname, &ref_path, new.commit, &mut created_dirs)?;
-        let actual = read_tip(refs, &refname)?;
+        // Stale only if a writer outside hubd moved the ref; replay decides what stays.
+        let (lock, ref_path) =
+            self.lock_at(refs, &refname, expected, new.commit, &mut created_dirs)?;
+        self.place_objects(&new, &mut created_dirs)?;
+        lock.commit(&ref_path, &self.recycled)?;
+        journaled.applied();
+        Ok(())
+    }
+
+    /// Step 1 whole: takes `<ref>.lock` holding `new` and, under it, finds the ref at
+    /// `expected` or reports [`StoreError::Stale`]; returns the lock and the ref's path.
+    fn lock_at(
+        &self,
+        refs: &gix::refs::file::Store,
+        refname: &str,
+        expected: Tip,
+        new: ObjectId,
+        created_dirs: &mut Vec<PathBuf>,
+    ) -> Result<(RefLock, PathBuf), StoreError> {
+        let ref_path = self.git_dir.join(refname);
+        let lock = self.lock_ref(refname, &ref_path, new, created_dirs)?;
+        let actual = read_tip(refs, refname)?;
         if actual != expected {
-            // Only a writer outside hubd can have moved it; replay decides what stays.
             return Err(StoreError::Stale {
-                refname,
+                refname: refname.to_owned(),
                 expected,
                 actual,
             });
         }
-        // An object found already there needs no fsync: the frame holds its bytes, and
-        // replay rewrites it if a crash tears it before the next checkpoint's `syncfs`.
-        for object in self.fill_objects(&new)? {
-            self.name_object(object, &mut created_dirs)?;
+        Ok((lock, ref_path))
+    }
+
+    /// Step 2 without a barrier: `new`'s objects filled and named. An object found already
+    /// there is kept as it is, unsynced: without a journal nothing is fsynced, and with one the
+    /// frame holds its bytes, which replay rewrites if a crash tears them before the next
+    /// checkpoint's `syncfs`.
+    fn place_objects(
+        &self,
+        new: &NewCommit,
+        created_dirs: &mut Vec<PathBuf>,
+    ) -> Result<(), StoreError> {
+        for object in self.fill_objects(new)? {
+            self.name_object(object, created_dirs)?;
         }
-        lock.commit(&ref_path, &self.recycled)?;
-        journaled.applied();
         Ok(())
     }
 
@@ -351,9 +360,7 @@ impl Disk {
     ) -> Result<(), StoreError> {
         let mut written = Vec::with_capacity(filled.len());
         for object in filled {
-            match self.name_object(object, &mut created_dirs)? {
-                Named::New(file, path) | Named::Existing(file, path) => written.push((file, path)),
-            }
+            written.push(self.name_object(object, &mut created_dirs)?);
         }
         let mut files: Vec<(&File, &Path)> =
             written.iter().map(|(f, p)| (f, p.as_path())).collect();
@@ -512,13 +519,13 @@ impl Disk {
     }
 
     /// Step 2, second half: names a filled object, or finds it already there (same id, same
-    /// content), which a durable write must then fsync too, since a crashed writer may have
-    /// left it unsynced.
+    /// content); returns the file under the name and its path, for a barrier to fsync (a
+    /// crashed writer may have left one found there unsynced).
     fn name_object(
         &self,
         object: Filled,
         created_dirs: &mut Vec<PathBuf>,
-    ) -> Result<Named, StoreError> {
+    ) -> Result<(File, PathBuf), StoreError> {
         let Filled {
             file,
             path,
@@ -529,7 +536,7 @@ impl Disk {
             None => name_file(&file, &path, created_dirs),
         };
         match named {
-            Ok(()) => Ok(Named::New(file, path)),
+            Ok(()) => Ok((file, path)),
             Err(StoreError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::AlreadyExists =>
             {
@@ -538,7 +545,7 @@ impl Disk {
                 }
                 let existing =
                     File::open(&path).map_err(StoreError::io("open a loose object", &path))?;
-                Ok(Named::Existing(existing, path))
+                Ok((existing, path))
             }
             Err(err) => Err(err),
         }
@@ -578,17 +585,6 @@ struct Filled {
     path: PathBuf,
     /// Where the file is if it is a recycled one; `None` for an unnamed spare.
     recycled_at: Option<PathBuf>,
-}
-
-/// A named object: newly, or found already there.
-#[derive(Debug)]
-enum Named {
-    New(File, PathBuf),
-    Existing(File, PathBuf),
-}
-
-fn fsync(file: &File, path: &Path) -> Result<(), StoreError> {
-    file.sync_all().map_err(StoreError::io("fsync", path))
 }
 
 /// Deletes `refname` at `expected` through a gix ref transaction, telling a lost
