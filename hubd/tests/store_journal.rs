@@ -293,6 +293,11 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
         "nor the next append of the chain: {next:?}"
     );
     assert_eq!(
+        hub.tip(LOG).unwrap(),
+        acknowledged.tip(),
+        "a refused write does not take the chain back behind what was acknowledged"
+    );
+    assert_eq!(
         git(&git_dir, &["rev-list", "--count", LOG]).trim(),
         "3",
         "hub.git holds the chain as it was before the failed apply"

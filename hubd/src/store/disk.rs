@@ -194,6 +194,14 @@ impl Disk {
         Ok(disk)
     }
 
+    /// Whether the journal has stopped taking writes (see [`StoreError::JournalBroken`]).
+    pub(crate) fn journal_stopped(&self) -> bool {
+        match &self.mode {
+            Mode::Journal(journal, _) => journal.is_stopped(),
+            Mode::Relaxed | Mode::Barriers(_) => false,
+        }
+    }
+
     /// The bare repository this writes into.
     pub(crate) fn git_dir(&self) -> &Path {
         &self.git_dir

@@ -262,7 +262,7 @@ impl Hub {
                 })
             }
             Err(err) => {
-                // The disk is the truth: after any failure, index what it holds now.
+                // After a failure, index what the disk holds now (see `resync`).
                 self.resync(refname, &mut index)?;
                 match err {
                     StoreError::Stale { .. } => Err(StoreError::Stale {
@@ -557,7 +557,13 @@ impl Hub {
     }
 
     /// Brings `index` up to what `hub.git` holds for the chain `refname` now.
+    ///
+    /// `hub.git` is the truth unless the journal has stopped: then acknowledged appends it
+    /// could not apply live only in the journal until replay, and the index keeps them.
     fn resync(&self, refname: &str, index: &mut ChainIndex) -> Result<(), StoreError> {
+        if self.disk.journal_stopped() {
+            return Ok(());
+        }
         let tip = self.disk_tip(refname)?;
         if tip != index.tip() {
             *index = resync_chain(&self.settled_repo(), refname, index, tip)?;

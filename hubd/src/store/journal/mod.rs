@@ -254,6 +254,11 @@ impl Journal {
         Ok(Some(pending))
     }
 
+    /// Whether the journal has stopped taking writes, until hubd restarts and replays it.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.shared.broken.get().is_some()
+    }
+
     /// [`Journal::begin`] and [`Pending::durable`] in one, for a write with nothing to do
     /// meanwhile: the `fdatasync` runs on the calling thread (see `flush`).
     pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Journaled>, StoreError> {
