@@ -154,7 +154,7 @@ impl Pending {
     /// Returns once the frame is durable; the write may then move its ref.
     pub(crate) fn durable(self) -> Result<Journaled, StoreError> {
         let Pending { end, journaled } = self;
-        journaled.shared.wait_flushed(end)?;
+        journaled.shared.flush_here(end)?;
         Ok(journaled)
     }
 }
