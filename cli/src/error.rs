@@ -160,6 +160,9 @@ impl From<sequencer::SequencerError> for CliError {
             held @ sequencer::SequencerError::LeaseHeld { .. } => CliError::Refused {
                 message: held.to_string(),
             },
+            refused @ sequencer::SequencerError::Restore(_) => CliError::Refused {
+                message: refused.to_string(),
+            },
             other => CliError::Runtime(other.to_string()),
         }
     }

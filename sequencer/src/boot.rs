@@ -198,7 +198,7 @@ async fn boot_holding(
         tasks.clone(),
     )
     .await?;
-    crate::control::serve(client, agent, tx, tasks.clone()).await?;
+    crate::control::serve(client, hub_root, agent, tx, tasks.clone()).await?;
     let first = match session.pass(initial).await? {
         Next::Continue => None,
         Next::Stop(exit) => Some(exit),

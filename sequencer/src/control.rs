@@ -5,9 +5,13 @@
 //! as an input, so it is journaled in a pass like everything else, and answered once its
 //! records are appended.
 //!
-//! **Rewind** journals core's `rewind` (which closes what is open first), then restores from
-//! the undo journal, newest first, the files that tame tool results after record `to` changed
-//! (their `EffectNote.undo` ids), and journals what it restored as a dismissed harness notice.
+//! **Rewind** first forecasts ([`forecast`]): core's `aftermath` fold over the records after
+//! `to` names the undo entries to restore and the effects no entry covers; the ring plans
+//! restoring those entries (files, and branches by compare-and-swap) without changing anything.
+//! A plan that does not hold (a branch someone else moved) refuses the rewind before anything is
+//! journaled. Then it journals core's `rewind` (which closes what is open first), restores the
+//! files and branches, and journals what it restored, and what it could not undo (a push, a
+//! letter), as a dismissed harness notice.
 //!
 //! **Fork** ([`fork`]): who may fork whom. The spawner is the entity of the `parent` client
 //! (a human, or an agent's sequencer); the new agent must be its child (hubd's spawn gate
@@ -20,19 +24,21 @@
 //! # Layout
 //! - [`ControlRequest`], [`ControlReply`], [`Status`]: the wire messages.
 //! - `serve` (crate-private): the control server of a running sequencer.
-//! - [`restore_after`], [`rewind_offline`], [`fork`].
+//! - [`Forecast`], [`forecast`], [`restore_after`], [`rewind_offline`], [`fork`].
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use l3m_core::aftermath::aftermath;
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, SpawnRequest};
-use l3m_core::log::{Disposition, EventId, EventSource, Record, RecordBody};
+use l3m_core::log::{Disposition, EffectNote, EventId, EventSource, Record, RecordBody};
 use l3m_core::names::AgentName;
 use l3m_core::owed::{self, Owed, Signal};
-use l3m_ring::journal::LocalJournal;
+use l3m_ring::journal::{EntryId, LocalJournal};
+use l3m_ring::rewind::{self, Restore};
 use l3m_wire::client::HubClient;
 use l3m_wire::envelope::Message;
 use l3m_wire::hubd::authority::GrantView;
@@ -151,9 +157,11 @@ pub async fn call(
     reply.map_err(|e| SequencerError::Record(format!("{agent}'s sequencer refused: {}", e.message)))
 }
 
-/// Serves the control ops of `agent` until `shutdown`, handing each to the writer.
+/// Serves the control ops of `agent` until `shutdown`, handing each to the writer. A rewind
+/// whose restore would not hold ([`forecast`] fails) is refused before it reaches the writer.
 pub(crate) async fn serve(
     client: &HubClient,
+    hub_root: &Path,
     agent: &AgentName,
     tx: mpsc::UnboundedSender<Input>,
     shutdown: CancellationToken,
@@ -173,10 +181,12 @@ pub(crate) async fn serve(
         .map_err(|e| SequencerError::Record(format!("serving {subject}: {e}")))?;
         let tx = tx.clone();
         let expected = op.as_str().to_owned();
+        let (client, hub_root, agent) = (client.clone(), hub_root.to_path_buf(), agent.clone());
         tokio::spawn(server.run(
             move |req: l3m_wire::typed::TypedRequest<ControlRequest>| {
                 let tx = tx.clone();
                 let expected = expected.clone();
+                let (client, hub_root, agent) = (client.clone(), hub_root.clone(), agent.clone());
                 async move {
                     let named = match &req.body {
                         ControlRequest::Interrupt { .. } => OP_INTERRUPT,
@@ -188,6 +198,20 @@ pub(crate) async fn serve(
                             ErrorCode::Invalid,
                             format!("a {named} request was sent to the {expected} subject"),
                         ));
+                    }
+                    if let ControlRequest::Rewind { to, .. } = &req.body {
+                        let refused = |e: SequencerError| {
+                            Ok(ControlReply::Refused {
+                                reason: e.to_string(),
+                            })
+                        };
+                        let grant = match client.read_grant(&agent).await {
+                            Ok(grant) => grant,
+                            Err(e) => return refused(e.into()),
+                        };
+                        if let Err(e) = forecast(&client, &hub_root, &agent, &grant, *to).await {
+                            return refused(e);
+                        }
                     }
                     let (reply, answer) = oneshot::channel();
                     tx.send(Input::Control(req.body, reply)).map_err(|_| {
@@ -204,8 +228,141 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// Restores, newest first, the files changed by tame tool results after record `to`, and
-/// says what it restored.
+/// What a rewind to a record restores and what it cannot undo; [`forecast`] computes it with
+/// nothing changed, [`restore_after`] the same while restoring.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Forecast {
+    /// The record the rewind returns to.
+    pub to: u64,
+    /// How many file edits are undone.
+    pub edits: usize,
+    /// The paths they touched, sorted.
+    pub paths: Vec<String>,
+    /// The branches moved back.
+    pub branches: Vec<BranchBack>,
+    /// What a rewind does not take back (a push that left the host, a letter, a spawn).
+    pub not_undone: Vec<EffectNote>,
+}
+
+/// One branch a rewind moves back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BranchBack {
+    /// The branch's full ref name.
+    pub branch: String,
+    /// Where it is now.
+    pub from: Option<String>,
+    /// Where it goes back to (`None`: deleted, the undone commits created it).
+    pub to: Option<String>,
+}
+
+impl Forecast {
+    fn new(to: u64, restore: Restore, not_undone: Vec<EffectNote>) -> Self {
+        Self {
+            to,
+            edits: restore.edits,
+            paths: restore.paths,
+            branches: restore
+                .refs
+                .into_iter()
+                .map(|s| BranchBack {
+                    branch: s.branch,
+                    from: s.from,
+                    to: s.to,
+                })
+                .collect(),
+            not_undone,
+        }
+    }
+
+    /// One line saying what is (or would be) restored and what is not undone, counted in words
+    /// that agree with their numbers.
+    pub fn narrate(&self, done: bool) -> String {
+        let (restore, move_back) = if done {
+            ("restored", "moved back")
+        } else {
+            ("would restore", "would move back")
+        };
+        let mut parts = Vec::new();
+        if self.edits > 0 {
+            parts.push(format!(
+                "{restore} {} of {}",
+                counted(self.edits, "file edit", "file edits"),
+                self.paths.join(", ")
+            ));
+        }
+        if !self.branches.is_empty() {
+            let each: Vec<String> = self
+                .branches
+                .iter()
+                .map(|b| match &b.to {
+                    Some(id) => format!("{} to {}", b.branch, short(id)),
+                    None => format!("{} (deleted: the undone commits created it)", b.branch),
+                })
+                .collect();
+            parts.push(format!(
+                "{move_back} {}: {}",
+                counted(self.branches.len(), "branch", "branches"),
+                each.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("no file edits or commits to restore".into());
+        }
+        if !self.not_undone.is_empty() {
+            let each: Vec<String> = self
+                .not_undone
+                .iter()
+                .map(|n| format!("{} {}", n.class, n.target))
+                .collect();
+            parts.push(format!(
+                "not undone ({} left this host or cannot be taken back): {}",
+                if self.not_undone.len() == 1 {
+                    "it"
+                } else {
+                    "they"
+                },
+                each.join("; ")
+            ));
+        }
+        format!("rewind to {}: {}", self.to, parts.join("; "))
+    }
+}
+
+/// `n` and the noun in the number `n` asks for.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A commit id as people quote it.
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// Forecasts a rewind of `agent` to record `to`, changing nothing: what the undo journal would
+/// restore (planned by the ring against the files and branches as they are now) and what the
+/// Log says no rewind takes back. Fails, naming the cause, when the restore would not hold.
+pub async fn forecast(
+    client: &HubClient,
+    hub_root: &Path,
+    agent: &AgentName,
+    grant: &GrantView,
+    to: u64,
+) -> Result<Forecast, SequencerError> {
+    let (after, undo) = aftermath_of(client, agent, to).await?;
+    if undo.is_empty() {
+        return Ok(Forecast::new(to, Restore::default(), after));
+    }
+    let (acr, journal) = open_journal(hub_root, agent)?;
+    let entries = journal
+        .entries()
+        .map_err(|e| SequencerError::Tools(e.to_string()))?;
+    let tokens = mint_tokens(grant, agent, &acr)?;
+    let planned = rewind::plan(&tokens, &entries, &undo)?;
+    Ok(Forecast::new(to, planned, after))
+}
+
+/// Restores the files and branches that tame tool results after record `to` changed, and says
+/// what it restored and what it could not undo.
 pub async fn restore_after(
     client: &HubClient,
     hub_root: &Path,
@@ -213,41 +370,44 @@ pub async fn restore_after(
     grant: &GrantView,
     to: u64,
 ) -> Result<String, SequencerError> {
-    let after = client.read_log_from(agent, to.saturating_add(1)).await?;
-    let ids: BTreeSet<u64> = after
-        .records
-        .iter()
-        .filter_map(|r| match &r.body {
-            RecordBody::ToolResult { effects, .. } => Some(effects),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|e| e.undo.as_deref()?.parse().ok())
-        .collect();
-    if ids.is_empty() {
-        return Ok(format!("rewind to {to}: no file edits to restore"));
+    let (after, undo) = aftermath_of(client, agent, to).await?;
+    if undo.is_empty() {
+        return Ok(Forecast::new(to, Restore::default(), after).narrate(true));
     }
-    let acr = hub_root.join(l3m_core::refs::paths::acr(agent));
-    let tools = |e: String| SequencerError::Tools(e);
-    let journal = LocalJournal::open(&acr, l3m_ring::ambient_authority())
-        .map_err(|e| tools(e.to_string()))?;
-    let entries: Vec<_> = journal
+    let (acr, journal) = open_journal(hub_root, agent)?;
+    let entries = journal
         .entries()
-        .map_err(|e| tools(e.to_string()))?
-        .into_iter()
-        .filter(|e| ids.contains(&e.id.0))
-        .collect();
+        .map_err(|e| SequencerError::Tools(e.to_string()))?;
     let tokens = mint_tokens(grant, agent, &acr)?;
-    let token = tokens
-        .files
-        .ok_or_else(|| tools("the grant confers no files axis to restore with".into()))?;
-    l3m_ring::files::restore(&token, &entries).map_err(|e| tools(e.to_string()))?;
-    let paths: BTreeSet<String> = entries.iter().map(|e| e.path.to_string()).collect();
-    Ok(format!(
-        "rewind to {to}: restored {} edits of {}",
-        entries.len(),
-        paths.into_iter().collect::<Vec<_>>().join(", ")
-    ))
+    let done = rewind::restore(&tokens, &entries, &undo, &journal)?;
+    Ok(Forecast::new(to, done, after).narrate(true))
+}
+
+/// The effects no entry covers after `to`, and the undo entries to restore.
+async fn aftermath_of(
+    client: &HubClient,
+    agent: &AgentName,
+    to: u64,
+) -> Result<(Vec<EffectNote>, BTreeSet<EntryId>), SequencerError> {
+    let read = client.read_log_from(agent, to.saturating_add(1)).await?;
+    let after = aftermath(&read.records, to);
+    let undo = after
+        .undo
+        .iter()
+        .filter_map(|id| id.parse().ok().map(EntryId))
+        .collect();
+    Ok((after.lasting, undo))
+}
+
+/// The agent's ACR and its undo journal.
+fn open_journal(
+    hub_root: &Path,
+    agent: &AgentName,
+) -> Result<(PathBuf, LocalJournal), SequencerError> {
+    let acr = hub_root.join(l3m_core::refs::paths::acr(agent));
+    let journal = LocalJournal::open(&acr, l3m_ring::ambient_authority())
+        .map_err(|e| SequencerError::Tools(e.to_string()))?;
+    Ok((acr, journal))
 }
 
 /// Rewinds an agent no sequencer is running: takes the lease, journals the rewind, restores
@@ -280,6 +440,8 @@ async fn rewind_holding(
     to: u64,
     reason: &str,
 ) -> Result<(), SequencerError> {
+    let grant = client.read_grant(agent).await?;
+    forecast(client, hub_root, agent, &grant, to).await?;
     let read = client.read_log_from(agent, 0).await?;
     let owed = Owed::from_records(&read.records);
     let bodies = owed::journal(
@@ -291,7 +453,6 @@ async fn rewind_holding(
     )
     .map_err(|e| SequencerError::Record(e.to_string()))?;
     let (owed, tip) = append_bodies(client, agent, owed, read.tip, bodies).await?;
-    let grant = client.read_grant(agent).await?;
     let note = restore_after(client, hub_root, agent, &grant, to).await?;
     let id = EventId::new(format!("note-{}", owed.next_seq()))
         .map_err(|e| SequencerError::Record(e.to_string()))?;

@@ -92,6 +92,10 @@ pub enum SequencerError {
     /// The tool table, tokens or undo journal could not be set up or used.
     #[error("tools: {0}")]
     Tools(String),
+    /// A rewind's restore was refused or failed (a branch someone else moved, a lost token);
+    /// when refused, nothing was restored and, before journaling, nothing was journaled.
+    #[error("rewind: {0}")]
+    Restore(#[from] l3m_ring::rewind::RestoreError),
     /// A record could not be formed (a bad id, a record core refuses).
     #[error("record: {0}")]
     Record(String),

@@ -594,7 +594,7 @@ impl Session {
                         .await
                     {
                         Ok(note) => note,
-                        Err(e) => format!("rewind to {to}: restoring files failed: {e}"),
+                        Err(e) => format!("rewind to {to}: restoring failed: {e}"),
                     };
                 let _closed = tx.send(Input::Note(note));
             });

@@ -1,5 +1,6 @@
 //! The session's tools: the table the grant allows, the effects minted for it, and the undo
-//! entries each call leaves, so its result can name what rewind would restore.
+//! entries each call leaves, so its result can name what rewind would restore — and what it
+//! would not (every class of the call's footprint that no undo entry covers).
 //!
 //! Tool calls run one at a time through [`Toolbox::run`] (on a blocking thread, so the pass
 //! never waits for them): that is what lets the undo entries journaled during a call be
@@ -16,12 +17,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use l3m_core::effects::{EffectClass, Footprint};
+use l3m_core::effects::{EffectClass, Footprint, Reversibility};
 use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::EffectNote;
 use l3m_core::names::AgentName;
 use l3m_ring::effects::{Effects, HubOutlet, SystemClock};
-use l3m_ring::journal::{EntryId, JournalError, LocalJournal, UndoEntry, UndoJournal};
+use l3m_ring::journal::{EntryId, JournalError, LocalJournal, Undo, UndoEntry, UndoJournal};
 use l3m_ring::tokens::{self, Tokens};
 use l3m_tools::{Dispatch, Tool, ToolTable};
 
@@ -56,11 +57,11 @@ pub fn mint_tokens(
     .map_err(|e| SequencerError::Tools(format!("minting tokens: {e}")))
 }
 
-/// The undo journal as the file provider sees it, noting each entry's id and path as it is
-/// recorded, so a call's result can name its undo entries.
+/// The undo journal as the file and git providers see it, noting each entry as it is recorded,
+/// so a call's result can name its undo entries.
 struct Recording {
     inner: LocalJournal,
-    noted: Mutex<Vec<(EntryId, String)>>,
+    noted: Mutex<Vec<EffectNote>>,
 }
 
 impl UndoJournal for Recording {
@@ -71,7 +72,14 @@ impl UndoJournal for Recording {
     fn record(&self, entry: &UndoEntry) -> Result<(), JournalError> {
         self.inner.record(entry)?;
         if let Ok(mut noted) = self.noted.lock() {
-            noted.push((entry.id, entry.path.to_string()));
+            noted.push(EffectNote {
+                class: match entry.undo {
+                    Undo::Path { .. } => EffectClass::FsWrite,
+                    Undo::Ref(_) => EffectClass::GitWrite,
+                },
+                target: entry.target().to_owned(),
+                undo: Some(entry.id.to_string()),
+            });
         }
         Ok(())
     }
@@ -86,7 +94,7 @@ pub enum Outcome {
         output: String,
         /// Whether it failed.
         is_error: bool,
-        /// The undo entries it journaled.
+        /// The undo entries it journaled, and what no entry covers.
         effects: Vec<EffectNote>,
     },
     /// It is wild and waits for review; nothing ran.
@@ -184,6 +192,26 @@ impl Toolbox {
         &self.footprints
     }
 
+    /// A note for each class of `tool`'s footprint that no undo entry covers (a push, a letter, a
+    /// wild call) and that the tool did not name itself in `noted`: a rewind must never pass over
+    /// an effect it cannot take back in silence.
+    fn unnamed_lasting(&self, tool: &str, noted: &[EffectNote]) -> Vec<EffectNote> {
+        let Some(footprint) = self.footprints.get(tool) else {
+            return Vec::new();
+        };
+        footprint
+            .0
+            .iter()
+            .filter(|c| c.ceiling() > Reversibility::RoundTrip)
+            .filter(|c| !noted.iter().any(|n| &n.class == *c))
+            .map(|class| EffectNote {
+                class: class.clone(),
+                target: format!("by {tool}"),
+                undo: None,
+            })
+            .collect()
+    }
+
     /// Runs one call. Blocking: call it from a blocking thread.
     pub fn run(&self, name: &str, input: serde_json::Value) -> Outcome {
         let _turn = self
@@ -194,25 +222,22 @@ impl Toolbox {
             noted.clear();
         }
         let dispatched = self.table.dispatch(name, input, &self.effects);
-        let effects = self
+        let mut effects = self
             .journal
             .noted
             .lock()
             .map(|mut n| std::mem::take(&mut *n))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(id, path)| EffectNote {
-                class: EffectClass::FsWrite,
-                target: path,
-                undo: Some(id.to_string()),
-            })
-            .collect();
+            .unwrap_or_default();
         match dispatched {
-            Dispatch::Ran(Ok(out)) => Outcome::Finished {
-                output: out.text,
-                is_error: false,
-                effects,
-            },
+            Dispatch::Ran(Ok(out)) => {
+                effects.extend(out.effects);
+                effects.extend(self.unnamed_lasting(name, &effects));
+                Outcome::Finished {
+                    output: out.text,
+                    is_error: false,
+                    effects,
+                }
+            }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
                 output: e.to_string(),
                 is_error: true,

@@ -376,8 +376,10 @@ fn files_boundary_journal_refuses_a_forged_entry_that_climbs() {
     let world = hub.world();
     let entry = l3m_ring::journal::UndoEntry {
         id: l3m_ring::journal::EntryId(1),
-        path: l3m_ring::path::RelPath::parse(".l3m/grants.toml").unwrap(),
-        prior: l3m_ring::journal::Prior::Absent,
+        undo: l3m_ring::journal::Undo::Path {
+            path: l3m_ring::path::RelPath::parse(".l3m/grants.toml").unwrap(),
+            prior: l3m_ring::journal::Prior::Absent,
+        },
         at_ms: 0,
     };
     let err = files::restore(&hub.token, &[entry]).unwrap_err();

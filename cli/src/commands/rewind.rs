@@ -1,4 +1,5 @@
-//! `l3m rewind`: return an agent's conversation to just after a record, restoring its files.
+//! `l3m rewind`: return an agent's conversation to just after a record, restoring its files and
+//! branches.
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use l3m_core::duty::Duty;
 use l3m_core::names::AgentName;
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
-use sequencer::control::{self, ControlReply, ControlRequest};
+use sequencer::control::{self, ControlReply, ControlRequest, Forecast};
 
 use crate::context::{Context, agent};
 use crate::error::CliError;
@@ -17,13 +18,20 @@ use crate::output;
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 /// Rewind an agent: append a boundary so the conversation resumes as it was just after record
-/// `--to`, and restore, from the undo journal, every file its tame tools changed since. Nothing
-/// is deleted: the Log keeps every record, and `l3m log` still shows them.
+/// `--to`, and restore, from the undo journal, every file its tame tools changed since and every
+/// branch its commits moved (each by compare-and-swap, so the worktree ends clean at the
+/// restored commit). Nothing is deleted: the Log keeps every record, and `l3m log` still shows
+/// them. What left the host (a push, a letter) is not undone, and the rewind says so.
+///
+/// If someone else moved one of the agent's branches since its last commit (a human, a merge),
+/// the rewind stops before changing anything (exit 4) and says which branch and how to proceed.
+/// `--dry-run` shows what would be restored and what not, changing nothing.
 ///
 /// A running agent's sequencer does it (what is open is closed first, as an interrupt would);
 /// for an asleep agent, this command takes the agent's lease and does it itself.
 ///
-/// `--json` prints `{"agent", "to", "next_seq", "online"}`.
+/// `--json` prints `{"agent", "to", "next_seq", "online", "forecast"}`; with `--dry-run`, the
+/// forecast alone: `{"to", "edits", "paths", "branches", "not_undone"}`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The agent.
@@ -34,6 +42,10 @@ pub struct Args {
     /// Why, for the Log.
     #[arg(long, default_value = "rewound by the human")]
     pub reason: String,
+    /// Show what would be restored (files, branches) and what cannot be undone (pushes, letters,
+    /// spawns), changing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -50,12 +62,24 @@ pub struct Rewound {
     pub next_seq: u64,
     /// Whether the running sequencer did it (`false`: done offline under the lease).
     pub online: bool,
+    /// What the rewind restores and what it does not undo, as forecast before it began.
+    pub forecast: Forecast,
 }
 
 /// Runs `l3m rewind`.
 pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
     let name = agent(&args.name)?;
     let session = cx.connect().await?;
+    if args.dry_run {
+        let grant = session.client.read_grant(&name).await?;
+        let forecast =
+            control::forecast(&session.client, session.hub.root(), &name, &grant, args.to).await?;
+        if args.json {
+            return output::json(&forecast);
+        }
+        println!("{} (dry run: nothing changed)", forecast.narrate(false));
+        return Ok(());
+    }
     let rewound = rewind(
         &session.client,
         session.hub.root(),
@@ -77,6 +101,7 @@ pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
         },
         rewound.next_seq
     );
+    println!("{}", rewound.forecast.narrate(true));
     Ok(())
 }
 
@@ -98,6 +123,13 @@ pub async fn rewind(
             message: format!("no agent {name} in this hub; `l3m ls` lists them"),
         })?;
     let online = life == AgentLife::Running;
+    if !matches!(life, AgentLife::Running | AgentLife::Asleep) {
+        return Err(CliError::Refused {
+            message: format!("{name} is retired: its ACR is gone, so there is nothing to rewind"),
+        });
+    }
+    let grant = client.read_grant(name).await?;
+    let forecast = control::forecast(client, root, name, &grant, to).await?;
     if online {
         let request = ControlRequest::Rewind {
             to,
@@ -109,17 +141,13 @@ pub async fn rewind(
                 to,
                 next_seq,
                 online,
+                forecast,
             }),
             ControlReply::Refused { reason } => Err(CliError::Refused { message: reason }),
             ControlReply::Status(_) => Err(CliError::Runtime(format!(
                 "{name}'s sequencer answered a rewind with its status"
             ))),
         };
-    }
-    if life != AgentLife::Asleep {
-        return Err(CliError::Refused {
-            message: format!("{name} is retired: its ACR is gone, so there is nothing to rewind"),
-        });
     }
     let secret = hubd::init::read_secret(root).map_err(|e| CliError::Runtime(e.to_string()))?;
     let writer = HubClient::open(
@@ -138,5 +166,6 @@ pub async fn rewind(
         to,
         next_seq,
         online,
+        forecast,
     })
 }

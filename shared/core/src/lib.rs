@@ -20,6 +20,7 @@
 //! - [`log`]: the records of an agent's Log.
 //! - [`view`]: the fold from a Log to what the model sees.
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
+//! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
 //! - [`string_form`](mod@string_form): the one string form of every validated text type.
@@ -38,6 +39,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod aftermath;
 pub mod axis;
 pub mod budget;
 pub mod duty;

@@ -23,7 +23,9 @@
 //! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
 //! - [`git`]: the git provider (status, diff, log, commit onto granted branches, push to granted
 //!   remotes) on worktrees under the write roots.
-//! - [`journal`]: undo entries, the `UndoJournal` trait and the durable `LocalJournal`.
+//! - [`journal`]: undo entries (a path's prior state, a branch's move), the `UndoJournal` trait and
+//!   the durable `LocalJournal`.
+//! - [`rewind`]: restoring files and branches from undo entries together, planned before anything changes.
 //! - [`effects`]: the effect-class traits tool bodies are written over, the `Effects` bundle
 //!   that grants a call exactly the classes its footprint names, and the `HubOutlet`.
 //! - [`net`]: the HTTP provider (GET/HEAD to the token's hosts, checked before, at connect, at redirects).
@@ -66,6 +68,7 @@ pub mod git;
 pub mod journal;
 pub mod net;
 pub mod path;
+pub mod rewind;
 pub mod shell;
 pub mod tokens;
 

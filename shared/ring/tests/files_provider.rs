@@ -42,13 +42,18 @@ fn write_creates_and_replaces_keeping_the_mode() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
     let entries = hub.journal.entries().unwrap();
-    assert_eq!(entries[0].prior, Prior::Absent);
+    let path = l3m_ring::path::RelPath::parse("workspace/new.txt").unwrap();
+    let undo = |prior| l3m_ring::journal::Undo::Path {
+        path: path.clone(),
+        prior,
+    };
+    assert_eq!(entries[0].undo, undo(Prior::Absent));
     assert_eq!(
-        entries[1].prior,
-        Prior::File {
+        entries[1].undo,
+        undo(Prior::File {
             bytes: b"one".to_vec(),
             mode: 0o600
-        }
+        })
     );
     assert!(entries[0].id < entries[1].id);
 }
@@ -197,8 +202,10 @@ fn restore_removes_a_temporary_file_an_interrupted_write_left() {
     let id = hub.journal.next_id().unwrap();
     let entry = l3m_ring::journal::UndoEntry {
         id,
-        path: l3m_ring::path::RelPath::parse("workspace/a").unwrap(),
-        prior: Prior::Absent,
+        undo: l3m_ring::journal::Undo::Path {
+            path: l3m_ring::path::RelPath::parse("workspace/a").unwrap(),
+            prior: Prior::Absent,
+        },
         at_ms: 0,
     };
     hub.journal.record(&entry).unwrap();

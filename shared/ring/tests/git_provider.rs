@@ -70,6 +70,7 @@ fn commit_records_the_worktree_as_the_agent_and_leaves_git_clean() {
         "workspace",
         "Change the readme\n\nand more",
         1_750_000_000_123,
+        &hub.journal,
     )
     .unwrap();
     assert_eq!(done.branch, WORK);
@@ -100,7 +101,7 @@ fn commit_records_the_worktree_as_the_agent_and_leaves_git_clean() {
     );
     assert!(git::status(&t, "workspace").unwrap().changes.is_empty());
     assert!(matches!(
-        git::commit(&t, "workspace", "again", 0),
+        git::commit(&t, "workspace", "again", 0, &hub.journal),
         Err(GitError::NothingToCommit { .. })
     ));
 }
@@ -110,9 +111,9 @@ fn log_lists_recent_commits_newest_first() {
     let hub = GitHub::new();
     let t = hub.token();
     std::fs::write(hub.ws.join("a"), "1").unwrap();
-    let first = git::commit(&t, "workspace", "one", 1_000).unwrap();
+    let first = git::commit(&t, "workspace", "one", 1_000, &hub.journal).unwrap();
     std::fs::write(hub.ws.join("a"), "2").unwrap();
-    let second = git::commit(&t, "workspace", "two", 2_000).unwrap();
+    let second = git::commit(&t, "workspace", "two", 2_000, &hub.journal).unwrap();
     let log = git::log(&t, "workspace", 2).unwrap();
     let got: Vec<(&str, &str)> = log
         .iter()
@@ -134,7 +135,7 @@ fn push_sends_the_branch_to_the_granted_url() {
     let hub = GitHub::new();
     let t = hub.token();
     std::fs::write(hub.ws.join("a"), "1").unwrap();
-    let done = git::commit(&t, "workspace", "one", 1_000).unwrap();
+    let done = git::commit(&t, "workspace", "one", 1_000, &hub.journal).unwrap();
     let pushed = git::push(&t, "workspace", "origin", "l3m/alice/_/work").unwrap();
     assert_eq!(pushed.branch, WORK);
     assert_eq!(pushed.commit, done.id);
@@ -145,7 +146,7 @@ fn push_sends_the_branch_to_the_granted_url() {
     );
     // The exact URL names the same remote.
     std::fs::write(hub.ws.join("a"), "2").unwrap();
-    let again = git::commit(&t, "workspace", "two", 2_000).unwrap();
+    let again = git::commit(&t, "workspace", "two", 2_000, &hub.journal).unwrap();
     git::push(&t, "workspace", &hub.remote_url, WORK).unwrap();
     assert_eq!(
         hub.tip("remote.git", WORK).as_deref(),

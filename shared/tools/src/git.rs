@@ -246,7 +246,11 @@ impl Tool for GitPush {
         Ok(ToolOutput::text(format!(
             "pushed {} ({}) to {} ({})",
             pushed.branch, pushed.commit, pushed.remote, pushed.url
-        )))
+        ))
+        .lasting(
+            EffectClass::GitPush,
+            format!("{} to {}", pushed.branch, pushed.remote),
+        ))
     }
 }
 

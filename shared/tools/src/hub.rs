@@ -49,10 +49,10 @@ impl Tool for SendLetter {
         let id = fx
             .mail()?
             .send(&to, args.opt_string("subject")?, args.string("body")?)?;
-        Ok(ToolOutput::text(format!(
-            "sent letter {id} to {}",
-            to.render()
-        )))
+        Ok(
+            ToolOutput::text(format!("sent letter {id} to {}", to.render()))
+                .lasting(EffectClass::Mail, format!("letter to {}", to.render())),
+        )
     }
 }
 
@@ -105,7 +105,8 @@ impl Tool for SpawnAgent {
             } else {
                 "persistent"
             }
-        )))
+        ))
+        .lasting(EffectClass::Spawn, format!("spawned {name}")))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The contract every tool body implements, what it returns, and how it fails.
 
 use l3m_core::effects::{EffectClass, ToolDecl};
+use l3m_core::log::EffectNote;
 use l3m_ring::effects::{EffectsError, Granted, MailError, SpawnError};
 use l3m_ring::files::FilesError;
 use l3m_ring::git::GitError;
@@ -39,12 +40,30 @@ pub trait Tool: Send + Sync {
 pub struct ToolOutput {
     /// The result as text, the form every model provider accepts.
     pub text: String,
+    /// Effects no undo entry covers, named by the tool that knows them (a push's remote and
+    /// branch, a letter's address), so a rewind can say exactly what it did not take back.
+    #[serde(default)]
+    pub effects: Vec<EffectNote>,
 }
 
 impl ToolOutput {
     /// An output of `text`.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: text.into() }
+        Self {
+            text: text.into(),
+            effects: Vec::new(),
+        }
+    }
+
+    /// The same output, noting an effect of `class` on `target` that no rewind takes back.
+    #[must_use]
+    pub fn lasting(mut self, class: EffectClass, target: impl Into<String>) -> Self {
+        self.effects.push(EffectNote {
+            class,
+            target: target.into(),
+            undo: None,
+        });
+        self
     }
 }
 

@@ -150,7 +150,7 @@ impl std::fmt::Debug for Effects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Effects")
             .field("files", &self.files.as_ref().map(|p| &p.token))
-            .field("git", &self.git.as_ref().map(|p| &p.0))
+            .field("git", &self.git.as_ref().map(|p| &p.token))
             .field("net", &self.net.as_ref().map(|p| &p.0))
             .field("mail", &self.mail.as_ref().map(|p| &p.token))
             .field("spawn", &self.spawn.as_ref().map(|p| &p.token))
@@ -207,8 +207,11 @@ impl Effects {
             .zip(files.clone())
             .map(|(wild, files)| ShellProvider { wild, files });
         Self {
-            files: files.map(|token| FileProvider { token, journal }),
-            git: git.map(GitProvider),
+            files: files.map(|token| FileProvider {
+                token,
+                journal: journal.clone(),
+            }),
+            git: git.map(|token| GitProvider { token, journal }),
             git_axes,
             net: net.map(NetProvider),
             mail: mail.map(|token| MailProvider {

@@ -43,32 +43,43 @@ impl FsWrite for FileProvider {
     }
 }
 
-/// The git provider bound to its token.
-pub(super) struct GitProvider(pub(super) GitToken);
+/// The git provider bound to its token and the journal its commits' branch moves go to.
+pub(super) struct GitProvider {
+    /// The session's git token.
+    pub(super) token: GitToken,
+    /// Where every commit journals its branch move first.
+    pub(super) journal: Arc<dyn UndoJournal>,
+}
 
 impl GitRead for GitProvider {
     fn status(&self, worktree: &str) -> Result<Status, GitError> {
-        git::status(&self.0, worktree)
+        git::status(&self.token, worktree)
     }
 
     fn diff(&self, worktree: &str) -> Result<Vec<FileDiff>, GitError> {
-        git::diff(&self.0, worktree)
+        git::diff(&self.token, worktree)
     }
 
     fn log(&self, worktree: &str, n: usize) -> Result<Vec<CommitInfo>, GitError> {
-        git::log(&self.0, worktree, n)
+        git::log(&self.token, worktree, n)
     }
 }
 
 impl GitWrite for GitProvider {
     fn commit(&self, worktree: &str, message: &str, time_ms: u64) -> Result<Committed, GitError> {
-        git::commit(&self.0, worktree, message, time_ms)
+        git::commit(
+            &self.token,
+            worktree,
+            message,
+            time_ms,
+            self.journal.as_ref(),
+        )
     }
 }
 
 impl GitPush for GitProvider {
     fn push(&self, worktree: &str, remote: &str, branch: &str) -> Result<Pushed, GitError> {
-        git::push(&self.0, worktree, remote, branch)
+        git::push(&self.token, worktree, remote, branch)
     }
 }
 

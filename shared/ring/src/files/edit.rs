@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, OpenOptions, Permissions, PermissionsExt};
 
 use super::open::Overwrite;
 use super::{FilesError, NodeKind, open, scope};
-use crate::journal::{EntryId, Prior, UndoEntry, UndoJournal};
+use crate::journal::{EntryId, Prior, Undo, UndoEntry, UndoJournal};
 use crate::path::RelPath;
 use crate::tokens::FilesToken;
 
@@ -39,8 +39,8 @@ pub fn write(
             });
         }
     };
-    let entry = journal_before(journal, &path, prior)?;
-    target.replace(bytes, mode, entry.id)
+    let id = journal_before(journal, &path, prior)?;
+    target.replace(bytes, mode, id)
 }
 
 /// Removes a file, or an empty directory, under a write root. Journaled first.
@@ -61,8 +61,8 @@ pub fn remove(token: &FilesToken, path: &str, journal: &dyn UndoJournal) -> Resu
         }
         Prior::File { .. } | Prior::Dir { .. } => {}
     }
-    let entry = journal_before(journal, &path, prior)?;
-    target.unlink(&entry.prior)
+    journal_before(journal, &path, prior.clone())?;
+    target.unlink(&prior)
 }
 
 /// Creates one directory under a write root (its parent must exist). Journaled first.
@@ -79,35 +79,45 @@ pub fn mkdir(token: &FilesToken, path: &str, journal: &dyn UndoJournal) -> Resul
     target.create_dir(None)
 }
 
-/// Puts back what `entries` recorded, newest first, so the tree is as it was before the oldest
-/// of them. Every path is checked against the token before anything changes. A temporary file
-/// an interrupted write left behind is removed with its entry. Restore stops at the first entry
-/// it cannot put back (say, a symlink someone planted at its path), leaving the newer ones
-/// restored; once the obstacle is gone, restoring the same entries again finishes the job, since
-/// putting back an entry already put back changes nothing.
+/// Puts back what the path entries among `entries` recorded, newest first, so the tree is as it
+/// was before the oldest of them. Every path is checked against the token before anything
+/// changes. A temporary file an interrupted write left behind is removed with its entry. Restore
+/// stops at the first entry it cannot put back (say, a symlink someone planted at its path),
+/// leaving the newer ones restored; once the obstacle is gone, restoring the same entries again
+/// finishes the job, since putting back an entry already put back changes nothing.
+///
+/// Branch moves among `entries` are the git provider's to restore; [`crate::rewind::restore`]
+/// restores both kinds, checking the branches first.
 pub fn restore(token: &FilesToken, entries: &[UndoEntry]) -> Result<(), FilesError> {
-    for entry in entries {
-        scope::check_writable(token, &entry.path)?;
+    let paths: Vec<(EntryId, &RelPath, &Prior)> = entries
+        .iter()
+        .filter_map(|e| match &e.undo {
+            Undo::Path { path, prior } => Some((e.id, path, prior)),
+            Undo::Ref(_) => None,
+        })
+        .collect();
+    for (_, path, _) in &paths {
+        scope::check_writable(token, path)?;
     }
-    for entry in entries.iter().rev() {
-        let target = Target::open(token, &entry.path)?;
-        target.remove_stale_temp(entry.id)?;
-        match (&entry.prior, target.kind()?) {
+    for (id, path, prior) in paths.into_iter().rev() {
+        let target = Target::open(token, path)?;
+        target.remove_stale_temp(id)?;
+        match (prior, target.kind()?) {
             (_, Some(kind)) if !matches!(kind, NodeKind::File | NodeKind::Dir) => {
-                return Err(refusal(&entry.path, kind));
+                return Err(refusal(path, kind));
             }
             (Prior::Absent, None) => {}
-            (Prior::Absent, Some(_)) => target.unlink(&entry.prior)?,
+            (Prior::Absent, Some(_)) => target.unlink(prior)?,
             (Prior::File { .. }, Some(NodeKind::Dir)) => {
                 return Err(FilesError::NotAFile {
-                    path: entry.path.to_string(),
+                    path: path.to_string(),
                 });
             }
-            (Prior::File { bytes, mode }, _) => target.replace(bytes, Some(*mode), entry.id)?,
+            (Prior::File { bytes, mode }, _) => target.replace(bytes, Some(*mode), id)?,
             (Prior::Dir { .. }, Some(NodeKind::File)) => {
                 return Err(FilesError::NotADirectory {
-                    path: entry.path.to_string(),
-                    at: entry.path.to_string(),
+                    path: path.to_string(),
+                    at: path.to_string(),
                 });
             }
             (Prior::Dir { mode }, None) => target.create_dir(Some(*mode))?,
@@ -115,6 +125,14 @@ pub fn restore(token: &FilesToken, entries: &[UndoEntry]) -> Result<(), FilesErr
         }
     }
     Ok(())
+}
+
+/// Checks that every path entry among `entries` may be restored under `token`, changing nothing.
+pub fn check_restorable(token: &FilesToken, entries: &[UndoEntry]) -> Result<(), FilesError> {
+    entries.iter().try_for_each(|e| match &e.undo {
+        Undo::Path { path, .. } => scope::check_writable(token, path),
+        Undo::Ref(_) => Ok(()),
+    })
 }
 
 /// The refusal for a link or special file found where the provider would act.
@@ -131,24 +149,26 @@ fn refusal(path: &RelPath, kind: NodeKind) -> FilesError {
     }
 }
 
-/// Records the prior state of `path`, durably, and returns the entry.
+/// Records the prior state of `path`, durably, and returns the entry's id.
 fn journal_before(
     journal: &dyn UndoJournal,
     path: &RelPath,
     prior: Prior,
-) -> Result<UndoEntry, FilesError> {
+) -> Result<EntryId, FilesError> {
     let refused = |source| FilesError::Journal {
         path: path.to_string(),
         source,
     };
     let entry = UndoEntry {
         id: journal.next_id().map_err(refused)?,
-        path: path.clone(),
-        prior,
+        undo: Undo::Path {
+            path: path.clone(),
+            prior,
+        },
         at_ms: now_ms(),
     };
     journal.record(&entry).map_err(refused)?;
-    Ok(entry)
+    Ok(entry.id)
 }
 
 fn now_ms() -> u64 {

@@ -32,7 +32,7 @@ use cap_std::fs::{FileType, FileTypeExt};
 use crate::path::HARNESS_DIR;
 use crate::tokens::FilesToken;
 
-pub use edit::{mkdir, remove, restore, write};
+pub use edit::{check_restorable, mkdir, remove, restore, write};
 pub use error::FilesError;
 
 /// What is at a path, as `lstat` sees it (links are never followed).

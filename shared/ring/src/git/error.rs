@@ -121,6 +121,37 @@ pub enum GitError {
         /// The branch.
         branch: String,
     },
+    /// Rewind found a branch somewhere the agent's last journaled move did not leave it: someone
+    /// else (a human, a merge) moved it since. Nothing was restored.
+    #[error(
+        "rewind stopped before changing anything: branch `{branch}` is at {found}, but the agent last moved it to {expected}; \
+         someone else moved it since. Move it back (`git update-ref {branch} {expected}`) to rewind across it, \
+         or rewind to a record after the agent's last commit on it"
+    )]
+    MovedSince {
+        /// The branch.
+        branch: String,
+        /// Where the journal says the agent left it.
+        expected: String,
+        /// Where it is now (`nothing` if deleted).
+        found: String,
+    },
+    /// The undo journal refused the entry for a branch move, so the branch was not moved.
+    #[error("branch `{branch}` was not moved: its undo entry could not be journaled: {source}")]
+    Journal {
+        /// The branch.
+        branch: String,
+        /// Why the journal refused.
+        source: crate::journal::JournalError,
+    },
+    /// A journaled branch move names a commit that is not a hex object id.
+    #[error("the undo journal's move of `{branch}` names `{id}`, which is not a commit id")]
+    BadId {
+        /// The branch.
+        branch: String,
+        /// The id as journaled.
+        id: String,
+    },
     /// Reading the worktree failed.
     #[error("reading `{path}` in the worktree failed: {source}")]
     Io {

@@ -15,8 +15,10 @@
 //!
 //! [`commit`] records the whole worktree (every file but `.git`; `.gitignore` is not consulted)
 //! as a tree built here from gix object writes, commits it as the agent (`<agent>@l3m.invalid`)
-//! at the time the caller passes (the Clock effect's), moves the branch by compare-and-swap
-//! from the HEAD it read, and rewrites the index from the new tree so `git status` is clean.
+//! at the time the caller passes (the Clock effect's), journals the branch's move in the undo
+//! journal, moves the branch by compare-and-swap from the HEAD it read, and rewrites the index
+//! from the new tree so `git status` is clean. [`plan_restore`] and [`restore`] move branches
+//! back for rewind, each by compare-and-swap against where the journal says it was left.
 //! [`push`] runs the `git` CLI (gix cannot push) with no shell, no hooks, no system or global
 //! config, no terminal prompt, only the `file`, `git`, `http`, `https` and `ssh` transports, the
 //! granted URL and a full `refs/heads/..:refs/heads/..` refspec, never forced.
@@ -29,6 +31,7 @@ mod error;
 mod open;
 mod push;
 mod tree;
+mod undo;
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -36,10 +39,12 @@ use gix::objs::tree::EntryKind;
 use gix::refs::Target;
 use gix::refs::transaction::{LogChange, PreviousValue, RefEdit, RefLog};
 
+use crate::journal::{RefMove, Undo, UndoEntry, UndoJournal};
 use crate::tokens::GitToken;
 pub use error::GitError;
 use error::gix;
 pub use push::{PUSH_TIMEOUT, Pushed, push};
+pub use undo::{RefStep, plan_restore, restore};
 
 /// How one path differs between HEAD and the worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,12 +181,14 @@ pub fn log(token: &GitToken, worktree: &str, n: usize) -> Result<Vec<CommitInfo>
 }
 
 /// Commits every change in the worktree onto its checked-out branch, as the token's agent at
-/// `time_ms` (milliseconds since the Unix epoch, from the Clock effect).
+/// `time_ms` (milliseconds since the Unix epoch, from the Clock effect). The branch's move is
+/// journaled in `journal`, durably, before the branch moves, so rewind can move it back.
 pub fn commit(
     token: &GitToken,
     worktree: &str,
     message: &str,
     time_ms: u64,
+    journal: &dyn UndoJournal,
 ) -> Result<Committed, GitError> {
     let wt = open::open(token, worktree)?;
     let (branch, head) = head_of(&wt.repo)?;
@@ -236,6 +243,7 @@ pub fn commit(
         })
         .map_err(gix("write the commit"))?
         .detach();
+    journal_move(journal, &wt, &branch, head, id, time_ms)?;
     move_branch(&wt.repo, &branch, head, id, &signature, message)?;
     let mut index = wt
         .repo
@@ -249,6 +257,32 @@ pub fn commit(
         branch,
         changes: changes(&old, &new),
     })
+}
+
+/// Journals, durably, that `branch` of `wt` is about to move from `old` to `new`.
+fn journal_move(
+    journal: &dyn UndoJournal,
+    wt: &open::Worktree,
+    branch: &str,
+    old: Option<ObjectId>,
+    new: ObjectId,
+    time_ms: u64,
+) -> Result<(), GitError> {
+    let refused = |source| GitError::Journal {
+        branch: branch.to_owned(),
+        source,
+    };
+    let entry = UndoEntry {
+        id: journal.next_id().map_err(refused)?,
+        undo: Undo::Ref(RefMove {
+            worktree: wt.rel.clone(),
+            branch: branch.to_owned(),
+            old: old.map(|id| id.to_string()),
+            new: Some(new.to_string()),
+        }),
+        at_ms: time_ms,
+    };
+    journal.record(&entry).map_err(refused)
 }
 
 /// Moves `branch` from `expected` (`None`: it must not exist) to `new`, or reports it moved.

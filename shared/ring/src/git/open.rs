@@ -14,6 +14,8 @@ pub(crate) struct Worktree {
     pub(crate) root: PathBuf,
     /// The worktree as the caller named it (ACR-relative), for messages.
     pub(crate) name: String,
+    /// The worktree as a checked ACR-relative path, for the undo journal.
+    pub(crate) rel: RelPath,
 }
 
 /// Opens the worktree at `worktree` (ACR-relative) if it lies under a write root, is reached
@@ -82,6 +84,7 @@ pub(crate) fn open(token: &GitToken, worktree: &str) -> Result<Worktree, GitErro
         repo,
         root,
         name: worktree.to_owned(),
+        rel,
     })
 }
 

@@ -179,17 +179,19 @@ fn sync_dir(dir: &Dir) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Prior;
+    use crate::journal::{Prior, Undo};
     use crate::path::RelPath;
     use cap_std::ambient_authority;
 
     fn entry(j: &LocalJournal, path: &str) -> UndoEntry {
         UndoEntry {
             id: j.next_id().unwrap(),
-            path: RelPath::parse(path).unwrap(),
-            prior: Prior::File {
-                bytes: path.as_bytes().to_vec(),
-                mode: 0o644,
+            undo: Undo::Path {
+                path: RelPath::parse(path).unwrap(),
+                prior: Prior::File {
+                    bytes: path.as_bytes().to_vec(),
+                    mode: 0o644,
+                },
             },
             at_ms: 1,
         }

@@ -1,9 +1,10 @@
-//! The undo journal: what a path held before each tame edit, recorded before the edit happens.
+//! The undo journal: what a path held, or where a branch stood, before each tame edit, recorded
+//! before the edit happens.
 //!
 //! Every tame write, remove and mkdir first appends an [`UndoEntry`] — the path and its
-//! [`Prior`] state — to an [`UndoJournal`], and only once `record` returns (durably) does the
-//! edit touch the disk. Rewind is then [`crate::files::restore`] over a suffix of the entries,
-//! newest first. [`LocalJournal`] is the real journal: an append-only file in the harness's
+//! [`Prior`] state — to an [`UndoJournal`], and every commit one with the branch's move
+//! ([`RefMove`]); only once `record` returns (durably) does the edit touch the disk or the ref.
+//! Rewind is then [`crate::rewind::restore`] over a suffix of the entries, newest first. [`LocalJournal`] is the real journal: an append-only file in the harness's
 //! `.l3m/`, length-prefixed and checksummed, fsynced per record, whose torn tail after a crash is
 //! detected and cut, never misread.
 //!
@@ -33,17 +34,57 @@ impl std::fmt::Display for EntryId {
     }
 }
 
-/// One journaled edit: what `path` held just before it was changed.
+/// One journaled edit: what it changed and how to put it back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UndoEntry {
     /// The entry's id in its journal.
     pub id: EntryId,
-    /// The path edited, relative to the ACR.
-    pub path: RelPath,
-    /// Its state before the edit; restoring puts exactly this back.
-    pub prior: Prior,
+    /// What was edited and its state before.
+    #[serde(flatten)]
+    pub undo: Undo,
     /// When the entry was recorded, in milliseconds since the Unix epoch.
     pub at_ms: u64,
+}
+
+/// What one entry restores. Stored untagged, so a path entry reads exactly as it did before
+/// branch moves were journaled (`"path"` and `"prior"` beside the id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Undo {
+    /// A path under the ACR and its state before the edit; restoring puts exactly this back.
+    Path {
+        /// The path edited, relative to the ACR.
+        path: RelPath,
+        /// Its state before the edit.
+        prior: Prior,
+    },
+    /// A branch a tame git action moved (a commit); restoring moves it back.
+    Ref(RefMove),
+}
+
+/// A local branch move, journaled before the ref is swapped: by a commit, or by a rewind moving
+/// it back. Rewind moves a branch by compare-and-swap against the `new` of the branch's last
+/// journaled move, so a branch someone else moved since is never clobbered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefMove {
+    /// The worktree whose checked-out branch moved, relative to the ACR.
+    pub worktree: RelPath,
+    /// The branch's full ref name (`refs/heads/...`).
+    pub branch: String,
+    /// The commit it pointed at before (hex); `None` when the move created it.
+    pub old: Option<String>,
+    /// The commit it was moved to (hex); `None` when the move deleted it.
+    pub new: Option<String>,
+}
+
+impl UndoEntry {
+    /// What the entry touched, as a person reads it: the path, or the branch.
+    pub fn target(&self) -> &str {
+        match &self.undo {
+            Undo::Path { path, .. } => path.as_str(),
+            Undo::Ref(moved) => &moved.branch,
+        }
+    }
 }
 
 /// The state of a path before an edit.
@@ -161,10 +202,12 @@ mod tests {
     fn entry_renders_as_a_versioned_kebab_tagged_line() {
         let e = UndoEntry {
             id: EntryId(7),
-            path: RelPath::parse("workspace/a").unwrap(),
-            prior: Prior::File {
-                bytes: b"hi\n".to_vec(),
-                mode: 0o644,
+            undo: Undo::Path {
+                path: RelPath::parse("workspace/a").unwrap(),
+                prior: Prior::File {
+                    bytes: b"hi\n".to_vec(),
+                    mode: 0o644,
+                },
             },
             at_ms: 12,
         };
@@ -174,6 +217,24 @@ mod tests {
             r#"{"v":1,"id":7,"path":"workspace/a","prior":{"kind":"file","bytes":"aGkK","mode":420},"at_ms":12}"#
         );
         assert_eq!(from_line::<UndoEntry>(&line, 1).unwrap(), e);
+    }
+
+    #[test]
+    fn a_branch_move_renders_beside_path_entries_and_reads_back() {
+        let e = UndoEntry {
+            id: EntryId(8),
+            undo: Undo::Ref(RefMove {
+                worktree: RelPath::parse("workspace").unwrap(),
+                branch: "refs/heads/l3m/a/_/work".into(),
+                old: None,
+                new: Some("ab".repeat(20)),
+            }),
+            at_ms: 3,
+        };
+        let line = to_line(&e).unwrap();
+        assert!(line.starts_with(r#"{"v":1,"id":8,"worktree":"workspace","branch":"refs/heads/l3m/a/_/work","old":null"#), "{line}");
+        assert_eq!(from_line::<UndoEntry>(&line, 1).unwrap(), e);
+        assert_eq!(e.target(), "refs/heads/l3m/a/_/work");
     }
 
     #[test]
@@ -187,7 +248,7 @@ mod tests {
     proptest! {
         #[test]
         fn entry_line_round_trips(id in any::<u64>(), at_ms in any::<u64>(), prior in prior(), path in "[a-z]{1,5}(/[a-z]{1,5}){0,3}") {
-            let e = UndoEntry { id: EntryId(id), path: RelPath::parse(&path).unwrap(), prior, at_ms };
+            let e = UndoEntry { id: EntryId(id), undo: Undo::Path { path: RelPath::parse(&path).unwrap(), prior }, at_ms };
             let line = to_line(&e).unwrap();
             prop_assert_eq!(from_line::<UndoEntry>(&line, 1).unwrap(), e);
         }

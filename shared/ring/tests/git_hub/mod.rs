@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use l3m_core::names::AgentName;
+use l3m_ring::journal::LocalJournal;
 use l3m_ring::tokens::{GitInput, GitToken, MintInput, PushInput, Tokens, mint};
 
 /// The fixture script, included by path so test crates elsewhere can `#[path]` this module.
@@ -23,6 +24,8 @@ pub struct GitHub {
     pub ws: PathBuf,
     pub remote_url: String,
     pub other_url: String,
+    /// alice's undo journal, in her ACR's `.l3m/`.
+    pub journal: LocalJournal,
 }
 
 impl GitHub {
@@ -35,7 +38,9 @@ impl GitHub {
             .unwrap();
         assert!(status.success(), "make_worktree.sh failed");
         let path = root.path().to_path_buf();
+        let journal = LocalJournal::open(&path.join("acr"), l3m_ring::ambient_authority()).unwrap();
         Self {
+            journal,
             acr: path.join("acr"),
             ws: path.join("acr/workspace"),
             remote_url: format!("file://{}", path.join("remote.git").display()),
