@@ -98,7 +98,7 @@ fn up_embedded_runs_a_spawned_agent_in_one_process() {
 }
 
 #[test]
-fn the_demo_shows_the_refused_widening_and_the_restored_file() {
+fn the_demo_shows_the_refused_widening_and_the_restored_file_and_branch() {
     let home = Home::new();
     let root = home.path().join("demo-hub");
     home.l3m(&["demo", "--hub-root", root.to_str().unwrap()])
@@ -108,7 +108,12 @@ fn the_demo_shows_the_refused_widening_and_the_restored_file() {
         .stdout(predicate::str::contains("SCRIPTED"))
         .stdout(predicate::str::contains("refused widening"))
         .stdout(predicate::str::contains("axis `net`"))
-        .stdout(predicate::str::contains("restored from the undo journal"))
+        .stdout(predicate::str::contains(
+            "restored 1 file edit of workspace/notes.md; moved back 1 branch: refs/heads/l3m/lead/worker/_/work",
+        ))
+        .stdout(predicate::str::contains(
+            "not undone (it left this host or cannot be taken back): mail letter to agent:lead",
+        ))
         .stdout(predicate::str::contains(
             "[ok] the worker committed on its work branch",
         ))
@@ -124,15 +129,18 @@ fn the_demo_shows_the_refused_widening_and_the_restored_file() {
         "{}",
         String::from_utf8_lossy(&fsck.stderr)
     );
-    let log = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(root.join("hub.git"))
-        .args(["log", "--oneline", "refs/heads/l3m/lead/worker/_/work"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&log.stdout).contains("notes: first version"),
-        "{}",
-        String::from_utf8_lossy(&log.stdout)
-    );
+    // The rewind went back before the commit: the branch no longer holds it.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(root.join("hub.git"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let work = "refs/heads/l3m/lead/worker/_/work";
+    let log = git(&["log", "--oneline", work]);
+    assert!(!log.contains("notes: first version"), "{log}");
+    assert!(log.contains("work of lead begins"), "{log}");
 }

@@ -411,7 +411,7 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
     assert!(matches!(reply, ControlReply::Done { .. }), "{reply:?}");
     wait_log(&hub, "demo", 20, |l| {
         l.iter().any(|r| {
-            matches!(&r.body, RecordBody::Event { text, .. } if text.contains("restored 1 edits"))
+            matches!(&r.body, RecordBody::Event { text, .. } if text.contains("restored 1 file edit of workspace/a.txt"))
         })
     })
     .await;

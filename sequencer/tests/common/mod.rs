@@ -128,11 +128,17 @@ impl TestHub {
 
     /// Spawns a root agent with files on `workspace` and `calls` model calls.
     pub async fn spawn(&self, name: &str, calls: u64) {
+        self.spawn_with(name, calls, "files = [\"workspace\"]")
+            .await;
+    }
+
+    /// Spawns a root agent with `granted` (a grant in TOML) and `calls` model calls.
+    pub async fn spawn_with(&self, name: &str, calls: u64, granted: &str) {
         self.human()
             .await
             .spawn(SpawnRequest {
                 child: agent(name),
-                grant: grant("files = [\"workspace\"]"),
+                grant: grant(granted),
                 loan: fuel(calls),
                 driven: false,
                 persona: None,
@@ -235,6 +241,23 @@ pub fn assistant_texts(records: &[Record]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// Runs `git` in `dir` with no system or global config; returns stdout, asserting success.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Waits until `cond` holds for the Log of `name`, or panics after `secs`.

@@ -7,7 +7,8 @@
 //! The scenario: the human spawns `lead`; `lead` spawns `lead/worker` under a narrower grant;
 //! the worker writes and edits a file with tame tools, commits on its work branch and mails its
 //! parent; `lead` is refused a widening spawn, and the refusal names the axis; a rewind of the
-//! worker restores the file from the undo journal. The demo checks each step and exits non-zero
+//! worker restores the file from the undo journal, moves its work branch back to before its
+//! commit, and reports its letter as not undone. The demo checks each step and exits non-zero
 //! if one did not happen.
 
 use std::collections::BTreeMap;
@@ -252,28 +253,38 @@ async fn scenario(
     let notes = root
         .join(l3m_core::refs::paths::acr(&worker))
         .join("workspace/notes.md");
-    let restored = match first_write_result(&worker_log) {
-        Some(seq) => {
-            let before = std::fs::read_to_string(&notes).unwrap_or_default();
-            let rewound =
-                super::rewind::rewind(me, root, &worker, seq, "the demo undoes the edit").await?;
-            let after = wait_for_file(&notes, FIRST_DRAFT, Duration::from_secs(10)).await;
-            text.push_str(&format!(
-                "rewind of {worker} to record {seq} ({}): workspace/notes.md {}\n",
-                if rewound.online { "online" } else { "offline" },
-                if after && before != FIRST_DRAFT {
-                    "restored from the undo journal — the typo fix is undone"
-                } else {
-                    "NOT restored"
-                }
-            ));
-            after && before != FIRST_DRAFT
-        }
-        None => false,
+    let Some(seq) = first_write_result(&worker_log) else {
+        return Err(runtime(
+            "the worker's Log has no file write to rewind to; `l3m log lead/worker` shows why",
+        ));
     };
+    let before = std::fs::read_to_string(&notes).unwrap_or_default();
+    let rewound = super::rewind::rewind(me, root, &worker, seq, "the demo undoes the edit").await?;
+    let restored =
+        wait_for_file(&notes, FIRST_DRAFT, Duration::from_secs(10)).await && before != FIRST_DRAFT;
+    text.push_str(&format!(
+        "rewind of {worker} to record {seq} ({}): {}\n",
+        if rewound.online { "online" } else { "offline" },
+        rewound.forecast.narrate(true)
+    ));
     checks.push((
         "the rewind restored the file from the undo journal",
         restored,
+    ));
+    let branch_back = rewound.forecast.branches.len() == 1
+        && branches_settled(me, root, &worker, seq, Duration::from_secs(10)).await?;
+    checks.push((
+        "the rewind moved the work branch back to before the commit",
+        branch_back,
+    ));
+    let letter_kept = rewound
+        .forecast
+        .not_undone
+        .iter()
+        .any(|n| n.class == l3m_core::effects::EffectClass::Mail);
+    checks.push((
+        "the rewind reported the letter it cannot take back",
+        letter_kept,
     ));
 
     let tree = me.list_agents().await?;
@@ -326,6 +337,29 @@ fn first_write_result(log: &[Record]) -> Option<u64> {
         } if !effects.is_empty() => Some(r.seq),
         _ => None,
     })
+}
+
+/// Waits until a second rewind of `agent` to `to` would move no branch: the first one's branch
+/// moves are done (an online rewind restores after its record is appended).
+async fn branches_settled(
+    me: &HubClient,
+    root: &Path,
+    agent: &AgentName,
+    to: u64,
+    within: Duration,
+) -> Result<bool, CliError> {
+    let deadline = Instant::now() + within;
+    let grant = me.read_grant(agent).await?;
+    loop {
+        let again = sequencer::control::forecast(me, root, agent, &grant, to).await?;
+        if again.branches.is_empty() {
+            return Ok(true);
+        }
+        if Instant::now() > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until `path` holds `text` (an online rewind restores after its record is appended).
