@@ -10,7 +10,9 @@ mod common;
 use common::*;
 use l3m_core::effects::EffectClass;
 use l3m_core::log::{EffectNote, RecordBody};
-use sequencer::control::{Forecast, forecast};
+use std::time::Duration;
+
+use sequencer::control::{self, ControlReply, ControlRequest, Forecast, forecast};
 use sequencer::{Exit, SequencerError, run_agent};
 use tokio_util::sync::CancellationToken;
 
@@ -66,7 +68,7 @@ fn workspace(hub: &TestHub) -> Workspace {
 async fn run_script(hub: &TestHub, script: &str) -> Vec<l3m_core::log::Record> {
     hub.letter("demo", "go").await;
     let shutdown = CancellationToken::new();
-    let provider = counting(script, std::time::Duration::ZERO);
+    let provider = counting(script, Duration::ZERO);
     let run = hub.run("demo", config(""), factory_of(provider)).await;
     let task = tokio::spawn(run_agent(run, shutdown.clone()));
     wait_log(hub, "demo", 30, |l| {
@@ -205,6 +207,38 @@ async fn rewind_to_each_point_restores_files_index_and_branch() {
     );
     assert_eq!(workspace(&hub), moved);
     assert_eq!(hub.log("demo").await.len(), seqs, "nothing was journaled");
+
+    // The running sequencer refuses the same rewind the same way, before journaling it.
+    let shutdown = CancellationToken::new();
+    let provider = counting("[[turn]]\ntext = \"idle\"\n", Duration::ZERO);
+    let run = hub.run("demo", config(""), factory_of(provider)).await;
+    let task = tokio::spawn(run_agent(run, shutdown.clone()));
+    let client = hub.sequencer_client("demo").await;
+    let request = ControlRequest::Rewind {
+        to: results[0],
+        reason: "test".into(),
+    };
+    let reply = loop {
+        match control::call(&client, &agent("demo"), &request, Duration::from_secs(20)).await {
+            Ok(reply) => break reply,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    assert!(
+        matches!(&reply, ControlReply::Refused { reason } if reason.contains("git update-ref")),
+        "{reply:?}"
+    );
+    assert_eq!(workspace(&hub), moved);
+    let after = hub.log("demo").await;
+    assert!(
+        !after[seqs..]
+            .iter()
+            .any(|r| matches!(r.body, RecordBody::Rewind { .. })),
+        "no rewind was journaled: {:?}",
+        kinds(&after[seqs..])
+    );
+    shutdown.cancel();
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Shutdown);
 }
 
 const WRITE_COMMIT_PUSH: &str = r#"
