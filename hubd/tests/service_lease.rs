@@ -160,3 +160,36 @@ async fn the_client_appends_and_reads_back_typed_records_with_the_tip() {
         .unwrap_err();
     assert!(stale.is_conflict(), "{stale}");
 }
+
+/// A holder text past the limit is refused as invalid; the longest allowed one leaves the agent
+/// list readable for everyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_allowed_holder_text_keeps_the_agent_list_readable() {
+    use hubd::service::MAX_HOLDER;
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = client(
+        &f,
+        Duty::Sequencer {
+            agent: agent("bob"),
+        },
+    )
+    .await;
+    let err = bob
+        .acquire_lease(&agent("bob"), &"h".repeat(MAX_HOLDER + 1), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, l3m_wire::client::ClientError::Refused { error, .. } if error.code == ErrorCode::Invalid && error.message.contains(&MAX_HOLDER.to_string())),
+        "{err}"
+    );
+    let longest = "h".repeat(MAX_HOLDER);
+    bob.acquire_lease(&agent("bob"), &longest, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        life_of(&bob, "bob").await,
+        (AgentLife::Running, Some(longest))
+    );
+}

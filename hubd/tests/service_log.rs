@@ -380,3 +380,45 @@ async fn a_spawn_forks_a_published_persona_and_refuses_an_unknown_one() {
     assert!(!f.refs().contains("refs/l3m/a/bob/"), "{}", f.refs());
     f.fsck();
 }
+
+/// A record past the stored-line limit is refused as invalid, naming the limit, and writes
+/// nothing; so no Log can hold a record its readers cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_over_the_stored_line_limit_is_refused_and_nothing_is_written() {
+    use l3m_core::wire_format::MAX_STORED_LINE;
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let huge = l3m_core::log::Record {
+        seq: 0,
+        at_ms: 7,
+        body: l3m_core::log::RecordBody::Event {
+            id: l3m_core::log::EventId::new("e1").unwrap(),
+            source: l3m_core::log::EventSource::Notice,
+            text: "y".repeat(MAX_STORED_LINE),
+        },
+    }
+    .to_line()
+    .unwrap();
+    let refs = f.refs();
+    let err = f
+        .call::<_, LogAppended>(
+            Op::AppendLog,
+            &AppendLog {
+                capability: bob,
+                agent: "bob".into(),
+                expected_tip: None,
+                records: vec![huge],
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Invalid, "{}", err.message);
+    assert!(
+        err.message.contains(&MAX_STORED_LINE.to_string()),
+        "{}",
+        err.message
+    );
+    assert_eq!(f.refs(), refs);
+}

@@ -129,3 +129,72 @@ async fn every_agent_may_mail_its_own_subtree_and_its_ancestors_but_not_a_siblin
         .unwrap_err();
     assert_eq!(sideways.code, ErrorCode::Refused, "{}", sideways.message);
 }
+
+/// A letter whose stored line would pass the limit is refused, naming it; an inbox of many
+/// letters near the limit (more than one bus message holds) reads back whole, in pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_of_any_allowed_size_reads_back_in_pages_and_an_oversized_letter_is_refused() {
+    use l3m_core::wire_format::{MAX_STORED_LINE, PAGE_BYTES};
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let send = |body: String| SendLetter {
+        capability: human.clone(),
+        to: to("bob"),
+        subject: None,
+        body,
+    };
+    // One letter of control characters: small as text, six times larger escaped.
+    let escaped = "\u{1}".repeat(MAX_STORED_LINE / 6 + 1);
+    let err = f
+        .call::<_, LetterSent>(Op::SendLetter, &send(escaped))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Invalid, "{}", err.message);
+    assert!(
+        err.message.contains(&MAX_STORED_LINE.to_string()),
+        "{}",
+        err.message
+    );
+    // Eleven letters just under the limit: about 2.8 MB, far past one 1 MiB message.
+    let body = "x".repeat(MAX_STORED_LINE - 1024);
+    for _ in 0..11 {
+        f.call::<_, LetterSent>(Op::SendLetter, &send(body.clone()))
+            .await
+            .unwrap();
+    }
+    let bob = f.sequencer("bob").await;
+    let page: InboxLines = f
+        .call(
+            Op::ReadInbox,
+            &ReadInbox {
+                capability: bob.clone(),
+                agent: "bob".into(),
+                from: 0,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.len, 11);
+    assert!(page.entries.len() < 11, "one page cannot hold them all");
+    let bytes: usize = page.entries.iter().map(String::len).sum();
+    assert!(bytes <= PAGE_BYTES.max(MAX_STORED_LINE), "{bytes}");
+    // The client reads every page.
+    let client = l3m_wire::client::HubClient::open(
+        f.bus.clone(),
+        l3m_wire::subjects::HubId::parse("t").unwrap(),
+        &f.secret,
+        l3m_core::duty::Duty::Sequencer {
+            agent: agent("bob"),
+        },
+    )
+    .await
+    .unwrap();
+    let read = client.read_inbox(&agent("bob"), 0).await.unwrap();
+    assert_eq!(read.entries.len(), 11);
+    assert!(
+        read.entries
+            .iter()
+            .all(|e| matches!(e, InboxEntry::Letter(l) if l.body == body))
+    );
+}

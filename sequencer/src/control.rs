@@ -529,7 +529,9 @@ pub async fn fork(
             agent: new_name.to_string(),
             reason: format!("a fork may not be wider than its source: {w}"),
         })?;
-    let prefix = parent.read_log(source, 0, at_seq.saturating_add(1)).await?;
+    let prefix = parent
+        .read_log_range(source, 0, at_seq.saturating_add(1))
+        .await?;
     if (prefix.records.len() as u64) <= at_seq {
         return Err(SequencerError::Record(format!(
             "{source}'s Log has {} records; there is no record {at_seq} to fork at",

@@ -29,6 +29,7 @@
 //! - [`config`]: the TOML configuration.
 //! - [`prompt`]: the system prompt, assembled purely.
 //! - [`toolbox`]: the tool table, minted effects and undo attribution.
+//! - [`bounds`]: a model's reply and a tool's output measured as stored, before a record.
 //! - `session` (private): the single-writer state and its pass.
 //! - `boot` (private): lease, fold, close, prompt, budget.
 //! - `inputs` (private): inbox and grants watching; lease renewal.
@@ -36,6 +37,7 @@
 //! - [`supervise`](mod@supervise): waking asleep agents with unread mail.
 //! - [`run_agent`]: the entry point.
 
+pub mod bounds;
 pub mod config;
 pub mod control;
 pub mod model;

@@ -620,7 +620,16 @@ impl Session {
             }
             let outcome = provider.complete(&request).await;
             drop(request);
+            let oversized = outcome
+                .as_ref()
+                .ok()
+                .and_then(|reply| crate::bounds::check_reply(&reply.text, &reply.tool_uses).err());
             let signal = match outcome {
+                Ok(_) if oversized.is_some() => Signal::ModelFailed {
+                    call: call_id,
+                    retryable: false,
+                    error: oversized.unwrap_or_default(),
+                },
                 Ok(reply) => Signal::ModelReply {
                     call: call_id,
                     text: reply.text,

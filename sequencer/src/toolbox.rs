@@ -233,13 +233,13 @@ impl Toolbox {
                 effects.extend(out.effects);
                 effects.extend(self.unnamed_lasting(name, &effects));
                 Outcome::Finished {
-                    output: out.text,
+                    output: crate::bounds::fit_output(out.text),
                     is_error: false,
                     effects,
                 }
             }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
-                output: e.to_string(),
+                output: crate::bounds::fit_output(e.to_string()),
                 is_error: true,
                 effects,
             },

@@ -174,7 +174,9 @@ impl ServiceError {
             ServiceError::Conflict { .. } | ServiceError::PersonaConflict { .. } => {
                 ErrorCode::Conflict
             }
-            ServiceError::Lease(LeaseError::BadTtl { .. }) => ErrorCode::Invalid,
+            ServiceError::Lease(LeaseError::BadTtl { .. } | LeaseError::HolderTooLong { .. }) => {
+                ErrorCode::Invalid
+            }
             ServiceError::Lease(_) => ErrorCode::Conflict,
             ServiceError::Store(_) | ServiceError::Io { .. } | ServiceError::Internal(_) => {
                 ErrorCode::Internal

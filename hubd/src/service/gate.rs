@@ -48,6 +48,14 @@ pub fn records(lines: &[String], len: u64) -> Result<(), ServiceError> {
         ));
     }
     for (line, expected) in lines.iter().zip(len..) {
+        if line.len() > wire_format::MAX_STORED_LINE {
+            return Err(ServiceError::Invalid(format!(
+                "record {} is {} bytes, over the limit of {} bytes for one Log record",
+                expected - len,
+                line.len(),
+                wire_format::MAX_STORED_LINE
+            )));
+        }
         let record: Record = wire_format::from_line(line, (expected - len) as usize + 1)
             .map_err(|e| ServiceError::Invalid(format!("record {}: {e}", expected - len)))?;
         if record.seq != expected {

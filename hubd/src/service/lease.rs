@@ -20,6 +20,10 @@ use super::state::State;
 /// renewals on a loaded host; longer would keep a dead sequencer's agent locked too long.
 pub const TTL_RANGE_MS: std::ops::RangeInclusive<u64> = 500..=600_000;
 
+/// The longest holder text a lease carries, in bytes: every agent list shows it, so its length
+/// is bounded like every other stored item's.
+pub const MAX_HOLDER: usize = 256;
+
 /// One granted lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -61,6 +65,16 @@ pub enum LeaseError {
         /// Who holds the agent now, if anyone.
         now: String,
     },
+    /// The holder text is longer than a lease may carry (it is shown in every agent list).
+    #[error(
+        "a lease holder text of {len} bytes exceeds the limit of {max} bytes; name the holder shortly (host:pid)"
+    )]
+    HolderTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The TTL asked for is out of range.
     #[error("a lease ttl of {ttl_ms} ms is outside {min}..={max} ms")]
     BadTtl {
@@ -98,6 +112,12 @@ impl Table {
         ttl_ms: u64,
         now: Instant,
     ) -> Result<Lease, LeaseError> {
+        if holder.len() > MAX_HOLDER {
+            return Err(LeaseError::HolderTooLong {
+                len: holder.len(),
+                max: MAX_HOLDER,
+            });
+        }
         if !TTL_RANGE_MS.contains(&ttl_ms) {
             return Err(LeaseError::BadTtl {
                 ttl_ms,

@@ -40,6 +40,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ServiceError;
+pub use lease::MAX_HOLDER;
 pub use state::State;
 
 use crate::init::InitError;

@@ -289,11 +289,12 @@ impl State {
         let len = self.chain_len(refname)?;
         let to = to.min(len);
         let from = from.min(to);
-        let lines = if from == to {
+        let mut lines = if from == to {
             Vec::new()
         } else {
             self.hub.read_range(refname, from, to)?
         };
+        lines.truncate(wire_format::page_len(lines.iter().map(String::len)));
         Ok((lines, from, len))
     }
 
@@ -759,6 +760,15 @@ impl State {
         let line = entry
             .to_line()
             .map_err(|e| ServiceError::Internal(format!("encoding an inbox line: {e}")))?;
+        if line.len() > wire_format::MAX_STORED_LINE {
+            return Err(ServiceError::Invalid(format!(
+                "{summary} is {} bytes as stored, over the limit of {} bytes for one inbox line; \
+                 send a shorter text (control characters count escaped), or put the bulk in a \
+                 file and send its path",
+                line.len(),
+                wire_format::MAX_STORED_LINE
+            )));
+        }
         loop {
             let tip = self.hub.tip(refname)?;
             match self

@@ -9,6 +9,30 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 /// The encoding version written by this build.
 pub const VERSION: u32 = 1;
 
+/// The longest line a chain stores (a Log record, an inbox line), in bytes as rendered. Writers
+/// refuse a longer one, naming this limit, so no stored item can outgrow what its reader reads:
+/// one line, in a reply page with its envelope, always fits the bus's 1 MiB message.
+pub const MAX_STORED_LINE: usize = 256 * 1024;
+
+/// The most line bytes one reply page carries beyond its first line; a reader asks again from
+/// where the page ended. With [`MAX_STORED_LINE`] it bounds every page under the bus's limit.
+pub const PAGE_BYTES: usize = 512 * 1024;
+
+/// How many of `lines` (lengths in bytes, oldest first) one page carries: as many as fit
+/// [`PAGE_BYTES`], and always at least one, so a reader always makes progress.
+pub fn page_len(lines: impl IntoIterator<Item = usize>) -> usize {
+    let mut total = 0usize;
+    let mut n = 0usize;
+    for len in lines {
+        total = total.saturating_add(len);
+        if n > 0 && total > PAGE_BYTES {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
 /// A record as stored: the version and the record's own fields, flattened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Versioned<T> {
@@ -113,6 +137,24 @@ pub fn to_lines<'a, T: Serialize + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// A page is never empty when lines remain, and never carries more than its budget
+        /// beyond its first line; so a page of stored lines always fits one bus message.
+        #[test]
+        fn a_page_makes_progress_and_stays_within_its_budget(
+            lens in proptest::collection::vec(0usize..=MAX_STORED_LINE, 0..40)
+        ) {
+            let n = page_len(lens.iter().copied());
+            proptest::prop_assert_eq!(n == 0, lens.is_empty());
+            let carried: usize = lens[..n].iter().sum();
+            proptest::prop_assert!(n <= 1 || carried <= PAGE_BYTES);
+            proptest::prop_assert!(carried <= PAGE_BYTES.max(MAX_STORED_LINE));
+            if n < lens.len() {
+                proptest::prop_assert!(carried + lens[n] > PAGE_BYTES, "a page stops only when full");
+            }
+        }
+    }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     #[serde(tag = "kind", rename_all = "kebab-case")]

@@ -280,22 +280,34 @@ impl HubClient {
         })
     }
 
-    /// Reads `agent`'s whole Log from `from` on, in pages hubd's size limit allows.
+    /// Reads `agent`'s whole Log from `from` on, page by page.
     pub async fn read_log_from(
         &self,
         agent: &AgentName,
         from: u64,
     ) -> Result<LogRead, ClientError> {
-        /// Records per page: well under the envelope limit for typical records.
+        self.read_log_range(agent, from, u64::MAX).await
+    }
+
+    /// Reads `agent`'s Log records `from..to` (`to` past the end reads to the end), page by
+    /// page: hubd answers each read with as many records as fit one message
+    /// (`l3m_core::wire_format::PAGE_BYTES`), so any stored Log reads back whole.
+    pub async fn read_log_range(
+        &self,
+        agent: &AgentName,
+        from: u64,
+        to: u64,
+    ) -> Result<LogRead, ClientError> {
+        /// Records asked for per page; hubd cuts a page shorter by bytes.
         const PAGE: u64 = 512;
-        let mut read = self
-            .read_log(agent, from, from.saturating_add(PAGE))
-            .await?;
-        while from + (read.records.len() as u64) < read.len {
+        let ask = |at: u64| at.saturating_add(PAGE).min(to);
+        let mut read = self.read_log(agent, from, ask(from)).await?;
+        loop {
             let next = from + read.records.len() as u64;
-            let page = self
-                .read_log(agent, next, next.saturating_add(PAGE))
-                .await?;
+            if next >= read.len.min(to) {
+                break;
+            }
+            let page = self.read_log(agent, next, ask(next)).await?;
             if page.records.is_empty() {
                 break;
             }
@@ -429,8 +441,31 @@ impl HubClient {
         .await
     }
 
-    /// Reads `agent`'s inbox entries from index `from` on.
+    /// Reads `agent`'s inbox entries from index `from` on, page by page: hubd answers each read
+    /// with as many lines as fit one message, so an inbox of any stored size reads back whole.
     pub async fn read_inbox(&self, agent: &AgentName, from: u64) -> Result<InboxRead, ClientError> {
+        let mut read = self.read_inbox_page(agent, from).await?;
+        loop {
+            let next = read.from + read.entries.len() as u64;
+            if next >= read.len {
+                break;
+            }
+            let page = self.read_inbox_page(agent, next).await?;
+            if page.entries.is_empty() {
+                break;
+            }
+            read.len = page.len;
+            read.entries.extend(page.entries);
+        }
+        Ok(read)
+    }
+
+    /// One page of `agent`'s inbox from index `from`.
+    async fn read_inbox_page(
+        &self,
+        agent: &AgentName,
+        from: u64,
+    ) -> Result<InboxRead, ClientError> {
         let op = Op::ReadInbox;
         let lines: crate::hubd::mail::InboxLines = self
             .call(
