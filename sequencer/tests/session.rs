@@ -699,3 +699,89 @@ async fn a_push_remote_gets_its_url_from_the_settings_or_the_agent_does_not_boot
         "the push tool is offered: {text}"
     );
 }
+
+/// A model whose reply would not fit a record (a 200 kB tool input) leaves a journaled, named
+/// failure and a live sequencer; it spends the one call, and the next wake one more, not a
+/// crash-loop of calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_model_reply_is_a_journaled_failure_and_the_sequencer_lives() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let script = format!(
+        "[[turn]]\ntext = \"here\"\n[[turn.tool_use]]\nname = \"write_file\"\ninput = {{ path = \"workspace/big\", content = \"{}\" }}\n",
+        "z".repeat(200_000)
+    );
+    let provider = counting(&script, Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let run = hub
+        .run("demo", config(""), factory_of(provider.clone()))
+        .await;
+    let task = tokio::spawn(run_agent(run, shutdown.clone()));
+    let failed = |l: &[l3m_core::log::Record]| {
+        l.iter()
+            .filter(|r| {
+                matches!(&r.body, RecordBody::CallFailed { error, retryable: false, .. }
+                    if error.contains(&format!("limit of {} bytes", sequencer::bounds::MAX_REPLY)))
+            })
+            .count()
+    };
+    hub.letter("demo", "write it").await;
+    wait_log(&hub, "demo", 20, |l| failed(l) == 1).await;
+    hub.letter("demo", "again").await;
+    wait_log(&hub, "demo", 20, |l| failed(l) == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        provider.requests.load(Ordering::SeqCst),
+        2,
+        "one call per wake"
+    );
+    assert!(!task.is_finished(), "the sequencer keeps running");
+    assert!(read(&hub.acr("demo").join("workspace/big")).is_none());
+    check_log(&hub.log("demo").await);
+    shutdown.cancel();
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Shutdown);
+}
+
+/// A tool result past the limit reaches the Log cut, with a note saying how to get the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_tool_output_is_cut_with_a_note() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    std::fs::write(
+        hub.acr("demo").join("workspace/big.txt"),
+        "line\n".repeat(180_000),
+    )
+    .unwrap();
+    let script = "[[turn]]\ntext = \"reading\"\n[[turn.tool_use]]\nname = \"read_file\"\ninput = { path = \"workspace/big.txt\" }\n[[turn]]\ntext = \"done\"\n";
+    let shutdown = CancellationToken::new();
+    let run = hub
+        .run(
+            "demo",
+            config(""),
+            factory_of(counting(script, Duration::ZERO)),
+        )
+        .await;
+    let task = tokio::spawn(run_agent(run, shutdown.clone()));
+    hub.letter("demo", "read it").await;
+    wait_log(&hub, "demo", 20, |l| {
+        matches!(l.last().map(|r| &r.body), Some(RecordBody::TurnEnd))
+    })
+    .await;
+    let log = hub.log("demo").await;
+    let output = log
+        .iter()
+        .find_map(|r| match &r.body {
+            RecordBody::ToolResult { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(output.len() <= sequencer::bounds::MAX_TOOL_OUTPUT);
+    assert!(output.starts_with("line\nline\n"));
+    assert!(
+        output.contains("(l3m) output cut"),
+        "{}",
+        &output[output.len() - 200..]
+    );
+    shutdown.cancel();
+    assert_eq!(task.await.unwrap().unwrap(), Exit::Shutdown);
+}
