@@ -177,7 +177,11 @@ async fn the_longest_allowed_holder_text_keeps_the_agent_list_readable() {
     )
     .await;
     let err = bob
-        .acquire_lease(&agent("bob"), &"h".repeat(MAX_HOLDER + 1), Duration::from_secs(30))
+        .acquire_lease(
+            &agent("bob"),
+            &"h".repeat(MAX_HOLDER + 1),
+            Duration::from_secs(30),
+        )
         .await
         .unwrap_err();
     assert!(
