@@ -127,7 +127,7 @@ impl CliError {
 }
 
 impl From<ClientError> for CliError {
-    /// hubd's refusals keep their meaning: not-found is 3, refused or conflict is 4, invalid is 2, a bus
+    /// hubd's refusals keep their meaning: not-found is 3, refused, revoked or conflict is 4, invalid is 2, a bus
     /// with no hubd answering is the stack being down.
     fn from(error: ClientError) -> CliError {
         match &error {
@@ -135,9 +135,11 @@ impl From<ClientError> for CliError {
                 ErrorCode::NotFound => CliError::NotFound {
                     message: remote.message.clone(),
                 },
-                ErrorCode::Refused | ErrorCode::Conflict => CliError::Refused {
-                    message: remote.message.clone(),
-                },
+                ErrorCode::Refused | ErrorCode::Conflict | ErrorCode::Revoked => {
+                    CliError::Refused {
+                        message: remote.message.clone(),
+                    }
+                }
                 ErrorCode::Invalid => CliError::Usage {
                     message: remote.message.clone(),
                 },

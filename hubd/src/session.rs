@@ -3,12 +3,16 @@
 //! hubd mints a capability when a holder of the hub secret opens a session, and looks it up on
 //! every later request. Capabilities live only in this process's memory: when hubd restarts,
 //! every session ends and its holder opens a new one (the secret is still on disk).
+//!
+//! A sequencer's session is bound to its agent's incarnation: retiring or collecting the agent
+//! revokes every session opened for it ([`Sessions::revoke`]), and a session can only be opened
+//! for a live agent, so a name spawned again is a new incarnation its old sessions never reach.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use l3m_core::duty::Duty;
-use l3m_core::names::Entity;
+use l3m_core::names::{AgentName, Entity};
 
 /// 32 random bytes from the OS, as 64 lowercase hex digits.
 pub fn random_hex() -> Result<String, getrandom::Error> {
@@ -32,10 +36,26 @@ pub fn entity_of(duty: &Duty) -> Entity {
     }
 }
 
-/// The live sessions of this hubd process.
+/// The live sessions of this hubd process, and the revoked ones (kept so a revoked capability
+/// is told so, not taken for a forgery).
 #[derive(Default)]
 pub struct Sessions {
-    by_capability: Mutex<HashMap<String, Duty>>,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    live: HashMap<String, Duty>,
+    revoked: HashSet<String>,
+}
+
+/// Why a capability does not open a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Closed {
+    /// hubd never minted it (forged, or from before a restart).
+    Unknown,
+    /// Its agent retired or was collected.
+    Revoked,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -48,19 +68,41 @@ impl Sessions {
     /// Mints a capability for `duty`.
     pub fn open(&self, duty: Duty) -> Result<String, getrandom::Error> {
         let capability = random_hex()?;
-        self.table().insert(capability.clone(), duty);
+        self.table().live.insert(capability.clone(), duty);
         Ok(capability)
     }
 
-    /// The duty a capability is bound to; `None` for one hubd never minted.
-    pub fn duty(&self, capability: &str) -> Option<Duty> {
-        self.table().get(capability).cloned()
+    /// The duty a capability is bound to, or why it has none.
+    pub fn duty(&self, capability: &str) -> Result<Duty, Closed> {
+        let table = self.table();
+        match table.live.get(capability) {
+            Some(duty) => Ok(duty.clone()),
+            None if table.revoked.contains(capability) => Err(Closed::Revoked),
+            None => Err(Closed::Unknown),
+        }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Duty>> {
-        // A panic while holding this lock cannot leave the map half-updated (each operation is
-        // one insert or get), so a poisoned lock is still sound to use.
-        self.by_capability
+    /// Revokes every sequencer session of `agents`; returns how many.
+    pub fn revoke(&self, agents: &[AgentName]) -> usize {
+        let mut table = self.table();
+        let gone: Vec<String> = table
+            .live
+            .iter()
+            .filter(|(_, duty)| matches!(duty, Duty::Sequencer { agent } if agents.contains(agent)))
+            .map(|(capability, _)| capability.clone())
+            .collect();
+        for capability in &gone {
+            table.live.remove(capability);
+            table.revoked.insert(capability.clone());
+        }
+        gone.len()
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        // A panic while holding this lock cannot leave the table half-updated (a revoke moves
+        // each capability with no step that can panic in between), so a poisoned lock is
+        // still sound to use.
+        self.table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -81,8 +123,31 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
-        assert_eq!(sessions.duty(&a), Some(duty));
-        assert_eq!(sessions.duty(&"0".repeat(64)), None);
+        assert_eq!(sessions.duty(&a), Ok(duty));
+        assert_eq!(sessions.duty(&"0".repeat(64)), Err(Closed::Unknown));
+    }
+
+    #[test]
+    fn revoking_an_agent_closes_only_its_sequencer_sessions() {
+        let sessions = Sessions::default();
+        let bob = AgentName::parse("bob").unwrap();
+        let seq = |a: &str| Duty::Sequencer {
+            agent: AgentName::parse(a).unwrap(),
+        };
+        let (b, c) = (
+            sessions.open(seq("bob")).unwrap(),
+            sessions.open(seq("carol")).unwrap(),
+        );
+        assert_eq!(sessions.revoke(std::slice::from_ref(&bob)), 1);
+        assert_eq!(sessions.duty(&b), Err(Closed::Revoked));
+        assert_eq!(sessions.duty(&c), Ok(seq("carol")));
+        let again = sessions.open(seq("bob")).unwrap();
+        assert_eq!(
+            sessions.duty(&again),
+            Ok(seq("bob")),
+            "a new session of a new incarnation"
+        );
+        assert_eq!(sessions.duty(&b), Err(Closed::Revoked));
     }
 
     #[test]

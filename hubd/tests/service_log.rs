@@ -422,3 +422,81 @@ async fn a_record_over_the_stored_line_limit_is_refused_and_nothing_is_written()
     );
     assert_eq!(f.refs(), refs);
 }
+
+/// A sequencer's capability dies with its agent's incarnation: after retire, and again after
+/// collect and a respawn of the same name, every use is refused as `revoked` and writes
+/// nothing — the old capability never reaches the new agent's Log, inbox or grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_agents_capability_is_revoked_also_after_respawn() {
+    use l3m_wire::hubd::mail::{MarkRead, MarkedRead};
+    use l3m_wire::hubd::tree::{Collect, Collected};
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let old = f.sequencer("bob").await;
+    let append =
+        |capability: &l3m_wire::hubd::session::Capability, tip: Option<String>| AppendLog {
+            capability: capability.clone(),
+            agent: "bob".into(),
+            expected_tip: tip,
+            records: vec![record(0)],
+        };
+    f.call::<_, LogAppended>(Op::AppendLog, &append(&old, None))
+        .await
+        .unwrap();
+    let retire = Retire {
+        capability: human.clone(),
+        agent: "bob".into(),
+    };
+    f.call::<_, Retired>(Op::Retire, &retire).await.unwrap();
+    let refs = f.refs();
+    let tip = f.tip("refs/l3m/a/bob/_/log");
+    let err = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&old, tip))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Revoked, "{}", err.message);
+    let err = f
+        .call::<_, MarkedRead>(
+            Op::MarkRead,
+            &MarkRead {
+                capability: old.clone(),
+                letter: "0".repeat(64),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Revoked, "{}", err.message);
+    assert_eq!(f.refs(), refs, "nothing was written");
+
+    let collect = Collect {
+        capability: human.clone(),
+        agent: "bob".into(),
+    };
+    f.call::<_, Collected>(Op::Collect, &collect).await.unwrap();
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let refs = f.refs();
+    for code in [
+        f.call::<_, LogAppended>(Op::AppendLog, &append(&old, None))
+            .await
+            .unwrap_err()
+            .code,
+        f.call::<_, GrantView>(
+            Op::ReadGrant,
+            &ReadGrant {
+                capability: old.clone(),
+                agent: "bob".into(),
+            },
+        )
+        .await
+        .unwrap_err()
+        .code,
+    ] {
+        assert_eq!(code, ErrorCode::Revoked);
+    }
+    assert_eq!(f.refs(), refs, "the new bob's refs are untouched");
+    let new = f.sequencer("bob").await;
+    f.call::<_, LogAppended>(Op::AppendLog, &append(&new, None))
+        .await
+        .unwrap();
+}

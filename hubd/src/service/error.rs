@@ -18,6 +18,12 @@ pub enum ServiceError {
          new session"
     )]
     UnknownCapability,
+    /// The request's capability was revoked when its agent retired or was collected.
+    #[error(
+        "the capability was revoked: its agent retired or was collected; a name spawned again is \
+         a new agent, so open a new session for it"
+    )]
+    Revoked,
     /// The hub secret given to open a session is wrong.
     #[error("the hub secret is wrong; read it from HUB/.hubd/secret")]
     BadSecret,
@@ -171,6 +177,7 @@ impl ServiceError {
             | ServiceError::BadTip { .. }
             | ServiceError::Invalid(_) => ErrorCode::Invalid,
             ServiceError::NotFound { .. } => ErrorCode::NotFound,
+            ServiceError::Revoked => ErrorCode::Revoked,
             ServiceError::Conflict { .. } | ServiceError::PersonaConflict { .. } => {
                 ErrorCode::Conflict
             }

@@ -33,7 +33,7 @@ use super::lease::Leases;
 mod airmail;
 mod regrant;
 use crate::init::{InitError, load_ledger, read_secret};
-use crate::session::{Sessions, entity_of, random_hex, secrets_match};
+use crate::session::{Closed, Sessions, entity_of, random_hex, secrets_match};
 use crate::store::{Checkout, Hub, Tip};
 
 /// How many times a Log read is tried while appends keep moving its tip.
@@ -144,7 +144,10 @@ impl State {
     pub(super) fn duty(&self, capability: &Capability) -> Result<Duty, ServiceError> {
         self.sessions
             .duty(&capability.0)
-            .ok_or(ServiceError::UnknownCapability)
+            .map_err(|closed| match closed {
+                Closed::Unknown => ServiceError::UnknownCapability,
+                Closed::Revoked => ServiceError::Revoked,
+            })
     }
 
     /// Applies `rows` to a copy of the ledger (each re-running its gate), appends them as one
@@ -569,6 +572,7 @@ impl State {
                 _ => None,
             })
             .collect();
+        self.sessions.revoke(&retired);
         self.leases.with(|t| t.forget(&retired));
         let mut moved = Vec::new();
         for a in &retired {
@@ -602,6 +606,7 @@ impl State {
         };
         self.append_ledger(&mut tree, &[row], &format!("collect {agent}"))?;
         drop(tree);
+        self.sessions.revoke(std::slice::from_ref(&agent));
         let mut moved = Vec::new();
         for which in AgentRef::ALL {
             if self.delete_if_present(&refs::agent_ref(&agent, which))? {

@@ -48,6 +48,9 @@ pub enum ErrorCode {
     Conflict,
     /// The thing the request names does not exist.
     NotFound,
+    /// The session's capability was revoked: its agent retired or was collected (a name spawned
+    /// again is a new agent, which its old sessions never reach).
+    Revoked,
     /// The server failed while handling a good request; the message says how.
     Internal,
     /// A code from a newer peer that this build does not know.
@@ -57,7 +60,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in a fixed order (`Unrecognized` last: it is what a newer peer's code reads as).
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 11] = [
         ErrorCode::Malformed,
         ErrorCode::UnknownVersion,
         ErrorCode::Oversized,
@@ -66,6 +69,7 @@ impl ErrorCode {
         ErrorCode::Refused,
         ErrorCode::Conflict,
         ErrorCode::NotFound,
+        ErrorCode::Revoked,
         ErrorCode::Internal,
         ErrorCode::Unrecognized,
     ];
@@ -81,6 +85,7 @@ impl ErrorCode {
             ErrorCode::Refused => "refused",
             ErrorCode::Conflict => "conflict",
             ErrorCode::NotFound => "not-found",
+            ErrorCode::Revoked => "revoked",
             ErrorCode::Internal => "internal",
             ErrorCode::Unrecognized => "unrecognized",
         }
