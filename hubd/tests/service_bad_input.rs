@@ -231,3 +231,53 @@ async fn another_agents_capability_is_refused_by_the_duty_table() {
     assert_eq!(f.refs(), before);
     still_serving(&f, &bob).await;
 }
+
+/// Strict decoding: a kind sent as MessagePack `bin`, a duty with a key it does not have, and a
+/// record with a line break are each refused with the right code, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binary_kind_an_unknown_duty_key_and_a_broken_line_are_refused() {
+    let (f, bob) = setup().await;
+    let refs = f.refs();
+    // The kind as `bin`, the rest a good append.
+    fn bin<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(b)
+    }
+    #[derive(serde::Serialize)]
+    struct BinKind {
+        v: u16,
+        #[serde(serialize_with = "bin")]
+        kind: Vec<u8>,
+        #[serde(serialize_with = "bin")]
+        body: Vec<u8>,
+    }
+    let body = rmp_serde::to_vec_named(&append(&bob, "bob", None, 0)).unwrap();
+    let bytes = rmp_serde::to_vec_named(&BinKind {
+        v: 1,
+        kind: b"hubd.append-log".to_vec(),
+        body,
+    })
+    .unwrap();
+    let e = raw(&f, Op::AppendLog, bytes).await;
+    assert_eq!(e.code, ErrorCode::Malformed, "{}", e.message);
+    // A duty with a key it does not have.
+    let duty: Result<l3m_core::duty::Duty, _> =
+        serde_json::from_str(r#"{"duty":"human","human":"alice","agent":"bob"}"#);
+    assert!(duty.is_err(), "unknown keys inside a duty are refused");
+    // A record whose JSON holds a raw line break is invalid, not a storage failure.
+    let broken = record(0).replacen(',', ",\n", 1);
+    let e = f
+        .call::<_, LogAppended>(
+            Op::AppendLog,
+            &AppendLog {
+                capability: bob.clone(),
+                agent: "bob".into(),
+                expected_tip: None,
+                records: vec![broken],
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Invalid, "{}", e.message);
+    assert_eq!(f.refs(), refs);
+    still_serving(&f, &bob).await;
+}

@@ -48,6 +48,12 @@ pub fn records(lines: &[String], len: u64) -> Result<(), ServiceError> {
         ));
     }
     for (line, expected) in lines.iter().zip(len..) {
+        if line.contains(['\n', '\r']) {
+            return Err(ServiceError::Invalid(format!(
+                "record {} contains a line break; each record is one JSON line",
+                expected - len
+            )));
+        }
         if line.len() > wire_format::MAX_STORED_LINE {
             return Err(ServiceError::Invalid(format!(
                 "record {} is {} bytes, over the limit of {} bytes for one Log record",

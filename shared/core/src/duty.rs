@@ -15,7 +15,7 @@ use crate::refs::{self, AgentRef};
 
 /// The one job a session capability is good for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "duty", rename_all = "kebab-case")]
+#[serde(tag = "duty", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Duty {
     /// Advancing one agent: the single writer of its Log.
     Sequencer {

@@ -92,11 +92,29 @@ pub trait Message: Serialize + DeserializeOwned {
 pub struct Envelope {
     /// The protocol version the sender wrote; checked before anything else is decoded.
     pub v: u16,
-    /// Which message type the body holds; checked before the body is decoded.
+    /// Which message type the body holds; checked before the body is decoded. Only a
+    /// MessagePack string is read as a kind (binary is refused, not guessed at).
+    #[serde(deserialize_with = "strict_str")]
     pub kind: String,
     /// The MessagePack encoding of the typed message.
     #[serde(with = "serde_bytes")]
     pub body: Vec<u8>,
+}
+
+/// Reads a MessagePack string, and only a string: rmp-serde would otherwise read a `bin` of
+/// UTF-8 bytes as text too, so one field would have two encodings.
+fn strict_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct Text;
+    impl serde::de::Visitor<'_> for Text {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a MessagePack string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_owned())
+        }
+    }
+    d.deserialize_str(Text)
 }
 
 /// Just the version of an envelope, read before the rest so that a future envelope shape is
