@@ -66,11 +66,12 @@ struct ServeArgs {
     #[arg(long)]
     hub_id: String,
     /// The NATS user (see deploy/nats.conf).
-    #[arg(long, requires = "password")]
-    user: Option<String>,
-    /// The NATS password.
-    #[arg(long, requires = "user")]
-    password: Option<String>,
+    #[arg(long, requires = "nats_password_env")]
+    nats_user: Option<String>,
+    /// The name of the environment variable holding the NATS password. The password itself is
+    /// never an argument: any local user can read a process's arguments in /proc.
+    #[arg(long, requires = "nats_user", value_name = "VAR")]
+    nats_password_env: Option<String>,
     /// When a write is acknowledged. `fsync` (the default): once it survives a power cut,
     /// by one fdatasync of hubd's write-ahead journal (hubd/journal/), which the next start
     /// replays. `barriers`: once its files and then its ref are fsynced, no journal (two to
@@ -197,8 +198,13 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..HubOptions::default()
     };
     let hub = Hub::open(&args.hub, options)?;
-    let auth = match (args.user, args.password) {
-        (Some(user), Some(password)) => NatsAuth::UserPassword { user, password },
+    let auth = match (args.nats_user, args.nats_password_env) {
+        (Some(user), Some(var)) => NatsAuth::UserPassword {
+            user,
+            password: std::env::var(&var).map_err(|_| {
+                format!("the environment variable {var} (the NATS password) is not set: export it")
+            })?,
+        },
         _ => NatsAuth::Anonymous,
     };
     let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(&args.nats, auth).await?);

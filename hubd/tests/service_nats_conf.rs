@@ -81,3 +81,61 @@ async fn the_sequencer_cannot_publish_as_another_service() {
         .unwrap();
     assert_eq!(heard.subject, "l3m.main.hubd.fence");
 }
+
+/// `hubd serve` takes its NATS password from an environment variable it is told the name of,
+/// so the password is never in its arguments (readable by any local user in /proc); a missing
+/// variable is named.
+#[tokio::test]
+async fn hubd_serve_reads_its_password_from_the_environment_never_argv() {
+    let server = NatsServer::start_with(&config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("hub");
+    let alice = l3m_core::names::HumanName::parse("alice").unwrap();
+    drop(
+        hubd::init::init_hub(
+            &root,
+            hubd::store::HubOptions::default(),
+            alice.clone(),
+            l3m_core::grant::Grant::default(),
+            1,
+        )
+        .unwrap(),
+    );
+    let serve = |var: &str| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hubd"));
+        cmd.args(["serve", "--hub"])
+            .arg(&root)
+            .args(["--nats", server.url(), "--hub-id", "main"])
+            .args(["--nats-user", "hubd", "--nats-password-env", var])
+            .env_remove("L3M_TEST_MISSING")
+            .env("L3M_TEST_HUBD_PW", "hubd-secret")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let missing = serve("L3M_TEST_MISSING").output().unwrap();
+    assert!(!missing.status.success());
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("L3M_TEST_MISSING"), "{said}");
+
+    let mut child = serve("L3M_TEST_HUBD_PW").spawn().unwrap();
+    let cli: std::sync::Arc<dyn Bus> = std::sync::Arc::new(connect(&server, "cli").await);
+    let secret = hubd::init::read_secret(&root).unwrap();
+    let hub_id = l3m_wire::subjects::HubId::parse("main").unwrap();
+    let duty = l3m_core::duty::Duty::Human { human: alice };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while l3m_wire::client::HubClient::open(cli.clone(), hub_id.clone(), &secret, duty.clone())
+        .await
+        .is_err()
+    {
+        assert!(std::time::Instant::now() < deadline, "hubd never served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let argv = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&argv).contains("hubd-secret"),
+        "the password is in hubd's arguments"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

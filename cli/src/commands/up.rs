@@ -161,15 +161,22 @@ fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<Strin
         "--nats".into(),
         url.to_owned(),
     ]);
-    match service {
-        Service::Hubd => {
-            if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
-                let password = std::env::var(var).map_err(|_| {
-                    CliError::usage(format!("${var} (the NATS password) is not set: export it"))
-                })?;
-                args.extend(["--user".into(), user.clone(), "--password".into(), password]);
-            }
+    if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
+        // The password reaches the service through its environment (inherited), never argv.
+        if std::env::var_os(var).is_none() {
+            return Err(CliError::usage(format!(
+                "${var} (the NATS password) is not set: export it"
+            )));
         }
+        args.extend([
+            "--nats-user".into(),
+            user.clone(),
+            "--nats-password-env".into(),
+            var.clone(),
+        ]);
+    }
+    match service {
+        Service::Hubd => {}
         Service::Sequencer => {
             args.extend([
                 "--secret-file".into(),
@@ -182,14 +189,6 @@ fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<Strin
                 "--human".into(),
                 hub.human.to_string(),
             ]);
-            if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
-                args.extend([
-                    "--nats-user".into(),
-                    user.clone(),
-                    "--nats-password-env".into(),
-                    var.clone(),
-                ]);
-            }
         }
     }
     Ok(args)
