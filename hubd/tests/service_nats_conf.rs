@@ -139,3 +139,54 @@ async fn hubd_serve_reads_its_password_from_the_environment_never_argv() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Replies are confidential between services: each user's replies arrive under its own inbox
+/// prefix, which no other user may subscribe to, so a sequencer cannot read the capabilities
+/// and Log ranges hubd sends the CLI — while the CLI's own requests still get their answers.
+#[tokio::test]
+async fn no_service_may_read_another_services_replies() {
+    let server = NatsServer::start_with(&config()).unwrap();
+    let sequencer = connect(&server, "sequencer").await;
+    let mut errors = sequencer.server_errors();
+    for spy in ["_INBOX.>", "_INBOX_cli.>", "_INBOX_postman.>"] {
+        let _spy = sequencer.subscribe(spy).await.unwrap();
+        let text = reported(&mut errors, "Permissions Violation for Subscription").await;
+        assert!(text.contains(spy), "{text}");
+    }
+    // The CLI's requests are answered on its own prefix.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("hub");
+    let alice = l3m_core::names::HumanName::parse("alice").unwrap();
+    let hub = hubd::init::init_hub(
+        &root,
+        hubd::store::HubOptions::default(),
+        alice.clone(),
+        l3m_core::grant::Grant::default(),
+        1,
+    )
+    .unwrap();
+    let hubd_bus: std::sync::Arc<dyn Bus> = std::sync::Arc::new(connect(&server, "hubd").await);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let hub_id = l3m_wire::subjects::HubId::parse("main").unwrap();
+    let started = hubd::service::start(hubd_bus, hub, hub_id.clone(), shutdown.clone())
+        .await
+        .unwrap();
+    tokio::spawn(started.serve());
+    let cli: std::sync::Arc<dyn Bus> = std::sync::Arc::new(connect(&server, "cli").await);
+    let secret = hubd::init::read_secret(&root).unwrap();
+    let client = l3m_wire::client::HubClient::open(
+        cli,
+        hub_id,
+        &secret,
+        l3m_core::duty::Duty::Human { human: alice },
+    )
+    .await
+    .unwrap();
+    assert!(client.list_agents().await.unwrap().agents.is_empty());
+    assert_eq!(
+        l3m_wire::bus::inbox_prefix("cli"),
+        "_INBOX_cli",
+        "the prefix deploy/nats.conf grants the cli user"
+    );
+    shutdown.cancel();
+}

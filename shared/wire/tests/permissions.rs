@@ -1,5 +1,5 @@
 //! nats-server's per-user permissions, as l3m's deployment will use them: user `a` may publish
-//! only to `l3m.t.hubd.>` and subscribe only to `_INBOX.>` (its replies); user `b` may do
+//! only to `l3m.t.hubd.>` and subscribe only to `_INBOX_a.>` (its replies, under its own prefix); user `b` may do
 //! anything. A refused publish is reported by the server asynchronously (`-ERR 'Permissions
 //! Violation ...'`), which [`NatsBus::server_errors`] surfaces; that it was not delivered is
 //! shown by delivery order: a later, allowed message from `a` arrives first.
@@ -21,7 +21,7 @@ const USERS: &str = r#"
 authorization {
   users = [
     { user: a, password: a-secret,
-      permissions: { publish: { allow: ["l3m.t.hubd.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
+      permissions: { publish: { allow: ["l3m.t.hubd.>"] }, subscribe: { allow: ["_INBOX_a.>"] } } }
     { user: b, password: b-secret }
   ]
 }

@@ -42,6 +42,23 @@ pub enum NatsAuth {
     Token(String),
 }
 
+/// Where the replies to a NATS user's requests arrive: `_INBOX_<user>`, which deploy/nats.conf
+/// lets only that user subscribe to, so no other service reads its replies (the capabilities
+/// hubd hands out, the Log ranges it serves). Characters a subject token cannot hold become `_`.
+pub fn inbox_prefix(user: &str) -> String {
+    let token: String = user
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("_INBOX_{token}")
+}
+
 impl fmt::Debug for NatsAuth {
     /// Never prints a secret: logs of a connection attempt must be safe to share.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -77,7 +94,8 @@ impl NatsBus {
         let options = match auth {
             NatsAuth::Anonymous => ConnectOptions::new(),
             NatsAuth::UserPassword { user, password } => {
-                ConnectOptions::with_user_and_password(user, password)
+                let prefix = inbox_prefix(&user);
+                ConnectOptions::with_user_and_password(user, password).custom_inbox_prefix(prefix)
             }
             NatsAuth::Token(token) => ConnectOptions::with_token(token),
         }
@@ -111,7 +129,8 @@ impl NatsBus {
     /// a request to a fresh subject under our own inbox: the server answers it in order, either
     /// with a no-responders status or, if our permissions forbid publishing there, with a
     /// permissions error naming the subject. Either answer proves the earlier commands were
-    /// processed, so the barrier needs no permission beyond receiving replies (`_INBOX.>`).
+    /// processed, so the barrier needs no permission beyond receiving replies on its own inbox
+    /// prefix (`_INBOX.>` anonymously, [`inbox_prefix`] as a user).
     async fn sync(&self, op: impl FnOnce() -> String) -> Result<(), WireError> {
         let probe = format!("{}.sync", self.client.new_inbox());
         let mut errors = self.server_errors.subscribe();

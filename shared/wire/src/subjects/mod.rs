@@ -9,7 +9,7 @@
 //! | `l3m.<hub>.<service>.<op>` | requests to a service operation, e.g. `l3m.main.hubd.append` |
 //! | `l3m.<hub>.<service>.<op>.<agent tokens>` | requests about one agent, e.g. `l3m.main.sequencer.wake.alice.main` |
 //! | `l3m.<hub>.ref.<kind>.<agent tokens>` | notification that an agent ref moved, e.g. `l3m.main.ref.log.alice.main` |
-//! | `_INBOX.<id>` | reply subjects (chosen by the bus; NATS's default inbox prefix) |
+//! | `_INBOX.<id>`, `_INBOX_<user>.<id>` | reply subjects (chosen by the bus: NATS's default inbox prefix for an anonymous connection, the user's own prefix for a NATS user, see `bus::inbox_prefix`) |
 //!
 //! Agent name segments become subject tokens (`alice/main` → `alice.main`); the segment rule
 //! `[a-z][a-z0-9-]{0,62}` already makes each a valid token. The ref kind comes *before* the agent
@@ -35,8 +35,8 @@ pub use syntax::{Filter, SubjectError, SubjectFault, check_publish, check_queue_
 /// The first token of every l3m subject.
 pub const ROOT: &str = "l3m";
 
-/// The prefix of reply subjects. It is NATS's default, so a permission `subscribe: _INBOX.>` is
-/// what lets a client receive its replies.
+/// The prefix of reply subjects on the in-process bus and on an anonymous NATS connection
+/// (NATS's default). A NATS user gets its own, `bus::inbox_prefix`.
 pub const INBOX_PREFIX: &str = "_INBOX";
 
 /// The token that introduces ref notifications.
