@@ -137,8 +137,15 @@ pub fn nats_url(hub: &Selected) -> Result<String, CliError> {
     }
 }
 
-/// The credentials the document names for the hub's NATS server (the password by env var).
+/// The CLI's credentials for the hub's NATS server: the user the document names (the password
+/// by env var), or on the local stack's server the `cli` user `l3m up` generated.
 pub fn nats_auth(hub: &Selected) -> Result<NatsAuth, CliError> {
+    if hub.entry.nats.is_none() && hub.entry.nats_user.is_none() {
+        let dir = crate::stack::run_dir(hub.root());
+        return Ok(crate::stack::users::Users::read(&dir)?
+            .and_then(|users| users.auth("cli"))
+            .unwrap_or(NatsAuth::Anonymous));
+    }
     match (&hub.entry.nats_user, &hub.entry.nats_password_env) {
         (Some(user), Some(var)) => {
             let password = std::env::var(var).map_err(|_| {

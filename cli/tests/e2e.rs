@@ -24,7 +24,7 @@ fn append_session(home: &Home, agent: &str) {
         .unwrap();
     runtime.block_on(async {
         let bus: Arc<dyn Bus> = Arc::new(
-            NatsBus::connect(&home.nats_url(), NatsAuth::Anonymous)
+            NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
                 .await
                 .unwrap(),
         );
@@ -108,6 +108,26 @@ fn a_whole_session_through_the_cli() {
     let pids = home.run_pids();
     assert_eq!(pids.len(), 2, "nats-server and hubd: {:?}", home.run_file());
     assert!(pids.iter().all(|p| pid_alive(*p)));
+    // Auth is on even on one machine: a connection without a user is refused, so no local
+    // process can watch sessions open; the services' passwords are in no process's arguments.
+    let anonymous = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(NatsBus::connect(&home.nats_url(), NatsAuth::Anonymous));
+    assert!(anonymous.is_err(), "an anonymous connection was accepted");
+    let users = std::fs::read_to_string(home.hub_root().join(".l3m-run/nats-users.toml")).unwrap();
+    for pid in &pids {
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let argv = String::from_utf8_lossy(&argv);
+        for line in users.lines() {
+            let password = line.split('"').nth(1).unwrap();
+            assert!(
+                !argv.contains(password),
+                "a password in pid {pid}'s arguments"
+            );
+        }
+    }
 
     // Spawn under flags; the task arrives as a letter from the human.
     let spawned = home.json(&[

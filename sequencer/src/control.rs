@@ -348,17 +348,7 @@ pub async fn forecast(
     grant: &GrantView,
     to: u64,
 ) -> Result<Forecast, SequencerError> {
-    let (after, undo) = aftermath_of(client, agent, to).await?;
-    if undo.is_empty() {
-        return Ok(Forecast::new(to, Restore::default(), after));
-    }
-    let (acr, journal) = open_journal(hub_root, agent)?;
-    let entries = journal
-        .entries()
-        .map_err(|e| SequencerError::Tools(e.to_string()))?;
-    let tokens = mint_tokens(grant, agent, &acr)?;
-    let planned = rewind::plan(&tokens, &entries, &undo)?;
-    Ok(Forecast::new(to, planned, after))
+    rewind_to(client, hub_root, agent, grant, to, Apply::No).await
 }
 
 /// Restores the files and branches that tame tool results after record `to` changed, and says
@@ -370,17 +360,41 @@ pub async fn restore_after(
     grant: &GrantView,
     to: u64,
 ) -> Result<String, SequencerError> {
+    let done = rewind_to(client, hub_root, agent, grant, to, Apply::Yes).await?;
+    Ok(done.narrate(true))
+}
+
+/// Whether [`rewind_to`] carries out its plan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Apply {
+    No,
+    Yes,
+}
+
+/// The one path of [`forecast`] and [`restore_after`]: the aftermath of `to`, then the ring's
+/// plan over the undo journal — only planned, or planned and carried out.
+async fn rewind_to(
+    client: &HubClient,
+    hub_root: &Path,
+    agent: &AgentName,
+    grant: &GrantView,
+    to: u64,
+    apply: Apply,
+) -> Result<Forecast, SequencerError> {
     let (after, undo) = aftermath_of(client, agent, to).await?;
     if undo.is_empty() {
-        return Ok(Forecast::new(to, Restore::default(), after).narrate(true));
+        return Ok(Forecast::new(to, Restore::default(), after));
     }
     let (acr, journal) = open_journal(hub_root, agent)?;
     let entries = journal
         .entries()
         .map_err(|e| SequencerError::Tools(e.to_string()))?;
     let tokens = mint_tokens(grant, agent, &acr)?;
-    let done = rewind::restore(&tokens, &entries, &undo, &journal)?;
-    Ok(Forecast::new(to, done, after).narrate(true))
+    let restore = match apply {
+        Apply::No => rewind::plan(&tokens, &entries, &undo)?,
+        Apply::Yes => rewind::restore(&tokens, &entries, &undo, &journal)?,
+    };
+    Ok(Forecast::new(to, restore, after))
 }
 
 /// The effects no entry covers after `to`, and the undo entries to restore.

@@ -16,6 +16,7 @@ use crate::embedded::{Embedded, sequencer_config, start_sequencers};
 use crate::error::CliError;
 use crate::stack::process::{self, GRACE, Started};
 use crate::stack::runfile::{RunFile, StackProcess};
+use crate::stack::users::{PASSWORD_ENV, Users};
 use crate::stack::{Service, binaries, nats, run_dir};
 
 /// How long hubd may take to answer its first session request.
@@ -146,8 +147,21 @@ async fn wait_for_hubd(hub: &Selected, url: &str, started: &mut Started) -> Resu
     }
 }
 
-/// The arguments each service is started with.
-fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<String>, CliError> {
+/// How a service is started: its arguments, and what is added to its environment.
+struct Launch {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+/// How each service is started, and what is added to its environment: on the
+/// local stack's server (`users`), its own NATS user with the password in [`PASSWORD_ENV`]; on
+/// a server `l3m.toml` names, the configured user with the variable it names (inherited).
+fn service_args(
+    service: Service,
+    hub: &Selected,
+    url: &str,
+    users: Option<&Users>,
+) -> Result<Launch, CliError> {
     let root = hub.root().display().to_string();
     let mut args: Vec<String> = match service {
         Service::Hubd => vec!["serve".into()],
@@ -161,18 +175,37 @@ fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<Strin
         "--nats".into(),
         url.to_owned(),
     ]);
-    if let (Some(user), Some(var)) = (&hub.entry.nats_user, &hub.entry.nats_password_env) {
-        // The password reaches the service through its environment (inherited), never argv.
-        if std::env::var_os(var).is_none() {
-            return Err(CliError::usage(format!(
-                "${var} (the NATS password) is not set: export it"
-            )));
+    let mut env = Vec::new();
+    let identity = match (users, &hub.entry.nats_user, &hub.entry.nats_password_env) {
+        (Some(users), _, _) => {
+            let Some(l3m_wire::bus::NatsAuth::UserPassword { user, password }) =
+                users.auth(service.as_str())
+            else {
+                return Err(CliError::Runtime(format!(
+                    "the local stack has no NATS user for {}",
+                    service.as_str()
+                )));
+            };
+            env.push((PASSWORD_ENV.to_owned(), password));
+            Some((user, PASSWORD_ENV.to_owned()))
         }
+        (None, Some(user), Some(var)) => {
+            if std::env::var_os(var).is_none() {
+                return Err(CliError::usage(format!(
+                    "${var} (the NATS password) is not set: export it"
+                )));
+            }
+            Some((user.clone(), var.clone()))
+        }
+        _ => None,
+    };
+    // The password reaches the service through its environment, never argv.
+    if let Some((user, var)) = identity {
         args.extend([
             "--nats-user".into(),
-            user.clone(),
+            user,
             "--nats-password-env".into(),
-            var.clone(),
+            var,
         ]);
     }
     match service {
@@ -191,7 +224,7 @@ fn service_args(service: Service, hub: &Selected, url: &str) -> Result<Vec<Strin
             ]);
         }
     }
-    Ok(args)
+    Ok(Launch { args, env })
 }
 
 /// Starts one service and checks it came up.
@@ -200,15 +233,12 @@ async fn start_service(
     binary: &Path,
     hub: &Selected,
     url: &str,
+    users: Option<&Users>,
     stack: &mut Stack,
 ) -> Result<(), CliError> {
     let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
-    let mut started = process::start(
-        service.as_str(),
-        binary,
-        &service_args(service, hub, url)?,
-        log,
-    )?;
+    let launch = service_args(service, hub, url, users)?;
+    let mut started = process::start(service.as_str(), binary, &launch.args, &launch.env, log)?;
     let ready = match service {
         Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
         Service::Sequencer => {
@@ -279,12 +309,16 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
         started: Vec::new(),
         kept: false,
     };
+    let mut users = None;
     let url = match (&hub.entry.nats, nats_binary) {
         (Some(url), _) => url.clone(),
         (None, Some(binary)) => {
             bar.set_message("starting nats-server");
-            let (started, url) = nats::start(&binary, &dir)?;
+            let generated = Users::generate()?;
+            generated.write(&dir)?;
+            let (started, url) = nats::start(&binary, &dir, &generated)?;
             stack.started.push(started);
+            users = Some(generated);
             url
         }
         (None, None) => {
@@ -294,11 +328,11 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
         }
     };
     if args.embedded {
-        return run_embedded(&hub, &url, &services, stack, bar).await;
+        return run_embedded(&hub, &url, users.as_ref(), &services, stack, bar).await;
     }
     for (service, binary) in &service_binaries {
         bar.set_message(format!("starting {}", service.as_str()));
-        start_service(*service, binary, &hub, &url, &mut stack).await?;
+        start_service(*service, binary, &hub, &url, users.as_ref(), &mut stack).await?;
     }
     let run = RunFile {
         nats: url.clone(),
@@ -337,23 +371,39 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A connection for `service` run in this process: its own user when the stack made users, so
+/// each duty keeps its own permissions and replies.
+async fn service_bus(
+    hub: &Selected,
+    url: &str,
+    users: Option<&Users>,
+    service: Service,
+) -> Result<Arc<dyn Bus>, CliError> {
+    let auth = match users.and_then(|u| u.auth(service.as_str())) {
+        Some(auth) => auth,
+        None => nats_auth(hub)?,
+    };
+    let bus = NatsBus::connect(url, auth)
+        .await
+        .map_err(|e| CliError::Runtime(format!("cannot reach NATS at {url}: {e}")))?;
+    Ok(Arc::new(bus))
+}
+
 /// `l3m up --embedded`: hubd (and, with the sequencer library, the supervisor) in this process.
 async fn run_embedded(
     hub: &Selected,
     url: &str,
+    users: Option<&Users>,
     services: &[Service],
     stack: Stack,
     bar: ProgressBar,
 ) -> Result<(), CliError> {
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(url, nats_auth(hub)?)
-            .await
-            .map_err(|e| CliError::Runtime(format!("cannot reach NATS at {url}: {e}")))?,
-    );
+    let connect = |service: Service| service_bus(hub, url, users, service);
     let mut embedded = None;
     if services.contains(&Service::Hubd) {
         bar.set_message("starting hubd in this process");
-        embedded = Some(Embedded::start(Arc::clone(&bus), hub.root(), hub.hub_id()?).await?);
+        let bus = connect(Service::Hubd).await?;
+        embedded = Some(Embedded::start(bus, hub.root(), hub.hub_id()?).await?);
     }
     let mut sequencers = None;
     if services.contains(&Service::Sequencer) {
@@ -361,7 +411,7 @@ async fn run_embedded(
         let dir = hub.document.parent().unwrap_or(hub.root()).to_path_buf();
         sequencers = Some(
             start_sequencers(
-                Arc::clone(&bus),
+                connect(Service::Sequencer).await?,
                 hub.root(),
                 &hub.hub_id()?,
                 &hub.human,

@@ -15,12 +15,14 @@
 //! - [`runfile`]: the run file's format, reading and writing.
 //! - [`binaries`]: finding `hubd`, `sequencer` and `nats-server`.
 //! - [`nats`]: a nats-server child on a free loopback port.
+//! - [`users`]: the stack's NATS users, one per duty, with passwords generated at each start.
 //! - [`process`]: starting a service, checking on it, stopping it.
 
 pub mod binaries;
 pub mod nats;
 pub mod process;
 pub mod runfile;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 

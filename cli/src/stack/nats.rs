@@ -3,16 +3,20 @@
 //! 127.0.0.1:-1`, read back from its ports file, so there is no race for the port), and a wait
 //! until it accepts connections.
 //!
-//! The server listens on loopback only and has no users: every process that can reach it is
-//! on this machine. Per-duty NATS users (deploy/nats.conf) are for a shared server named in
-//! `l3m.toml`.
+//! The server listens on loopback only, and with deploy/nats.conf's users and permissions even
+//! so: any process on this machine can reach it, so each duty connects as its own user with a
+//! password generated for this start ([`super::users`]), and replies reach only their user.
 
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::process::{self, Started};
+use super::users::Users;
 use crate::error::CliError;
+
+/// The site's users and their permissions; nats-server reads the passwords from its environment.
+const SITE_PERMISSIONS: &str = include_str!("../../../deploy/nats.conf");
 
 /// How long the server may take to listen.
 const READY_WITHIN: Duration = Duration::from_secs(10);
@@ -20,18 +24,24 @@ const READY_WITHIN: Duration = Duration::from_secs(10);
 /// The generated configuration for a server whose files live in `dir`.
 pub fn config_text(dir: &Path) -> String {
     format!(
-        "# written by `l3m up`; regenerated on every start\nlisten: \"127.0.0.1:-1\"\nports_file_dir: {:?}\n",
+        "# written by `l3m up`; regenerated on every start\nlisten: \"127.0.0.1:-1\"\nports_file_dir: {:?}\n{SITE_PERMISSIONS}",
         dir.display().to_string()
     )
 }
 
-/// Starts nats-server for the run folder `dir` and returns it with its client URL once it
-/// accepts connections.
-pub fn start(binary: &Path, dir: &Path) -> Result<(Started, String), CliError> {
+/// Starts nats-server for the run folder `dir` with `users`' passwords and returns it with its
+/// client URL once it accepts connections.
+pub fn start(binary: &Path, dir: &Path, users: &Users) -> Result<(Started, String), CliError> {
     let config = dir.join("nats.conf");
     std::fs::write(&config, config_text(dir)).map_err(|e| CliError::io("write", &config, e))?;
     let args = vec!["-c".to_owned(), config.display().to_string()];
-    let mut started = process::start("nats-server", binary, &args, dir.join("nats-server.log"))?;
+    let mut started = process::start(
+        "nats-server",
+        binary,
+        &args,
+        &users.server_env(),
+        dir.join("nats-server.log"),
+    )?;
     let begun = Instant::now();
     loop {
         if let Ok(Some(status)) = started.child.try_wait() {

@@ -25,11 +25,13 @@ pub struct Started {
 }
 
 /// Starts `binary args` in its own process group (so a Ctrl-C at the terminal after `l3m up`
-/// returned does not reach it), with stdin closed and stdout and stderr appended to `log`.
+/// returned does not reach it), with `env` added to its environment (secrets go there, never
+/// in `args`), stdin closed and stdout and stderr appended to `log`.
 pub fn start(
     service: &str,
     binary: &Path,
     args: &[String],
+    env: &[(String, String)],
     log: PathBuf,
 ) -> Result<Started, CliError> {
     use std::os::unix::process::CommandExt;
@@ -43,6 +45,7 @@ pub fn start(
         .map_err(|e| CliError::io("open the log", &log, e))?;
     let child = Command::new(binary)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)

@@ -133,6 +133,18 @@ impl Home {
             .unwrap_or_default()
     }
 
+    /// How `user` (hubd, sequencer, cli, postman) connects to the stack's NATS server: the
+    /// password `l3m up` generated for it.
+    pub fn nats_user(&self, user: &str) -> l3m_wire::bus::NatsAuth {
+        let text =
+            std::fs::read_to_string(self.hub_root().join(".l3m-run/nats-users.toml")).unwrap();
+        let users: toml::Table = toml::from_str(&text).unwrap();
+        l3m_wire::bus::NatsAuth::UserPassword {
+            user: user.to_owned(),
+            password: users[user].as_str().unwrap().to_owned(),
+        }
+    }
+
     /// The stack's NATS URL, from the run file.
     pub fn nats_url(&self) -> String {
         let value: toml::Table = toml::from_str(&self.run_file().unwrap()).unwrap();

@@ -1,0 +1,150 @@
+//! The NATS users of a local stack: one per duty, as in deploy/nats.conf, even on one machine.
+//!
+//! Without users, any local process that reaches the server could subscribe to `>` and read
+//! every request and reply, the hub secret a session is opened with among them. So `l3m up`
+//! generates a password per user (hubd, sequencer, cli, postman) at every start, writes them to
+//! `HUB/.l3m-run/nats-users.toml` with mode 0600 (readable by the hub's owner alone), and starts
+//! nats-server with deploy/nats.conf's permissions, each password passed in the server's
+//! environment. Each service gets its own password in its environment and only the variable's
+//! name in its arguments; the CLI's later commands read theirs from the file.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use l3m_wire::bus::NatsAuth;
+use serde::{Deserialize, Serialize};
+
+use crate::error::CliError;
+
+/// The file the passwords are kept in, inside the run folder.
+pub const USERS_FILE: &str = "nats-users.toml";
+
+/// The environment variable a service started by `l3m up` reads its NATS password from.
+pub const PASSWORD_ENV: &str = "L3M_NATS_PASSWORD";
+
+/// One password per user of deploy/nats.conf.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Users {
+    /// hubd's password.
+    pub hubd: String,
+    /// The sequencers' password.
+    pub sequencer: String,
+    /// The CLI's password.
+    pub cli: String,
+    /// The postman's password.
+    pub postman: String,
+}
+
+impl Users {
+    /// Fresh passwords from the OS's random source. Each starts with a letter: nats-server
+    /// parses an environment value as a config token, and one starting with a digit would be
+    /// read as a number.
+    pub fn generate() -> Result<Users, CliError> {
+        let fresh = || {
+            hubd::session::random_hex()
+                .map(|hex| format!("pw{hex}"))
+                .map_err(|e| CliError::Runtime(format!("the OS random source failed: {e}")))
+        };
+        Ok(Users {
+            hubd: fresh()?,
+            sequencer: fresh()?,
+            cli: fresh()?,
+            postman: fresh()?,
+        })
+    }
+
+    /// The file's path in the run folder `dir`.
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(USERS_FILE)
+    }
+
+    /// Writes the passwords to `dir`, readable by this user alone (mode 0600 from creation on).
+    pub fn write(&self, dir: &Path) -> Result<(), CliError> {
+        let path = Users::path(dir);
+        let text = toml::to_string(self)
+            .map_err(|e| CliError::Runtime(format!("encoding the NATS users: {e}")))?;
+        let _ = std::fs::remove_file(&path);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| CliError::io("create", &path, e))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| CliError::io("write", &path, e))
+    }
+
+    /// The passwords a running local stack uses, if it wrote any.
+    pub fn read(dir: &Path) -> Result<Option<Users>, CliError> {
+        let path = Users::path(dir);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).map(Some).map_err(|e| {
+                CliError::Runtime(format!(
+                    "{} is damaged ({e}); run `l3m down` and `l3m up`",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(CliError::io("read", &path, e)),
+        }
+    }
+
+    /// The environment nats-server resolves deploy/nats.conf's `$<USER>_NATS_PASSWORD` from.
+    pub fn server_env(&self) -> Vec<(String, String)> {
+        [
+            ("HUBD", &self.hubd),
+            ("SEQUENCER", &self.sequencer),
+            ("CLI", &self.cli),
+            ("POSTMAN", &self.postman),
+        ]
+        .into_iter()
+        .map(|(user, password)| (format!("{user}_NATS_PASSWORD"), password.clone()))
+        .collect()
+    }
+
+    /// How `user` connects.
+    pub fn auth(&self, user: &str) -> Option<NatsAuth> {
+        let password = match user {
+            "hubd" => &self.hubd,
+            "sequencer" => &self.sequencer,
+            "cli" => &self.cli,
+            "postman" => &self.postman,
+            _ => return None,
+        };
+        Some(NatsAuth::UserPassword {
+            user: user.to_owned(),
+            password: password.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_file_is_the_owners_alone_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let users = Users::generate().unwrap();
+        users.write(dir.path()).unwrap();
+        let mode = std::fs::metadata(Users::path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(Users::read(dir.path()).unwrap(), Some(users.clone()));
+        assert_ne!(users.hubd, users.cli, "each user its own password");
+        assert!(
+            users
+                .server_env()
+                .iter()
+                .all(|(_, pw)| pw.starts_with("pw"))
+        );
+        // Written again at the next start: replaced, still 0600.
+        Users::generate().unwrap().write(dir.path()).unwrap();
+        assert_ne!(Users::read(dir.path()).unwrap(), Some(users));
+    }
+}
