@@ -191,6 +191,9 @@ fn a_whole_session_through_the_cli() {
 
     // A Log written as the sequencer writes it: log, view and stats read it back.
     append_session(&home, "demo");
+    let grant = home.json(&["grant", "show", "demo"]);
+    assert_eq!(grant["spent_per_log"]["model-calls"], 1, "{grant}");
+    assert_eq!(grant["left"]["model-calls"], 99, "{grant}");
     home.l3m(&["log", "demo"])
         .assert()
         .success()

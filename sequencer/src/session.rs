@@ -77,10 +77,6 @@ pub(crate) struct Session {
     pub tip: Option<String>,
     /// Fuel left per the Log (last budget-change, less calls since).
     pub fuel: Option<Fuel>,
-    /// Fuel this Log has spent: model calls started and bytes charged.
-    pub spent: Fuel,
-    /// Whether the last record folded was a call-started (so a budget-change now is its charge).
-    after_call: bool,
     /// Bytes of records journaled since the last call started: what the next call is charged.
     bytes_since_call: u64,
     /// The latest reply's tool uses, so a tool-started can find its name and input.
@@ -144,8 +140,6 @@ impl Session {
             fold: ViewFold::new(),
             tip: None,
             fuel: None,
-            spent: Fuel::ZERO,
-            after_call: false,
             bytes_since_call: 0,
             uses: HashMap::new(),
             undecided: HashMap::new(),
@@ -169,20 +163,12 @@ impl Session {
         self.fold.advance(record);
         match &record.body {
             RecordBody::CallStarted { .. } => {
-                self.spent.model_calls += 1;
                 if let Some(f) = &mut self.fuel {
                     f.model_calls = f.model_calls.saturating_sub(1);
                 }
                 self.bytes_since_call = 0;
             }
-            RecordBody::BudgetChange { left, .. } => {
-                if self.after_call
-                    && let Some(before) = self.fuel
-                {
-                    self.spent.bytes += before.bytes.saturating_sub(left.bytes);
-                }
-                self.fuel = Some(*left);
-            }
+            RecordBody::BudgetChange { left, .. } => self.fuel = Some(*left),
             RecordBody::AssistantReply { tool_uses, .. } => {
                 self.uses = tool_uses
                     .iter()
@@ -200,7 +186,6 @@ impl Session {
             }
             _ => {}
         }
-        self.after_call = matches!(record.body, RecordBody::CallStarted { .. });
         if matches!(
             record.body,
             RecordBody::Rewind { .. }
@@ -362,9 +347,10 @@ impl Session {
     /// it differs from the Log's.
     pub fn budget_from_hub(&mut self, why: &str) {
         let account = self.grant.account.left();
+        let spent = self.owed.spent();
         let left = Fuel {
-            model_calls: account.model_calls.saturating_sub(self.spent.model_calls),
-            bytes: account.bytes.saturating_sub(self.spent.bytes),
+            model_calls: account.model_calls.saturating_sub(spent.model_calls),
+            bytes: account.bytes.saturating_sub(spent.bytes),
             wakes: account.wakes,
         };
         if self.fuel != Some(left) {

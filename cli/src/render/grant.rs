@@ -1,6 +1,6 @@
 //! A grant axis by axis, and a budget account, for `l3m grant show`.
 
-use l3m_core::budget::Account;
+use l3m_core::budget::{Account, Fuel};
 use l3m_core::grant::Grant;
 
 /// Each axis's name and what it confers, in the grant's own order (`(none)` for nothing).
@@ -49,19 +49,31 @@ fn describe(value: &serde_json::Value) -> String {
     }
 }
 
-/// The account as `(row, model-calls, bytes, wakes)` rows.
-pub fn account_rows(account: &Account) -> Vec<(&'static str, [u64; 3])> {
-    let row = |f: l3m_core::budget::Fuel| [f.model_calls, f.bytes, f.wakes];
+/// What an agent has left: hubd's account (which does not see the agent's own spend) less what
+/// its Log spent — the same sum its sequencer budgets by.
+pub fn left(account: &Account, spent: Fuel) -> Fuel {
+    let left = account.left();
+    Fuel {
+        model_calls: left.model_calls.saturating_sub(spent.model_calls),
+        bytes: left.bytes.saturating_sub(spent.bytes),
+        wakes: left.wakes,
+    }
+}
+
+/// The account as `(row, model-calls, bytes, wakes)` rows, with `spent` as the agent's Log
+/// folds it.
+pub fn account_rows(account: &Account, spent: Fuel) -> Vec<(&'static str, [u64; 3])> {
+    let row = |f: Fuel| [f.model_calls, f.bytes, f.wakes];
     vec![
         ("loan", row(account.loan())),
-        ("spent", row(account.spent())),
+        ("spent", row(spent)),
         ("lent out", row(account.lent_out())),
-        ("left", row(account.left())),
+        ("left", row(left(account, spent))),
     ]
 }
 
 /// The grant and account as text.
-pub fn render(agent: &str, grant: &Grant, account: &Account) -> String {
+pub fn render(agent: &str, grant: &Grant, account: &Account, spent: Fuel) -> String {
     let mut out = format!("grant of {agent}\n");
     for (axis, what) in axes(grant) {
         out.push_str(&format!("  {axis:<10} {what}\n"));
@@ -70,7 +82,7 @@ pub fn render(agent: &str, grant: &Grant, account: &Account) -> String {
         "account\n  {:<10} {:>11} {:>12} {:>6}\n",
         "", "model-calls", "bytes", "wakes"
     ));
-    for (name, [calls, bytes, wakes]) in account_rows(account) {
+    for (name, [calls, bytes, wakes]) in account_rows(account, spent) {
         out.push_str(&format!(
             "  {name:<10} {calls:>11} {bytes:>12} {wakes:>6}\n"
         ));

@@ -94,6 +94,10 @@ pub struct Owed {
     next_seq: u64,
     now: Now,
     seen: Seen,
+    /// What this Log has spent; a rewind gives none of it back.
+    spent: Fuel,
+    /// Whether the last record was a `call-started` (its `budget-change` follows it).
+    after_call: bool,
 }
 
 /// The part of the state that changes turn by turn; small, so [`plan`] can work on a copy.
@@ -131,6 +135,19 @@ impl Owed {
 
     /// Folds in the next record.
     pub fn apply(&mut self, record: &Record) {
+        match &record.body {
+            RecordBody::CallStarted { .. } => {
+                self.spent.model_calls = self.spent.model_calls.saturating_add(1);
+            }
+            RecordBody::BudgetChange { left, .. } if self.after_call => {
+                if let Some(before) = self.now.fuel {
+                    let charged = before.bytes.saturating_sub(left.bytes);
+                    self.spent.bytes = self.spent.bytes.saturating_add(charged);
+                }
+            }
+            _ => {}
+        }
+        self.after_call = matches!(record.body, RecordBody::CallStarted { .. });
         self.next_seq = record.seq.saturating_add(1);
         self.seen.note(&record.body);
         self.now.apply(&record.body);
@@ -192,6 +209,13 @@ impl Owed {
     /// Whether the turn is over and its `turn-end` is owed.
     pub fn turn_end_owed(&self) -> bool {
         self.now.turn_end_owed()
+    }
+
+    /// What this Log has spent: one model call per `call-started`, and the bytes charged with
+    /// it (the drop in bytes left from the budget change before to the one journaled with the
+    /// call). Rewinds give nothing back: what was spent was spent.
+    pub fn spent(&self) -> Fuel {
+        self.spent
     }
 
     /// The unit of fuel that would stop a model call now, if any.

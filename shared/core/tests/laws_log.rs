@@ -956,3 +956,31 @@ fn started(call: CallId) -> RecordBody {
         fallback_of: None,
     }
 }
+
+proptest! {
+    /// The Log is folded for spend in one place (`Owed::spent`): it counts one call per
+    /// `call-started`, never decreases along a Log — rewinds give nothing back — and charges
+    /// bytes only from the budget change journaled with a call.
+    #[test]
+    fn spend_is_folded_once_and_never_given_back(log in arbitrary_log(), drop_bytes in 0u64..500) {
+        let mut bodies: Vec<RecordBody> = log.iter().map(|r| r.body.clone()).collect();
+        let before = Fuel { model_calls: 10, bytes: 10_000, wakes: 1 };
+        let after = Fuel { bytes: before.bytes - drop_bytes, ..before };
+        bodies.push(RecordBody::BudgetChange { left: before, summary: "s".into() });
+        bodies.push(started(call_id(200)));
+        bodies.push(RecordBody::BudgetChange { left: after, summary: "a call".into() });
+        bodies.push(RecordBody::Rewind { to: 0, reason: "back".into() });
+        let records = log_of(bodies);
+        let mut owed = Owed::default();
+        let mut last = Fuel::ZERO;
+        for r in &records {
+            owed.apply(r);
+            let now = owed.spent();
+            prop_assert!(now.model_calls >= last.model_calls && now.bytes >= last.bytes);
+            last = now;
+        }
+        let calls = records.iter().filter(|r| matches!(r.body, RecordBody::CallStarted { .. })).count() as u64;
+        prop_assert_eq!(owed.spent().model_calls, calls);
+        prop_assert!(owed.spent().bytes >= drop_bytes);
+    }
+}
