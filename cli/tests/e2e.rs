@@ -82,16 +82,64 @@ fn append_session(home: &Home, agent: &str) {
                 effects: vec![],
             },
         ];
-        let records: Vec<Record> = bodies
-            .into_iter()
-            .enumerate()
-            .map(|(i, body)| Record {
-                seq: i as u64,
-                at_ms: 1_000 + 250 * i as u64,
-                body,
-            })
-            .collect();
-        client.append_log(&agent, None, &records).await.unwrap();
+        append_to(&client, &agent, bodies).await;
+    });
+}
+
+/// Appends `bodies` to `agent`'s Log after what it holds, as its sequencer would.
+async fn append_to(client: &HubClient, agent: &AgentName, bodies: Vec<RecordBody>) {
+    let read = client.read_log(agent, 0, 0).await.unwrap();
+    let records: Vec<Record> = bodies
+        .into_iter()
+        .zip(read.len..)
+        .map(|(body, seq)| Record {
+            seq,
+            at_ms: 1_000 + 250 * seq,
+            body,
+        })
+        .collect();
+    client
+        .append_log(agent, read.tip.as_deref(), &records)
+        .await
+        .unwrap();
+}
+
+/// Appends a model call that failed for good to `agent`'s Log.
+fn append_failed_call(home: &Home, agent: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let bus: Arc<dyn Bus> = Arc::new(
+            NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
+                .await
+                .unwrap(),
+        );
+        let secret = hubd::init::read_secret(&home.hub_root()).unwrap();
+        let agent = AgentName::parse(agent).unwrap();
+        let duty = Duty::Sequencer {
+            agent: agent.clone(),
+        };
+        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &secret, duty)
+            .await
+            .unwrap();
+        let call = CallId::new("c2").unwrap();
+        let bodies = vec![
+            RecordBody::CallStarted {
+                call: call.clone(),
+                provider: "scripted".into(),
+                model: "demo".into(),
+                attempt: 1,
+                fallback_of: None,
+            },
+            RecordBody::CallFailed {
+                call,
+                error: "the model's reply of 300000 bytes exceeds the limit".into(),
+                retryable: false,
+            },
+        ];
+        append_to(&client, &agent, bodies).await;
     });
 }
 
@@ -238,6 +286,21 @@ fn a_whole_session_through_the_cli() {
         .assert()
         .success()
         .stdout(predicate::str::contains("└── wearer  asleep"));
+    // An agent whose last call failed for good says so where the human looks.
+    append_failed_call(&home, "demo");
+    let tree = home.json(&["tree"]);
+    let demo = tree["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "demo")
+        .unwrap();
+    assert!(
+        demo["stuck"].as_str().is_some_and(
+            |s| s.contains("its last model call failed") && s.contains("exceeds the limit")
+        ),
+        "{tree}"
+    );
     let again = home.json(&["persona", "publish", "coder", "--from", "wearer"]);
     assert_eq!(again["previous"], published["commit"]);
     let pulled = home.json(&["persona", "pull", "wearer"]);

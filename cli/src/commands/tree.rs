@@ -1,16 +1,21 @@
 //! `l3m tree`: the agent hierarchy, drawn.
 
-use l3m_wire::hubd::tree::AgentState;
+use std::collections::BTreeMap;
+
+use l3m_core::names::AgentName;
+use l3m_wire::client::HubClient;
+use l3m_wire::hubd::tree::{AgentLife, AgentState};
 use serde::Serialize;
 
 use crate::context::Context;
 use crate::error::CliError;
 use crate::output;
-use crate::render::tree::{draw, life};
+use crate::render::tree::{TAIL, draw, life, stuck};
 
-/// Draw the agent tree with each agent's computed state.
+/// Draw the agent tree with each agent's computed state, and why an asleep agent is stuck when
+/// its Log says (its last model call failed for good, or its fuel ran out).
 ///
-/// `--json` prints the nested form: `{"roots": [{"name", "parent", "life", "holder",
+/// `--json` prints the nested form: `{"roots": [{"name", "parent", "life", "holder", "stuck",
 /// "children": [...]}]}`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,43 +35,68 @@ pub struct Node {
     pub life: &'static str,
     /// Who holds its lease, when running.
     pub holder: Option<String>,
+    /// Why it is stuck, when it is asleep and its Log says.
+    pub stuck: Option<String>,
     /// Its children, in name order.
     pub children: Vec<Node>,
 }
 
-/// The nested form of hubd's flat list.
-pub fn nest(agents: &[AgentState]) -> Vec<Node> {
-    fn node(all: &[AgentState], a: &AgentState) -> Node {
+/// The nested form of hubd's flat list, with why each stuck agent is stuck.
+pub fn nest(agents: &[AgentState], why: &BTreeMap<String, String>) -> Vec<Node> {
+    fn node(all: &[AgentState], why: &BTreeMap<String, String>, a: &AgentState) -> Node {
         Node {
             name: a.name.clone(),
             parent: a.parent.clone(),
             life: life(a.life),
             holder: a.holder.clone(),
+            stuck: why.get(&a.name).cloned(),
             children: all
                 .iter()
                 .filter(|c| c.parent == a.name)
-                .map(|c| node(all, c))
+                .map(|c| node(all, why, c))
                 .collect(),
         }
     }
     agents
         .iter()
         .filter(|a| !agents.iter().any(|p| p.name == a.parent))
-        .map(|a| node(agents, a))
+        .map(|a| node(agents, why, a))
         .collect()
+}
+
+/// Why each asleep agent is stuck, from the tail of its Log.
+async fn why_stuck(
+    client: &HubClient,
+    agents: &[AgentState],
+) -> Result<BTreeMap<String, String>, CliError> {
+    let mut out = BTreeMap::new();
+    for a in agents.iter().filter(|a| a.life == AgentLife::Asleep) {
+        let Ok(name) = AgentName::parse(&a.name) else {
+            continue;
+        };
+        let len = client.read_log(&name, 0, 0).await?.len;
+        let tail = client
+            .read_log_range(&name, len.saturating_sub(TAIL), len)
+            .await?;
+        if let Some(why) = stuck(&tail.records) {
+            out.insert(a.name.clone(), why);
+        }
+    }
+    Ok(out)
 }
 
 /// Runs `l3m tree`.
 pub async fn cmd_tree(args: Args, cx: Context) -> Result<(), CliError> {
     let session = cx.connect().await?;
     let tree = session.client.list_agents().await?;
+    let why = why_stuck(&session.client, &tree.agents).await?;
     if args.json {
-        return output::json(&serde_json::json!({ "roots": nest(&tree.agents) }));
+        return output::json(&serde_json::json!({ "roots": nest(&tree.agents, &why) }));
     }
     if tree.agents.is_empty() {
         println!("no agents yet: spawn one with `l3m spawn NAME`");
     } else {
-        print!("{}", draw(&tree.agents));
+        print!("{}", draw(&tree.agents, &why));
     }
     Ok(())
 }

@@ -1,6 +1,15 @@
 //! The agent hierarchy, drawn with box characters, from hubd's flat list.
 
+use std::collections::BTreeMap;
+
+use l3m_core::log::{Record, RecordBody};
 use l3m_wire::hubd::tree::{AgentLife, AgentState};
+
+/// How many of an agent's last records [`stuck`] reads.
+pub const TAIL: u64 = 32;
+
+/// The longest reason [`stuck`] quotes from a failure.
+const REASON_CHARS: usize = 160;
 
 /// A life as one word.
 pub fn life(life: AgentLife) -> &'static str {
@@ -12,18 +21,52 @@ pub fn life(life: AgentLife) -> &'static str {
     }
 }
 
-/// One agent's label: its last segment, its life, and who holds it when running.
-fn label(agent: &AgentState) -> String {
+/// Why an asleep agent is not working, read from the tail of its Log: its last model call
+/// failed for good (with the provider's reason), or a unit of its fuel ran out. `None` when its
+/// last turn ended normally, or nothing in the tail says.
+pub fn stuck(tail: &[Record]) -> Option<String> {
+    tail.iter().rev().find_map(|r| match &r.body {
+        RecordBody::AssistantReply { .. } | RecordBody::TurnEnd => Some(None),
+        RecordBody::CallFailed {
+            error,
+            retryable: false,
+            ..
+        } => {
+            let mut reason: String = error.chars().take(REASON_CHARS).collect();
+            if reason.len() < error.len() {
+                reason.push('…');
+            }
+            Some(Some(format!(
+                "its last model call failed (record {}): {reason}",
+                r.seq
+            )))
+        }
+        RecordBody::OutOfFuel { unit } => Some(Some(format!(
+            "out of fuel: its {unit} ran out (record {}); lend it more to go on",
+            r.seq
+        ))),
+        _ => None,
+    })?
+}
+
+/// One agent's label: its last segment, its life, who holds it when running, and why it is
+/// stuck when it is.
+fn label(agent: &AgentState, why: Option<&String>) -> String {
     let leaf = agent.name.rsplit('/').next().unwrap_or(&agent.name);
-    match &agent.holder {
+    let mut text = match &agent.holder {
         Some(holder) => format!("{leaf}  {} ({holder})", life(agent.life)),
         None => format!("{leaf}  {}", life(agent.life)),
+    };
+    if let Some(why) = why {
+        text.push_str(&format!(" — {why}"));
     }
+    text
 }
 
 /// Draws the tree: every agent whose parent is not itself listed as an agent is a root (under
-/// its human); children follow their parent in name order.
-pub fn draw(agents: &[AgentState]) -> String {
+/// its human); children follow their parent in name order. `why` says, by agent name, why an
+/// agent is stuck.
+pub fn draw(agents: &[AgentState], why: &BTreeMap<String, String>) -> String {
     let is_agent = |name: &str| agents.iter().any(|a| a.name == name);
     let mut out = String::new();
     let roots: Vec<&AgentState> = agents.iter().filter(|a| !is_agent(&a.parent)).collect();
@@ -36,22 +79,28 @@ pub fn draw(agents: &[AgentState]) -> String {
             .copied()
             .filter(|a| a.parent == human)
             .collect();
-        draw_level(agents, &mine, "", &mut out);
+        draw_level(agents, why, &mine, "", &mut out);
     }
     out
 }
 
-fn draw_level(all: &[AgentState], level: &[&AgentState], prefix: &str, out: &mut String) {
+fn draw_level(
+    all: &[AgentState],
+    why: &BTreeMap<String, String>,
+    level: &[&AgentState],
+    prefix: &str,
+    out: &mut String,
+) {
     for (i, agent) in level.iter().enumerate() {
         let last = i + 1 == level.len();
         out.push_str(&format!(
             "{prefix}{}{}\n",
             if last { "└── " } else { "├── " },
-            label(agent)
+            label(agent, why.get(&agent.name))
         ));
         let children: Vec<&AgentState> = all.iter().filter(|a| a.parent == agent.name).collect();
         let deeper = format!("{prefix}{}", if last { "    " } else { "│   " });
-        draw_level(all, &children, &deeper, out);
+        draw_level(all, why, &children, &deeper, out);
     }
 }
 
@@ -77,8 +126,46 @@ mod tests {
             agent("other", "human:alice", AgentLife::Asleep),
         ];
         assert_eq!(
-            draw(&agents),
+            draw(&agents, &BTreeMap::new()),
             "human:alice\n├── demo  asleep\n│   ├── a  retired\n│   └── b  asleep\n└── other  asleep\n"
         );
+        let why = [("other".to_owned(), "out of fuel".to_owned())].into();
+        assert!(draw(&agents, &why).ends_with("└── other  asleep — out of fuel\n"));
+    }
+
+    fn rec(seq: u64, body: RecordBody) -> Record {
+        Record {
+            seq,
+            at_ms: 0,
+            body,
+        }
+    }
+
+    #[test]
+    fn a_failed_last_call_or_spent_fuel_is_why_an_agent_is_stuck() {
+        let call = l3m_core::log::CallId::new("c1").unwrap();
+        let failed = rec(
+            4,
+            RecordBody::CallFailed {
+                call,
+                error: "x".repeat(500),
+                retryable: false,
+            },
+        );
+        let why = stuck(&[rec(3, RecordBody::TurnEnd), failed.clone()]).unwrap();
+        assert!(
+            why.starts_with("its last model call failed (record 4): xxx"),
+            "{why}"
+        );
+        assert!(why.ends_with('…') && why.len() < 260, "{why}");
+        assert_eq!(stuck(&[failed, rec(5, RecordBody::TurnEnd)]), None);
+        let out = rec(
+            6,
+            RecordBody::OutOfFuel {
+                unit: l3m_core::log::FuelUnit::ModelCalls,
+            },
+        );
+        assert!(stuck(&[out]).unwrap().starts_with("out of fuel"));
+        assert_eq!(stuck(&[]), None);
     }
 }

@@ -290,7 +290,7 @@ async fn scenario(
     let tree = me.list_agents().await?;
     text.push_str(&format!(
         "\nthe agent tree:\n{}\n",
-        render::tree::draw(&tree.agents)
+        render::tree::draw(&tree.agents, &BTreeMap::new())
     ));
     let mut stats = BTreeMap::new();
     for (agent, log) in [
