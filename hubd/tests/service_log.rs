@@ -500,3 +500,54 @@ async fn a_retired_agents_capability_is_revoked_also_after_respawn() {
         .await
         .unwrap();
 }
+
+/// Plain `git log` on a Log's ref tells the agent's story: each commit's subject says what its
+/// records did, on one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_log_of_a_log_ref_reads_as_the_agents_story() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let event = l3m_core::log::Record {
+        seq: 0,
+        at_ms: 7,
+        body: l3m_core::log::RecordBody::Event {
+            id: l3m_core::log::EventId::new("e1").unwrap(),
+            source: l3m_core::log::EventSource::Notice,
+            text: "the notes\nare done".into(),
+        },
+    }
+    .to_line()
+    .unwrap();
+    f.call::<_, LogAppended>(
+        Op::AppendLog,
+        &AppendLog {
+            capability: bob,
+            agent: "bob".into(),
+            expected_tip: None,
+            records: vec![event, record(1)],
+        },
+    )
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let subject = loop {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(f.git_dir())
+            .args(["log", "-1", "--format=%s", "refs/l3m/a/bob/_/log"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        if out.status.success() && !text.trim().is_empty() {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Log's commit never appeared"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(subject.trim_end(), "event: the notes are done (+1 more)");
+}

@@ -40,13 +40,15 @@ pub fn tip_hex(tip: Tip) -> Option<String> {
 }
 
 /// Checks that `lines` are Log records continuing a chain of length `len`: each decodes as a
-/// versioned [`Record`], its `seq` is the next one, and its body holds on its own.
-pub fn records(lines: &[String], len: u64) -> Result<(), ServiceError> {
+/// versioned [`Record`], its `seq` is the next one, and its body holds on its own. Returns the
+/// records, so the commit that appends them can say what they tell.
+pub fn records(lines: &[String], len: u64) -> Result<Vec<Record>, ServiceError> {
     if lines.is_empty() {
         return Err(ServiceError::Invalid(
             "an append needs at least one record".into(),
         ));
     }
+    let mut checked = Vec::with_capacity(lines.len());
     for (line, expected) in lines.iter().zip(len..) {
         if line.contains(['\n', '\r']) {
             return Err(ServiceError::Invalid(format!(
@@ -76,8 +78,9 @@ pub fn records(lines: &[String], len: u64) -> Result<(), ServiceError> {
             .body
             .check(expected)
             .map_err(|e| ServiceError::Invalid(format!("record seq {expected}: {e}")))?;
+        checked.push(record);
     }
-    Ok(())
+    Ok(checked)
 }
 
 /// Whether `duty` may retire or collect `agent`: a human may prune any agent, a sequencer only

@@ -228,16 +228,20 @@ impl State {
             return Err(conflict(actual));
         }
         let len = self.chain_len(&refname)?;
-        if let Err(invalid) = gate::records(records, len) {
-            // The length may belong to a newer tip than the one compared: then it is a conflict.
-            let actual = self.hub.tip(&refname)?;
-            return Err(if actual == expected {
-                invalid
-            } else {
-                conflict(actual)
-            });
-        }
-        let summary = format!("log: {} record(s) from seq {len}", records.len());
+        let checked = match gate::records(records, len) {
+            Ok(checked) => checked,
+            Err(invalid) => {
+                // The length may belong to a newer tip than the one compared: then it is a
+                // conflict.
+                let actual = self.hub.tip(&refname)?;
+                return Err(if actual == expected {
+                    invalid
+                } else {
+                    conflict(actual)
+                });
+            }
+        };
+        let summary = l3m_core::story::subject(&checked);
         let appended = self.hub.append(&refname, expected, records, &summary)?;
         Ok((
             LogAppended {

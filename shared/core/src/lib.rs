@@ -21,6 +21,7 @@
 //! - [`view`]: the fold from a Log to what the model sees.
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
+//! - [`story`]: one line per record, for `l3m log` and each commit of a Log's ref.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
 //! - [`string_form`](mod@string_form): the one string form of every validated text type.
@@ -52,6 +53,7 @@ pub mod names;
 pub mod owed;
 pub mod refs;
 pub mod settings;
+pub mod story;
 pub mod string_form;
 pub mod view;
 pub mod wire_format;

@@ -122,7 +122,7 @@ pub async fn cmd_ls(args: Args, cx: Context) -> Result<(), CliError> {
                 utc(l.at_ms),
                 l.from,
                 l.to,
-                crate::render::log::short(text)
+                l3m_core::story::short(text)
             );
         }
     }
