@@ -121,16 +121,16 @@ pub fn load_ledger(hub: &Hub) -> Result<(Ledger, BTreeSet<AgentName>), InitError
 /// Reads the hub secret, refusing a file others may read.
 pub fn read_secret(root: &Path) -> Result<String, InitError> {
     let path = root.join(SECRET_FILE);
-    let failed = |source| InitError::Secret {
-        path: path.clone(),
-        action: "read",
-        source,
-    };
-    let mode = fs::metadata(&path).map_err(failed)?.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(InitError::SecretExposed { path, mode });
-    }
-    Ok(fs::read_to_string(&path).map_err(failed)?.trim().to_owned())
+    l3m_wire::secret::read(&path).map_err(|e| match e {
+        l3m_wire::secret::SecretError::Read { path, source } => InitError::Secret {
+            path,
+            action: "read",
+            source,
+        },
+        l3m_wire::secret::SecretError::Exposed { path, mode } => {
+            InitError::SecretExposed { path, mode }
+        }
+    })
 }
 
 fn write_secret(root: &Path) -> Result<(), InitError> {

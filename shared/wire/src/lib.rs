@@ -26,6 +26,7 @@
 //! - [`client`]: [`client::HubClient`], one session with a hubd and a typed method per
 //!   operation.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
+//! - [`secret`]: reading the hub secret, only from a file its owner alone may read.
 //! - `test_support` (feature `test-support`): a real nats-server for tests.
 //!
 //! # Example
@@ -55,6 +56,7 @@ pub mod envelope;
 pub mod error;
 pub mod hubd;
 pub mod reply;
+pub mod secret;
 pub mod subjects;
 #[cfg(feature = "test-support")]
 pub mod test_support;
