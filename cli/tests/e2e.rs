@@ -166,6 +166,12 @@ fn a_whole_session_through_the_cli() {
     assert!(anonymous.is_err(), "an anonymous connection was accepted");
     let users = std::fs::read_to_string(home.hub_root().join(".l3m-run/nats-users.toml")).unwrap();
     for pid in &pids {
+        // nats-server and hubd get no API key of the shell that ran `l3m up`.
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&environ).contains(SENTINEL),
+            "pid {pid} inherited the shell's API key"
+        );
         let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
         let argv = String::from_utf8_lossy(&argv);
         for line in users.lines() {

@@ -172,8 +172,7 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
         .secret_file
         .clone()
         .unwrap_or_else(|| conn.hub.join(".hubd").join("secret"));
-    let secret =
-        l3m_wire::secret::read(&secret_file).map_err(|e| Failure::Usage(e.to_string()))?;
+    let secret = l3m_wire::secret::read(&secret_file).map_err(|e| Failure::Usage(e.to_string()))?;
     let (config, base) = match &conn.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -238,7 +238,18 @@ async fn start_service(
 ) -> Result<(), CliError> {
     let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
     let launch = service_args(service, hub, url, users)?;
-    let mut started = process::start(service.as_str(), binary, &launch.args, &launch.env, log)?;
+    let inherit = match service {
+        Service::Hubd => process::Inherit::Minimal,
+        Service::Sequencer => process::Inherit::All,
+    };
+    let mut started = process::start(
+        service.as_str(),
+        binary,
+        &launch.args,
+        inherit,
+        &launch.env,
+        log,
+    )?;
     let ready = match service {
         Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
         Service::Sequencer => {

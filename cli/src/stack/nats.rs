@@ -39,6 +39,7 @@ pub fn start(binary: &Path, dir: &Path, users: &Users) -> Result<(Started, Strin
         "nats-server",
         binary,
         &args,
+        process::Inherit::Minimal,
         &users.server_env(),
         dir.join("nats-server.log"),
     )?;

@@ -24,13 +24,27 @@ pub struct Started {
     pub entry: StackProcess,
 }
 
+/// What a service keeps of `l3m up`'s environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inherit {
+    /// Everything (the sequencers: the model API keys `l3m.toml` names are read from it).
+    All,
+    /// Only [`KEPT`] (nats-server, hubd): no API key or other secret of the shell reaches a
+    /// process that has no use for it.
+    Minimal,
+}
+
+/// The variables a service started with [`Inherit::Minimal`] keeps.
+pub const KEPT: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "RUST_LOG", "TZ"];
+
 /// Starts `binary args` in its own process group (so a Ctrl-C at the terminal after `l3m up`
-/// returned does not reach it), with `env` added to its environment (secrets go there, never
-/// in `args`), stdin closed and stdout and stderr appended to `log`.
+/// returned does not reach it), with the environment `inherit` keeps plus `env` (secrets go
+/// there, never in `args`), stdin closed and stdout and stderr appended to `log`.
 pub fn start(
     service: &str,
     binary: &Path,
     args: &[String],
+    inherit: Inherit,
     env: &[(String, String)],
     log: PathBuf,
 ) -> Result<Started, CliError> {
@@ -43,7 +57,13 @@ pub fn start(
     let err = file
         .try_clone()
         .map_err(|e| CliError::io("open the log", &log, e))?;
-    let child = Command::new(binary)
+    let mut command = Command::new(binary);
+    if inherit == Inherit::Minimal {
+        command
+            .env_clear()
+            .envs(KEPT.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))));
+    }
+    let child = command
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())

@@ -44,6 +44,12 @@ pub fn build_services() {
     });
 }
 
+/// A variable `l3m up` is started with, standing for a model API key in the human's shell.
+pub const SENTINEL_KEY: &str = "L3M_TEST_API_KEY";
+
+/// Its value, which no process that has no use for it may hold.
+pub const SENTINEL: &str = "sentinel-api-key-4711";
+
 /// A temporary l3m home.
 pub struct Home {
     pub dir: tempfile::TempDir,
@@ -102,11 +108,15 @@ impl Home {
         self.l3m(&["init", "--human", "alice"]).assert().success();
     }
 
-    /// `l3m up --services hubd`, guarded.
+    /// `l3m up --services hubd`, guarded; `l3m up` runs with [`SENTINEL_KEY`] in its
+    /// environment, as a model API key would be.
     pub fn up(&self) -> StackGuard<'_> {
         build_services();
         let guard = StackGuard { home: self };
-        self.l3m(&["up", "--services", "hubd"]).assert().success();
+        self.l3m(&["up", "--services", "hubd"])
+            .env(SENTINEL_KEY, SENTINEL)
+            .assert()
+            .success();
         guard
     }
 

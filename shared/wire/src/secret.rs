@@ -33,14 +33,21 @@ pub fn read(path: &Path) -> Result<String, SecretError> {
         path: path.to_path_buf(),
         source,
     };
-    let mode = std::fs::metadata(path).map_err(failed)?.permissions().mode() & 0o777;
+    let mode = std::fs::metadata(path)
+        .map_err(failed)?
+        .permissions()
+        .mode()
+        & 0o777;
     if mode & 0o077 != 0 {
         return Err(SecretError::Exposed {
             path: path.to_path_buf(),
             mode,
         });
     }
-    Ok(std::fs::read_to_string(path).map_err(failed)?.trim().to_owned())
+    Ok(std::fs::read_to_string(path)
+        .map_err(failed)?
+        .trim()
+        .to_owned())
 }
 
 #[cfg(test)]
@@ -54,10 +61,16 @@ mod tests {
         std::fs::write(&path, "abc\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let err = read(&path).unwrap_err();
-        assert!(matches!(err, SecretError::Exposed { mode: 0o644, .. }), "{err}");
+        assert!(
+            matches!(err, SecretError::Exposed { mode: 0o644, .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("chmod 600"), "{err}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read(&path).unwrap(), "abc");
-        assert!(matches!(read(&dir.path().join("none")), Err(SecretError::Read { .. })));
+        assert!(matches!(
+            read(&dir.path().join("none")),
+            Err(SecretError::Read { .. })
+        ));
     }
 }
