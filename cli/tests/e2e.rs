@@ -18,6 +18,54 @@ use predicates::prelude::*;
 /// Appends a short session to `agent`'s Log as its sequencer would (a sequencer-duty session
 /// opened with the hub secret), so log, view and stats have something real to read.
 fn append_session(home: &Home, agent: &str) {
+    let call = CallId::new("c1").unwrap();
+    let tool = ToolUseId::new("t1").unwrap();
+    let bodies = vec![
+        RecordBody::SystemPrompt {
+            text: "You keep notes.".into(),
+            continues: false,
+        },
+        RecordBody::UserLine {
+            from: Entity::parse("human:alice").unwrap(),
+            text: "write the notes".into(),
+        },
+        RecordBody::CallStarted {
+            call: call.clone(),
+            provider: "scripted".into(),
+            model: "demo".into(),
+            attempt: 1,
+            fallback_of: None,
+        },
+        RecordBody::AssistantReply {
+            call,
+            text: "Writing them now.".into(),
+            tool_uses: vec![ToolUse {
+                id: tool.clone(),
+                name: "write_file".into(),
+                input: serde_json::json!({"path": "workspace/notes.md", "content": "hi"}),
+            }],
+            usage: Usage {
+                input_tokens: 120,
+                output_tokens: 30,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+            },
+            stop_reason: "tool_use".into(),
+        },
+        RecordBody::ToolStarted { id: tool.clone() },
+        RecordBody::ToolResult {
+            id: tool,
+            output: "wrote workspace/notes.md".into(),
+            is_error: false,
+            effects: vec![],
+        },
+    ];
+    append(home, agent, bodies);
+}
+
+/// Appends `bodies` to `agent`'s Log after what it holds, as its sequencer would: a
+/// sequencer-duty session opened with the hub secret, as the `sequencer` NATS user.
+fn append(home: &Home, agent: &str, bodies: Vec<RecordBody>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -30,63 +78,16 @@ fn append_session(home: &Home, agent: &str) {
         );
         let secret = hubd::init::read_secret(&home.hub_root()).unwrap();
         let agent = AgentName::parse(agent).unwrap();
-        let client = HubClient::open(
-            bus,
-            HubId::parse("local").unwrap(),
-            &secret,
-            Duty::Sequencer {
-                agent: agent.clone(),
-            },
-        )
-        .await
-        .unwrap();
-        let call = CallId::new("c1").unwrap();
-        let tool = ToolUseId::new("t1").unwrap();
-        let bodies = vec![
-            RecordBody::SystemPrompt {
-                text: "You keep notes.".into(),
-                continues: false,
-            },
-            RecordBody::UserLine {
-                from: Entity::parse("human:alice").unwrap(),
-                text: "write the notes".into(),
-            },
-            RecordBody::CallStarted {
-                call: call.clone(),
-                provider: "scripted".into(),
-                model: "demo".into(),
-                attempt: 1,
-                fallback_of: None,
-            },
-            RecordBody::AssistantReply {
-                call,
-                text: "Writing them now.".into(),
-                tool_uses: vec![ToolUse {
-                    id: tool.clone(),
-                    name: "write_file".into(),
-                    input: serde_json::json!({"path": "workspace/notes.md", "content": "hi"}),
-                }],
-                usage: Usage {
-                    input_tokens: 120,
-                    output_tokens: 30,
-                    cache_read_tokens: 0,
-                    cache_write_tokens: 0,
-                },
-                stop_reason: "tool_use".into(),
-            },
-            RecordBody::ToolStarted { id: tool.clone() },
-            RecordBody::ToolResult {
-                id: tool,
-                output: "wrote workspace/notes.md".into(),
-                is_error: false,
-                effects: vec![],
-            },
-        ];
+        let duty = Duty::Sequencer {
+            agent: agent.clone(),
+        };
+        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &secret, duty)
+            .await
+            .unwrap();
         append_to(&client, &agent, bodies).await;
     });
 }
 
-/// Appends `bodies` to `agent`'s Log after what it holds, as its sequencer would.
 async fn append_to(client: &HubClient, agent: &AgentName, bodies: Vec<RecordBody>) {
     let read = client.read_log(agent, 0, 0).await.unwrap();
     let records: Vec<Record> = bodies
@@ -106,41 +107,22 @@ async fn append_to(client: &HubClient, agent: &AgentName, bodies: Vec<RecordBody
 
 /// Appends a model call that failed for good to `agent`'s Log.
 fn append_failed_call(home: &Home, agent: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let bus: Arc<dyn Bus> = Arc::new(
-            NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
-                .await
-                .unwrap(),
-        );
-        let secret = hubd::init::read_secret(&home.hub_root()).unwrap();
-        let agent = AgentName::parse(agent).unwrap();
-        let duty = Duty::Sequencer {
-            agent: agent.clone(),
-        };
-        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &secret, duty)
-            .await
-            .unwrap();
-        let call = CallId::new("c2").unwrap();
-        let bodies = vec![
-            RecordBody::CallStarted {
-                call: call.clone(),
-                provider: "scripted".into(),
-                model: "demo".into(),
-                attempt: 1,
-                fallback_of: None,
-            },
-            RecordBody::CallFailed {
-                call,
-                error: "the model's reply of 300000 bytes exceeds the limit".into(),
-                retryable: false,
-            },
-        ];
-        append_to(&client, &agent, bodies).await;
-    });
+    let call = CallId::new("c2").unwrap();
+    let bodies = vec![
+        RecordBody::CallStarted {
+            call: call.clone(),
+            provider: "scripted".into(),
+            model: "demo".into(),
+            attempt: 1,
+            fallback_of: None,
+        },
+        RecordBody::CallFailed {
+            call,
+            error: "the model's reply of 300000 bytes exceeds the limit".into(),
+            retryable: false,
+        },
+    ];
+    append(home, agent, bodies);
 }
 
 #[test]

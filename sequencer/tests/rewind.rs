@@ -22,7 +22,8 @@ git-read = ["refs/heads/l3m/"]
 git-write = ["refs/heads/l3m/"]
 "#;
 
-const WRITE_COMMIT_EDIT_COMMIT: &str = r#"
+/// The first two turns of every script here: write `todo.md`, commit it.
+const WRITE_AND_COMMIT: &str = r#"
 [[turn]]
 text = "write"
 [[turn.tool_use]]
@@ -33,6 +34,10 @@ text = "commit"
 [[turn.tool_use]]
 name = "git_commit"
 input = { message = "add todo" }
+"#;
+
+/// Then edit and commit again.
+const EDIT_COMMIT: &str = r#"
 [[turn]]
 text = "edit"
 [[turn.tool_use]]
@@ -106,7 +111,7 @@ async fn rewind_to_each_point_restores_files_index_and_branch() {
     let hub = TestHub::start_bound(GIT_GRANT).await;
     hub.spawn_with("demo", 20, GIT_GRANT).await;
     let start = workspace(&hub);
-    let log = run_script(&hub, WRITE_COMMIT_EDIT_COMMIT).await;
+    let log = run_script(&hub, &format!("{WRITE_AND_COMMIT}{EDIT_COMMIT}")).await;
     let results: Vec<u64> = log
         .iter()
         .filter(|r| matches!(r.body, RecordBody::ToolResult { .. }))
@@ -241,17 +246,8 @@ async fn rewind_to_each_point_restores_files_index_and_branch() {
     assert_eq!(task.await.unwrap().unwrap(), Exit::Shutdown);
 }
 
-const WRITE_COMMIT_PUSH: &str = r#"
-[[turn]]
-text = "write"
-[[turn.tool_use]]
-name = "write_file"
-input = { path = "workspace/todo.md", content = "one" }
-[[turn]]
-text = "commit"
-[[turn.tool_use]]
-name = "git_commit"
-input = { message = "add todo" }
+/// Then push.
+const PUSH: &str = r#"
 [[turn]]
 text = "push"
 [[turn.tool_use]]
@@ -277,7 +273,7 @@ async fn a_rewind_across_a_push_restores_the_branch_and_reports_the_push() {
     human.update_settings(&text, &settings.tip).await.unwrap();
     hub.spawn_with("demo", 20, &granted).await;
     let start = workspace(&hub);
-    let log = run_script(&hub, WRITE_COMMIT_PUSH).await;
+    let log = run_script(&hub, &format!("{WRITE_AND_COMMIT}{PUSH}")).await;
     let work = "refs/heads/l3m/demo/_/work";
     let pushed = git(&remote, &["rev-parse", work]);
     assert_ne!(pushed.trim(), start.branch, "the commit was pushed");
