@@ -45,6 +45,8 @@ pub(crate) enum Input {
     NeedsReview(ToolUseId, String),
     /// A harness notice to record but not show (e.g. what a rewind restored).
     Note(String),
+    /// A model reply too large to journal (`bounds::check_reply`), refused as a failed call.
+    Oversized(CallId, String),
     /// A control request and where to answer.
     Control(ControlRequest, oneshot::Sender<ControlReply>),
     /// The lease was lost.
@@ -79,6 +81,10 @@ pub(crate) struct Session {
     pub fuel: Option<Fuel>,
     /// Bytes of records journaled since the last call started: what the next call is charged.
     bytes_since_call: u64,
+    /// Oversized replies since the model last replied in bounds: the first is told to the model
+    /// (so it can answer in smaller steps), a repeat is not, and the agent waits for its next
+    /// wake instead of spending call after call.
+    oversized_in_a_row: u32,
     /// The latest reply's tool uses, so a tool-started can find its name and input.
     uses: HashMap<ToolUseId, ToolUse>,
     /// Events journaled and undecided, with their source, for the hooks.
@@ -141,6 +147,7 @@ impl Session {
             tip: None,
             fuel: None,
             bytes_since_call: 0,
+            oversized_in_a_row: 0,
             uses: HashMap::new(),
             undecided: HashMap::new(),
             noticed: HashSet::new(),
@@ -170,6 +177,7 @@ impl Session {
             }
             RecordBody::BudgetChange { left, .. } => self.fuel = Some(*left),
             RecordBody::AssistantReply { tool_uses, .. } => {
+                self.oversized_in_a_row = 0;
                 self.uses = tool_uses
                     .iter()
                     .map(|u| (u.id.clone(), u.clone()))
@@ -273,9 +281,28 @@ impl Session {
                 let id = format!("note-{}", self.owed.next_seq());
                 self.notice(id, text, Disposition::Dismiss);
             }
+            Input::Oversized(call, error) => self.oversized(call, error),
             Input::Control(request, reply) => self.control(request, reply),
         }
         None
+    }
+
+    /// Journals an oversized reply as a failed call; the first in a row is told to the model.
+    fn oversized(&mut self, call: CallId, error: String) {
+        self.calls.remove(&call);
+        let failed = Signal::ModelFailed {
+            call,
+            retryable: false,
+            error: error.clone(),
+        };
+        if self.signal(failed).is_err() {
+            return;
+        }
+        self.oversized_in_a_row = self.oversized_in_a_row.saturating_add(1);
+        if self.oversized_in_a_row == 1 {
+            let id = format!("oversized-{}", self.owed.next_seq());
+            self.notice(id, format!("(l3m) {error}"), Disposition::Show);
+        }
     }
 
     fn letter(&mut self, letter: Letter) {
@@ -610,12 +637,11 @@ impl Session {
                 .as_ref()
                 .ok()
                 .and_then(|reply| crate::bounds::check_reply(&reply.text, &reply.tool_uses).err());
+            if let Some(error) = oversized {
+                let _closed = tx.send(Input::Oversized(call_id, error));
+                return;
+            }
             let signal = match outcome {
-                Ok(_) if oversized.is_some() => Signal::ModelFailed {
-                    call: call_id,
-                    retryable: false,
-                    error: oversized.unwrap_or_default(),
-                },
                 Ok(reply) => Signal::ModelReply {
                     call: call_id,
                     text: reply.text,

@@ -725,15 +725,28 @@ async fn an_oversized_model_reply_is_a_journaled_failure_and_the_sequencer_lives
             })
             .count()
     };
+    let told = |l: &[l3m_core::log::Record]| {
+        l.iter()
+            .filter(|r| {
+                matches!(&r.body, RecordBody::Event { text, .. }
+                    if text.starts_with("(l3m) the model's reply of"))
+            })
+            .count()
+    };
     hub.letter("demo", "write it").await;
-    wait_log(&hub, "demo", 20, |l| failed(l) == 1).await;
-    hub.letter("demo", "again").await;
     wait_log(&hub, "demo", 20, |l| failed(l) == 2).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let calls = || provider.requests.load(Ordering::SeqCst);
+    assert_eq!(calls(), 2, "told once, asked again");
+    assert_eq!(told(&hub.log("demo").await), 1);
+    hub.letter("demo", "again").await;
+    wait_log(&hub, "demo", 20, |l| failed(l) == 3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(calls(), 3, "one call for the next wake");
     assert_eq!(
-        provider.requests.load(Ordering::SeqCst),
-        2,
-        "one call per wake"
+        told(&hub.log("demo").await),
+        1,
+        "a repeat is not told again"
     );
     assert!(!task.is_finished(), "the sequencer keeps running");
     assert!(read(&hub.acr("demo").join("workspace/big")).is_none());
