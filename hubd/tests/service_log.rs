@@ -253,7 +253,13 @@ async fn retire_removes_a_subtree_deepest_first() {
     assert!(!f.refs().contains("/_/grants"), "{}", f.refs());
     assert!(!f.dir.path().join("HUB/forest/bob/self").exists());
     let tree: AgentTree = f
-        .call(Op::ListAgents, &ListAgents { capability: human })
+        .call(
+            Op::ListAgents,
+            &ListAgents {
+                capability: human.clone(),
+                after: None,
+            },
+        )
         .await
         .unwrap();
     assert!(
@@ -261,6 +267,20 @@ async fn retire_removes_a_subtree_deepest_first() {
         "{tree:?}"
     );
     assert_eq!(tree.agents.len(), 4);
+    assert_eq!(tree.next, None, "four agents fit one page");
+    // A page starts after the name asked for, in name order.
+    let rest: AgentTree = f
+        .call(
+            Op::ListAgents,
+            &ListAgents {
+                capability: human,
+                after: Some("bob/a".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let names: Vec<&str> = rest.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["bob/a/deep", "bob/b"]);
     f.fsck();
 }
 

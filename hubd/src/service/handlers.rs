@@ -98,7 +98,7 @@ pub async fn collect(state: Arc<State>, req: Collect) -> Result<Collected, Servi
 
 /// `hubd.list-agents`.
 pub async fn list_agents(state: Arc<State>, req: ListAgents) -> Result<AgentTree, ServiceError> {
-    state.list_agents(&req.capability)
+    state.list_agents(&req.capability, req.after.as_deref())
 }
 
 /// `hubd.send-letter`.

@@ -628,13 +628,22 @@ impl State {
 
     /// `hubd.list-agents`. Running versus asleep needs the sequencer's session lock, which does
     /// not exist yet, so every live agent is reported `live`.
-    pub fn list_agents(&self, capability: &Capability) -> Result<AgentTree, ServiceError> {
+    pub fn list_agents(
+        &self,
+        capability: &Capability,
+        after: Option<&str>,
+    ) -> Result<AgentTree, ServiceError> {
         self.duty(capability)?;
+        let after = after.map(gate::agent).transpose()?;
         let now = Instant::now();
         let tree = self.tree();
-        let agents = tree
+        let start = match &after {
+            Some(after) => std::ops::Bound::Excluded(after),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut agents: Vec<AgentState> = tree
             .names
-            .iter()
+            .range((start, std::ops::Bound::Unbounded))
             .filter_map(|name| {
                 let entry = tree.ledger.agent(name)?;
                 let holder = match entry.life {
@@ -656,7 +665,13 @@ impl State {
                 })
             })
             .collect();
-        Ok(AgentTree { agents })
+        // One page: what one message holds (each state's text, with room for its framing).
+        let fits = wire_format::page_len(agents.iter().map(|a| {
+            a.name.len() + a.parent.len() + a.holder.as_ref().map_or(0, String::len) + 64
+        }));
+        let next = (fits < agents.len()).then(|| agents[fits - 1].name.clone());
+        agents.truncate(fits);
+        Ok(AgentTree { agents, next })
     }
 
     /// `hubd.send-letter`: stamped with the session's true sender, checked against the

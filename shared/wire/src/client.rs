@@ -411,15 +411,31 @@ impl HubClient {
         .await
     }
 
-    /// Lists every agent the ledger knows, with its computed state.
+    /// Lists every agent the ledger knows, with its computed state, page by page.
     pub async fn list_agents(&self) -> Result<AgentTree, ClientError> {
-        self.call(
-            Op::ListAgents,
-            &ListAgents {
-                capability: self.cap(),
-            },
-        )
-        .await
+        let mut tree = AgentTree {
+            agents: Vec::new(),
+            next: None,
+        };
+        let mut after = None;
+        loop {
+            let page: AgentTree = self
+                .call(
+                    Op::ListAgents,
+                    &ListAgents {
+                        capability: self.cap(),
+                        after: after.take(),
+                    },
+                )
+                .await?;
+            let progress = !page.agents.is_empty();
+            tree.agents.extend(page.agents);
+            match page.next {
+                // A page that brings nothing would be asked for again forever: stop instead.
+                Some(next) if progress => after = Some(next),
+                _ => return Ok(tree),
+            }
+        }
     }
 
     /// Sends a letter from this session's entity to `to` (an address).

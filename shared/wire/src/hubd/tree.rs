@@ -8,8 +8,10 @@
 //! - `hubd.retire` `{ capability, agent: str }` → `hubd.retired` `{ agents: [str] }`: the whole
 //!   live subtree, deepest first, in the order it was retired.
 //! - `hubd.collect` `{ capability, agent: str }` → `hubd.collected` `{ agent: str }`.
-//! - `hubd.list-agents` `{ capability }` → `hubd.agent-tree` `{ agents: [AgentState] }`, every
-//!   agent the ledger knows, in name order; each `{ name, parent, life, holder: str|nil }` with
+//! - `hubd.list-agents` `{ capability, after: str|nil }` → `hubd.agent-tree` `{ agents:
+//!   [AgentState], next: str|nil }`, the agents the ledger knows after `after`, in name order,
+//!   one page of them (`l3m_core::wire_format::PAGE_BYTES`); `next` is where the next page
+//!   starts; each `{ name, parent, life, holder: str|nil }` with
 //!   `life` one of `running` (a sequencer holds its lease, named by `holder`), `asleep`,
 //!   `retired`, `collected`.
 
@@ -102,6 +104,9 @@ impl Message for Collected {
 pub struct ListAgents {
     /// The caller's session.
     pub capability: Capability,
+    /// Where the page starts: the agents after this name (none: from the first).
+    #[serde(default)]
+    pub after: Option<String>,
 }
 
 impl Message for ListAgents {
@@ -139,8 +144,11 @@ pub struct AgentState {
 /// The agent tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentTree {
-    /// Every agent the ledger knows, in name order.
+    /// The agents the ledger knows, in name order: one page of them.
     pub agents: Vec<AgentState>,
+    /// Where the next page starts (ask again with `after` = this), or `None` after the last.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 impl Message for AgentTree {
