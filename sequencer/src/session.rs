@@ -87,8 +87,6 @@ pub(crate) struct Session {
     oversized_in_a_row: u32,
     /// The latest reply's tool uses, so a tool-started can find its name and input.
     uses: HashMap<ToolUseId, ToolUse>,
-    /// Events journaled and undecided, with their source, for the hooks.
-    undecided: HashMap<EventId, EventSource>,
     /// Wild uses already noticed as waiting for review.
     noticed: HashSet<ToolUseId>,
     /// Running activities by id (call or tool use), so an interrupt can stop model calls.
@@ -149,7 +147,6 @@ impl Session {
             bytes_since_call: 0,
             oversized_in_a_row: 0,
             uses: HashMap::new(),
-            undecided: HashMap::new(),
             noticed: HashSet::new(),
             calls: HashMap::new(),
             running_tools: HashSet::new(),
@@ -182,12 +179,6 @@ impl Session {
                     .iter()
                     .map(|u| (u.id.clone(), u.clone()))
                     .collect();
-            }
-            RecordBody::Event { id, source, .. } => {
-                self.undecided.insert(id.clone(), source.clone());
-            }
-            RecordBody::HookDecision { event, .. } => {
-                self.undecided.remove(event);
             }
             RecordBody::GrantChange { grants_commit, .. } => {
                 self.grants_commit = Some(grants_commit.clone());
@@ -442,13 +433,13 @@ impl Session {
 
     /// Decides every undecided event with the default hook (no hook: `without_hook`).
     fn hooks(&mut self) {
-        let undecided: Vec<EventId> = self.owed.undecided_events().to_vec();
+        let undecided = self.owed.undecided_events().to_vec();
         for event in undecided {
-            let disposition = self
-                .undecided
-                .get(&event)
-                .map_or(Disposition::Show, Disposition::without_hook);
-            self.signal_or_drop(Signal::Decision { event, disposition });
+            let disposition = Disposition::without_hook(&event.source);
+            self.signal_or_drop(Signal::Decision {
+                event: event.id,
+                disposition,
+            });
         }
         let waiting: Vec<ToolUseId> = self
             .owed

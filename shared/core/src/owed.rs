@@ -88,6 +88,15 @@ pub struct PendingTool {
     pub stage: Stage,
 }
 
+/// An event journaled without a hook decision yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecided {
+    /// The event.
+    pub id: EventId,
+    /// Where it came from: what the hook decides by.
+    pub source: EventSource,
+}
+
 /// What the Log says is open and owed. Fold it with [`Owed::apply`] or [`Owed::from_records`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Owed {
@@ -110,7 +119,7 @@ struct Now {
     running: Vec<ToolUseId>,
     wants_call: bool,
     live: bool,
-    undecided: Vec<EventId>,
+    undecided: Vec<Undecided>,
     fuel: Option<Fuel>,
 }
 
@@ -191,8 +200,9 @@ impl Owed {
         &self.now.running
     }
 
-    /// Events journaled without a hook decision yet: the sequencer runs the hook on each.
-    pub fn undecided_events(&self) -> &[EventId] {
+    /// Events journaled without a hook decision yet, with where each came from: the sequencer
+    /// runs the hook on each. A rewind retracts them with the conversation.
+    pub fn undecided_events(&self) -> &[Undecided] {
         &self.now.undecided
     }
 
@@ -370,13 +380,16 @@ impl Now {
                 }
             }
             RecordBody::ToolResult { id, .. } => self.resolve(id),
-            RecordBody::Event { id, .. } => {
-                if !self.undecided.contains(id) {
-                    self.undecided.push(id.clone());
+            RecordBody::Event { id, source, .. } => {
+                if !self.undecided.iter().any(|u| u.id == *id) {
+                    self.undecided.push(Undecided {
+                        id: id.clone(),
+                        source: source.clone(),
+                    });
                 }
             }
             RecordBody::HookDecision { event, disposition } => {
-                if let Some(i) = self.undecided.iter().position(|e| e == event) {
+                if let Some(i) = self.undecided.iter().position(|u| u.id == *event) {
                     self.undecided.remove(i);
                     if *disposition == Disposition::Show {
                         self.input();
@@ -701,7 +714,7 @@ pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
             one(RecordBody::Event { id, source, text })
         }
         Signal::Decision { event, disposition } => {
-            if !now.undecided.contains(&event) {
+            if !now.undecided.iter().any(|u| u.id == event) {
                 return Err(Stale::EventNotUndecided { event });
             }
             one(RecordBody::HookDecision { event, disposition })

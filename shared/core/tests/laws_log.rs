@@ -577,7 +577,7 @@ impl Driver {
                 let event = if undecided.is_empty() {
                     event_id(*k)
                 } else {
-                    undecided[usize::from(*k) % undecided.len()].clone()
+                    undecided[usize::from(*k) % undecided.len()].id.clone()
                 };
                 let disposition = [
                     Disposition::Show,
@@ -982,5 +982,28 @@ proptest! {
         let calls = records.iter().filter(|r| matches!(r.body, RecordBody::CallStarted { .. })).count() as u64;
         prop_assert_eq!(owed.spent().model_calls, calls);
         prop_assert!(owed.spent().bytes >= drop_bytes);
+    }
+}
+
+proptest! {
+    /// Undecided events live in one place, `Owed`, with their sources: a rewind retracts them
+    /// all (the copy the sequencer once kept beside them did not), and each carries the source
+    /// its event was journaled with.
+    #[test]
+    fn undecided_events_are_retracted_by_a_rewind_and_keep_their_source(log in arbitrary_log()) {
+        let mut owed = Owed::default();
+        for r in &log {
+            owed.apply(r);
+            if matches!(r.body, RecordBody::Rewind { .. }) {
+                prop_assert!(owed.undecided_events().is_empty());
+            }
+            for u in owed.undecided_events() {
+                let journaled = log.iter().find_map(|e| match &e.body {
+                    RecordBody::Event { id, source, .. } if *id == u.id => Some(source),
+                    _ => None,
+                });
+                prop_assert_eq!(journaled, Some(&u.source));
+            }
+        }
     }
 }
