@@ -392,7 +392,7 @@ async fn rewind_to(
     let tokens = mint_tokens(grant, agent, &acr)?;
     let restore = match apply {
         Apply::No => rewind::plan(&tokens, &entries, &undo)?,
-        Apply::Yes => rewind::restore(&tokens, &entries, &undo, &journal)?,
+        Apply::Yes => rewind::restore(&tokens, &entries, &undo, &journal, now_ms())?,
     };
     Ok(Forecast::new(to, restore, after))
 }
@@ -405,11 +405,20 @@ async fn aftermath_of(
 ) -> Result<(Vec<EffectNote>, BTreeSet<EntryId>), SequencerError> {
     let read = client.read_log_from(agent, to.saturating_add(1)).await?;
     let after = aftermath(&read.records, to);
+    // An id that does not parse is refused, never skipped: skipping it would leave an edit
+    // unrestored while the narration said the rewind was whole.
     let undo = after
         .undo
         .iter()
-        .filter_map(|id| id.parse().ok().map(EntryId))
-        .collect();
+        .map(|id| {
+            id.parse().map(EntryId).map_err(|_| {
+                SequencerError::Record(format!(
+                    "the Log names undo entry {id:?} after record {to}, which is not an \
+                     undo-journal id; the rewind stops rather than skip it"
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
     Ok((after.lasting, undo))
 }
 

@@ -58,9 +58,38 @@ pub fn plan(
     journal: &[UndoEntry],
     undo: &BTreeSet<EntryId>,
 ) -> Result<Restore, RestoreError> {
+    plan_of(tokens, journal, &chosen(journal, undo))
+}
+
+/// Plans undoing the entries of `journal` whose ids are in `undo` and, if the plan holds whole,
+/// carries it out, journaling each branch move in `into` first, at `time_ms` (the caller's
+/// clock). Returns what was put back.
+pub fn restore(
+    tokens: &Tokens,
+    journal: &[UndoEntry],
+    undo: &BTreeSet<EntryId>,
+    into: &dyn UndoJournal,
+    time_ms: u64,
+) -> Result<Restore, RestoreError> {
     let entries = chosen(journal, undo);
+    let planned = plan_of(tokens, journal, &entries)?;
+    if planned.edits > 0 {
+        files::restore(files_token(tokens)?, &entries)?;
+    }
+    if !planned.refs.is_empty() {
+        git::restore(git_token(tokens)?, &planned.refs, into, time_ms)?;
+    }
+    Ok(planned)
+}
+
+/// The plan for `entries` (the chosen entries of `journal`).
+fn plan_of(
+    tokens: &Tokens,
+    journal: &[UndoEntry],
+    entries: &[UndoEntry],
+) -> Result<Restore, RestoreError> {
     let refs = if entries.iter().any(|e| matches!(e.undo, Undo::Ref(_))) {
-        git::plan_restore(git_token(tokens)?, journal, &entries)?
+        git::plan_restore(git_token(tokens)?, journal, entries)?
     } else {
         Vec::new()
     };
@@ -70,7 +99,7 @@ pub fn plan(
         .map(UndoEntry::target)
         .collect();
     if !paths.is_empty() {
-        files::check_restorable(files_token(tokens)?, &entries)?;
+        files::check_restorable(files_token(tokens)?, entries)?;
     }
     Ok(Restore {
         edits: paths.len(),
@@ -82,25 +111,6 @@ pub fn plan(
             .collect(),
         refs,
     })
-}
-
-/// Plans undoing the entries of `journal` whose ids are in `undo` and, if the plan holds whole,
-/// carries it out, journaling each branch move in `into` first. Returns what was put back.
-pub fn restore(
-    tokens: &Tokens,
-    journal: &[UndoEntry],
-    undo: &BTreeSet<EntryId>,
-    into: &dyn UndoJournal,
-) -> Result<Restore, RestoreError> {
-    let mut planned = plan(tokens, journal, undo)?;
-    let entries = chosen(journal, undo);
-    if planned.edits > 0 {
-        files::restore(files_token(tokens)?, &entries)?;
-    }
-    if !planned.refs.is_empty() {
-        planned.refs = git::restore(git_token(tokens)?, journal, &entries, into)?;
-    }
-    Ok(planned)
 }
 
 /// The entries of `journal` whose ids are in `undo`, oldest first.

@@ -149,6 +149,7 @@ impl Agent {
             &self.entries(),
             &self.after(point),
             &self.hub.journal,
+            self.clock,
         )
     }
 

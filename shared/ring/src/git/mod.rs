@@ -222,14 +222,7 @@ pub fn commit(
             reason: "the worktree matches HEAD",
         });
     }
-    let signature = gix::actor::Signature {
-        name: token.author().as_str().into(),
-        email: format!("{}@l3m.invalid", token.author()).into(),
-        time: gix::date::Time {
-            seconds: i64::try_from(time_ms / 1000).unwrap_or(i64::MAX),
-            offset: 0,
-        },
-    };
+    let signature = signature(token, time_ms);
     let id = wt
         .repo
         .write_object(&gix::objs::Commit {
@@ -244,7 +237,15 @@ pub fn commit(
         .map_err(gix("write the commit"))?
         .detach();
     journal_move(journal, &wt, &branch, head, id, time_ms)?;
-    move_branch(&wt.repo, &branch, head, id, &signature, message)?;
+    let summary = message.lines().next().unwrap_or_default();
+    move_branch(
+        &wt.repo,
+        &branch,
+        head,
+        Some(id),
+        &signature,
+        &format!("commit: {summary}"),
+    )?;
     let mut index = wt
         .repo
         .index_from_tree(&new_tree)
@@ -285,50 +286,73 @@ fn journal_move(
     journal.record(&entry).map_err(refused)
 }
 
-/// Moves `branch` from `expected` (`None`: it must not exist) to `new`, or reports it moved.
+/// The agent as author, committer and reflog identity, at `time_ms` (from the caller's clock).
+fn signature(token: &GitToken, time_ms: u64) -> gix::actor::Signature {
+    gix::actor::Signature {
+        name: token.author().as_str().into(),
+        email: format!("{}@l3m.invalid", token.author()).into(),
+        time: gix::date::Time {
+            seconds: i64::try_from(time_ms / 1000).unwrap_or(i64::MAX),
+            offset: 0,
+        },
+    }
+}
+
+/// Moves `branch` by compare-and-swap from `expected` (`None`: it must not exist) to `new`
+/// (`None`: delete it), with `reflog` as the reflog message, or reports that it moved.
 fn move_branch(
     repo: &gix::Repository,
     branch: &str,
     expected: Option<ObjectId>,
-    new: ObjectId,
+    new: Option<ObjectId>,
     signature: &gix::actor::Signature,
-    message: &str,
+    reflog: &str,
 ) -> Result<(), GitError> {
     let name = branch.try_into().map_err(gix("name the branch"))?;
-    let edit = RefEdit {
-        change: gix::refs::transaction::Change::Update {
+    let expected_value = match expected {
+        Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+        None => PreviousValue::MustNotExist,
+    };
+    let change = match new {
+        Some(new) => gix::refs::transaction::Change::Update {
             log: LogChange {
                 mode: RefLog::AndReference,
                 force_create_reflog: false,
-                message: format!("commit: {}", message.lines().next().unwrap_or_default()).into(),
+                message: reflog.into(),
             },
-            expected: match expected {
-                Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
-                None => PreviousValue::MustNotExist,
-            },
+            expected: expected_value,
             new: Target::Object(new),
         },
+        None => gix::refs::transaction::Change::Delete {
+            expected: expected_value,
+            log: RefLog::AndReference,
+        },
+    };
+    let edit = RefEdit {
+        change,
         name,
         deref: false,
     };
     let mut buf = gix::date::parse::TimeBuf::default();
     match repo.edit_references_as([edit], Some(signature.to_ref(&mut buf))) {
         Ok(_) => Ok(()),
-        Err(err) => {
-            let now = repo
-                .try_find_reference(branch)
-                .ok()
-                .flatten()
-                .and_then(|mut r| r.peel_to_id().ok().map(gix::Id::detach));
-            if now == expected {
-                Err(gix("move the branch")(err))
-            } else {
-                Err(GitError::Moved {
-                    branch: branch.to_owned(),
-                })
-            }
-        }
+        Err(err) if tip(repo, branch).ok() == Some(expected) => Err(gix("move the branch")(err)),
+        Err(_) => Err(GitError::Moved {
+            branch: branch.to_owned(),
+        }),
     }
+}
+
+/// Where `branch` points now, if it exists.
+fn tip(repo: &gix::Repository, branch: &str) -> Result<Option<ObjectId>, GitError> {
+    let Some(mut found) = repo
+        .try_find_reference(branch)
+        .map_err(gix("find the branch"))?
+    else {
+        return Ok(None);
+    };
+    let id = found.peel_to_id().map_err(gix("resolve the branch"))?;
+    Ok(Some(id.detach()))
 }
 
 /// HEAD's branch and commit, if that branch may be read: a worktree whose HEAD is detached or on

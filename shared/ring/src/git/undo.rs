@@ -6,18 +6,16 @@
 //! rewind's, since rewinds journal their moves too — or where that move found it (the move never
 //! happened: a commit that lost its compare-and-swap, or a crash between journal and ref).
 //! Anywhere else, someone else (a human, a merge) moved it, and the whole rewind stops before
-//! changing anything. [`restore`] carries out the plan: each move is journaled first, then made
+//! changing anything. [`restore`] carries out a plan: each move is journaled first, then made
 //! by compare-and-swap; then the index of each worktree whose checked-out branch moved is
 //! rewritten from the branch's tree, so files, index and branch agree.
 
 use std::collections::BTreeMap;
 
 use gix::ObjectId;
-use gix::refs::Target;
-use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
 use super::error::{GitError, gix};
-use super::{head_of, open};
+use super::{head_of, move_branch, open, signature, tip};
 use crate::journal::{RefMove, Undo, UndoEntry, UndoJournal};
 use crate::path::RelPath;
 use crate::tokens::GitToken;
@@ -118,18 +116,19 @@ pub fn plan_restore(
     steps(&all, &undo, &now)
 }
 
-/// Plans (see [`plan_restore`]) and makes the moves that undo `undo`, journaling each in
-/// `into` before making it, then rewrites the index of each worktree whose checked-out branch
-/// moved from the branch's tree. Returns the steps taken.
+/// Makes the moves `steps` plans (from [`plan_restore`]), each journaled in `into` first and
+/// made by compare-and-swap against where the plan found the branch, at `time_ms` (the caller's
+/// clock); then rewrites the index of each worktree whose checked-out branch moved from the
+/// branch's tree.
 pub fn restore(
     token: &GitToken,
-    journal: &[UndoEntry],
-    undo: &[UndoEntry],
+    steps: &[RefStep],
     into: &dyn UndoJournal,
-) -> Result<Vec<RefStep>, GitError> {
-    let steps = plan_restore(token, journal, undo)?;
+    time_ms: u64,
+) -> Result<(), GitError> {
+    let signature = signature(token, time_ms);
     let mut touched: BTreeMap<RelPath, Vec<String>> = BTreeMap::new();
-    for step in &steps {
+    for step in steps {
         let wt = open::open(token, step.worktree.as_str())?;
         let refused = |source| GitError::Journal {
             branch: step.branch.clone(),
@@ -143,10 +142,10 @@ pub fn restore(
                 old: step.from.clone(),
                 new: step.to.clone(),
             }),
-            at_ms: now_s().saturating_mul(1000),
+            at_ms: time_ms,
         };
         into.record(&entry).map_err(refused)?;
-        move_back(&wt.repo, step, token)?;
+        move_back(&wt.repo, step, &signature)?;
         touched
             .entry(step.worktree.clone())
             .or_default()
@@ -159,88 +158,37 @@ pub fn restore(
             reset_index(&wt.repo, commit)?;
         }
     }
-    Ok(steps)
+    Ok(())
 }
 
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Where `branch` points now, if it exists.
-fn tip(repo: &gix::Repository, branch: &str) -> Result<Option<ObjectId>, GitError> {
-    let Some(mut found) = repo
-        .try_find_reference(branch)
-        .map_err(gix("find the branch"))?
-    else {
-        return Ok(None);
+/// Moves one branch back; a branch that moved since the plan is named with where it is now.
+fn move_back(
+    repo: &gix::Repository,
+    step: &RefStep,
+    signature: &gix::actor::Signature,
+) -> Result<(), GitError> {
+    let id = |hex: &Option<String>| {
+        hex.as_deref()
+            .map(|h| parse_id(&step.branch, h))
+            .transpose()
     };
-    Ok(Some(
-        found
-            .peel_to_id()
-            .map_err(gix("resolve the branch"))?
-            .detach(),
-    ))
-}
-
-/// Moves one branch back by compare-and-swap against where the plan found it; the reflog names
-/// the token's agent, now.
-fn move_back(repo: &gix::Repository, step: &RefStep, token: &GitToken) -> Result<(), GitError> {
-    let from = step
-        .from
-        .as_deref()
-        .map(|id| parse_id(&step.branch, id))
-        .transpose()?;
-    let expected = match from {
-        Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
-        None => PreviousValue::MustNotExist,
-    };
-    let log = LogChange {
-        mode: RefLog::AndReference,
-        force_create_reflog: false,
-        message: "l3m rewind: moved back".into(),
-    };
-    let change = match &step.to {
-        Some(to) => Change::Update {
-            log,
-            expected,
-            new: Target::Object(parse_id(&step.branch, to)?),
-        },
-        None => Change::Delete {
-            expected,
-            log: RefLog::AndReference,
-        },
-    };
-    let edit = RefEdit {
-        change,
-        name: step
-            .branch
-            .as_str()
-            .try_into()
-            .map_err(gix("name the branch"))?,
-        deref: false,
-    };
-    let signature = gix::actor::Signature {
-        name: token.author().as_str().into(),
-        email: format!("{}@l3m.invalid", token.author()).into(),
-        time: gix::date::Time {
-            seconds: i64::try_from(now_s()).unwrap_or(i64::MAX),
-            offset: 0,
-        },
-    };
-    let mut buf = gix::date::parse::TimeBuf::default();
-    let edited = repo.edit_references_as([edit], Some(signature.to_ref(&mut buf)));
-    edited
-        .map(drop)
-        .map_err(|err| match tip(repo, &step.branch) {
-            Ok(now) if now != from => GitError::MovedSince {
-                branch: step.branch.clone(),
-                expected: step.from.clone().unwrap_or_else(|| "nothing".into()),
-                found: now.map_or_else(|| "nothing (it was deleted)".into(), |id| id.to_string()),
-            },
-            _ => gix("move the branch back")(err),
-        })
+    let (from, to) = (id(&step.from)?, id(&step.to)?);
+    match move_branch(
+        repo,
+        &step.branch,
+        from,
+        to,
+        signature,
+        "l3m rewind: moved back",
+    ) {
+        Err(GitError::Moved { branch }) => Err(GitError::MovedSince {
+            expected: step.from.clone().unwrap_or_else(|| "nothing".into()),
+            found: tip(repo, &branch)?
+                .map_or_else(|| "nothing (it was deleted)".into(), |id| id.to_string()),
+            branch,
+        }),
+        other => other,
+    }
 }
 
 /// Rewrites the worktree's index from `commit`'s tree (the empty tree when the branch is gone).
