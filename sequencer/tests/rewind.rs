@@ -311,3 +311,42 @@ async fn a_rewind_across_a_push_restores_the_branch_and_reports_the_push() {
         "{notice}"
     );
 }
+
+/// An undo id in the Log that is not a journal id stops the forecast, naming it: a rewind never
+/// skips an edit it was told to restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_undo_id_in_the_log_stops_the_rewind_naming_it() {
+    let hub = TestHub::start_bound(GIT_GRANT).await;
+    hub.spawn_with("demo", 20, GIT_GRANT).await;
+    let client = hub.sequencer_client("demo").await;
+    let start = l3m_core::log::Record {
+        seq: 0,
+        at_ms: 0,
+        body: RecordBody::TurnEnd,
+    };
+    let result = l3m_core::log::Record {
+        seq: 1,
+        at_ms: 0,
+        body: RecordBody::ToolResult {
+            id: l3m_core::log::ToolUseId::new("t1").unwrap(),
+            output: "wrote".into(),
+            is_error: false,
+            effects: vec![EffectNote {
+                class: EffectClass::FsWrite,
+                target: "workspace/x".into(),
+                undo: Some("not-an-id".into()),
+            }],
+        },
+    };
+    client
+        .append_log(&agent("demo"), None, &[start, result])
+        .await
+        .unwrap();
+    let err = dry_run(&hub, 0).await;
+    assert!(
+        matches!(&err, Err(e) if e.to_string().contains("\"not-an-id\"")),
+        "{err:?}"
+    );
+    // Rewinding to the record itself has nothing after it to undo, and is not refused.
+    assert_eq!(dry_run(&hub, 1).await.unwrap().edits, 0);
+}
