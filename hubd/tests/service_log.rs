@@ -571,3 +571,54 @@ async fn git_log_of_a_log_ref_reads_as_the_agents_story() {
     };
     assert_eq!(subject.trim_end(), "event: the notes are done (+1 more)");
 }
+
+/// A read of a long Log answers one page of at most `PAGE_LINES` records, whatever the range
+/// asked, so a reader walks a long chain page by page instead of rereading its rest each time;
+/// the client reads every page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_log_is_read_a_page_of_lines_at_a_time() {
+    use l3m_core::wire_format::PAGE_LINES;
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let n = PAGE_LINES + 88;
+    f.call::<_, LogAppended>(
+        Op::AppendLog,
+        &AppendLog {
+            capability: bob.clone(),
+            agent: "bob".into(),
+            expected_tip: None,
+            records: (0..n).map(record).collect(),
+        },
+    )
+    .await
+    .unwrap();
+    let page: LogRange = f
+        .call(
+            Op::ReadLog,
+            &ReadLog {
+                capability: bob,
+                agent: "bob".into(),
+                from: 0,
+                to: u64::MAX,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.records.len() as u64, PAGE_LINES);
+    assert_eq!(page.len, n);
+    let client = l3m_wire::client::HubClient::open(
+        f.bus.clone(),
+        l3m_wire::subjects::HubId::parse("t").unwrap(),
+        &f.secret,
+        l3m_core::duty::Duty::Sequencer {
+            agent: agent("bob"),
+        },
+    )
+    .await
+    .unwrap();
+    let all = client.read_log_from(&agent("bob"), 0).await.unwrap();
+    assert_eq!(all.records.len() as u64, n);
+    assert!(all.records.iter().zip(0..).all(|(r, seq)| r.seq == seq));
+}

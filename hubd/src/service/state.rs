@@ -287,6 +287,8 @@ impl State {
         )))
     }
 
+    /// One page of the chain `refname` from `from` (up to `to`): at most `PAGE_LINES` lines,
+    /// cut to `PAGE_BYTES`; with the first line's number and the chain's length.
     fn read_chain(
         &self,
         refname: &str,
@@ -294,7 +296,10 @@ impl State {
         to: u64,
     ) -> Result<(Vec<String>, u64, u64), ServiceError> {
         let len = self.chain_len(refname)?;
-        let to = to.min(len);
+        let from = from.min(len);
+        let to = to
+            .min(len)
+            .min(from.saturating_add(wire_format::PAGE_LINES));
         let from = from.min(to);
         let mut lines = if from == to {
             Vec::new()

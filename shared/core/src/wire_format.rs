@@ -18,6 +18,10 @@ pub const MAX_STORED_LINE: usize = 256 * 1024;
 /// where the page ended. With [`MAX_STORED_LINE`] it bounds every page under the bus's limit.
 pub const PAGE_BYTES: usize = 512 * 1024;
 
+/// The most lines one reply page carries, whatever their size: a reader of a long chain then
+/// reads each stored line once, not the whole rest of the chain for every page.
+pub const PAGE_LINES: u64 = 512;
+
 /// How many of `lines` (lengths in bytes, oldest first) one page carries: as many as fit
 /// [`PAGE_BYTES`], and always at least one, so a reader always makes progress.
 pub fn page_len(lines: impl IntoIterator<Item = usize>) -> usize {

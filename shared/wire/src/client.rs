@@ -298,9 +298,8 @@ impl HubClient {
         from: u64,
         to: u64,
     ) -> Result<LogRead, ClientError> {
-        /// Records asked for per page; hubd cuts a page shorter by bytes.
-        const PAGE: u64 = 512;
-        let ask = |at: u64| at.saturating_add(PAGE).min(to);
+        // hubd cuts a page shorter by bytes.
+        let ask = |at: u64| at.saturating_add(l3m_core::wire_format::PAGE_LINES).min(to);
         let mut read = self.read_log(agent, from, ask(from)).await?;
         loop {
             let next = from + read.records.len() as u64;
