@@ -178,16 +178,12 @@ fn service_args(
     let mut env = Vec::new();
     let identity = match (users, &hub.entry.nats_user, &hub.entry.nats_password_env) {
         (Some(users), _, _) => {
-            let Some(l3m_wire::bus::NatsAuth::UserPassword { user, password }) =
-                users.auth(service.as_str())
-            else {
-                return Err(CliError::Runtime(format!(
-                    "the local stack has no NATS user for {}",
-                    service.as_str()
-                )));
-            };
-            env.push((PASSWORD_ENV.to_owned(), password));
-            Some((user, PASSWORD_ENV.to_owned()))
+            let user = service.as_str();
+            let password = users.password(user).ok_or_else(|| {
+                CliError::Runtime(format!("the local stack has no NATS user for {user}"))
+            })?;
+            env.push((PASSWORD_ENV.to_owned(), password.to_owned()));
+            Some((user.to_owned(), PASSWORD_ENV.to_owned()))
         }
         (None, Some(user), Some(var)) => {
             if std::env::var_os(var).is_none() {

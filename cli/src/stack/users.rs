@@ -104,18 +104,22 @@ impl Users {
         .collect()
     }
 
+    /// `user`'s password, if it is one of the stack's users.
+    pub fn password(&self, user: &str) -> Option<&str> {
+        match user {
+            "hubd" => Some(&self.hubd),
+            "sequencer" => Some(&self.sequencer),
+            "cli" => Some(&self.cli),
+            "postman" => Some(&self.postman),
+            _ => None,
+        }
+    }
+
     /// How `user` connects.
     pub fn auth(&self, user: &str) -> Option<NatsAuth> {
-        let password = match user {
-            "hubd" => &self.hubd,
-            "sequencer" => &self.sequencer,
-            "cli" => &self.cli,
-            "postman" => &self.postman,
-            _ => return None,
-        };
         Some(NatsAuth::UserPassword {
             user: user.to_owned(),
-            password: password.clone(),
+            password: self.password(user)?.to_owned(),
         })
     }
 }
