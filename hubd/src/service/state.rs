@@ -669,11 +669,15 @@ impl State {
                     holder,
                 })
             })
+            // One more than a page holds, to know whether another page follows.
+            .take(wire_format::PAGE_LINES as usize + 1)
             .collect();
-        // One page: what one message holds (each state's text, with room for its framing).
+        // One page: at most PAGE_LINES agents, and what one message holds (each state's text,
+        // with room for its framing).
         let fits = wire_format::page_len(agents.iter().map(|a| {
             a.name.len() + a.parent.len() + a.holder.as_ref().map_or(0, String::len) + 64
-        }));
+        }))
+        .min(wire_format::PAGE_LINES as usize);
         let next = (fits < agents.len()).then(|| agents[fits - 1].name.clone());
         agents.truncate(fits);
         Ok(AgentTree { agents, next })
