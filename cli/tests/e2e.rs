@@ -29,13 +29,7 @@ fn append_session(home: &Home, agent: &str) {
             from: Entity::parse("human:alice").unwrap(),
             text: "write the notes".into(),
         },
-        RecordBody::CallStarted {
-            call: call.clone(),
-            provider: "scripted".into(),
-            model: "demo".into(),
-            attempt: 1,
-            fallback_of: None,
-        },
+        started(&call),
         RecordBody::AssistantReply {
             call,
             text: "Writing them now.".into(),
@@ -105,17 +99,22 @@ async fn append_to(client: &HubClient, agent: &AgentName, bodies: Vec<RecordBody
         .unwrap();
 }
 
+/// A first attempt of `call` on the scripted demo model.
+fn started(call: &CallId) -> RecordBody {
+    RecordBody::CallStarted {
+        call: call.clone(),
+        provider: "scripted".into(),
+        model: "demo".into(),
+        attempt: 1,
+        fallback_of: None,
+    }
+}
+
 /// Appends a model call that failed for good to `agent`'s Log.
 fn append_failed_call(home: &Home, agent: &str) {
     let call = CallId::new("c2").unwrap();
     let bodies = vec![
-        RecordBody::CallStarted {
-            call: call.clone(),
-            provider: "scripted".into(),
-            model: "demo".into(),
-            attempt: 1,
-            fallback_of: None,
-        },
+        started(&call),
         RecordBody::CallFailed {
             call,
             error: "the model's reply of 300000 bytes exceeds the limit".into(),
