@@ -57,6 +57,9 @@ pub struct HubEntry {
     pub nats_user: Option<String>,
     /// The name of the environment variable holding the NATS password.
     pub nats_password_env: Option<String>,
+    /// The human's credential file (mode 0600) [default: the one `l3m init` issued,
+    /// `ROOT/.hubd/credentials/human-NAME.key`].
+    pub credential: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use l3m_core::duty::Duty;
 use l3m_core::names::{AgentName, HumanName};
+use l3m_core::refs::paths;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::client::HubClient;
+use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
 
 use crate::config::{DOCUMENT, Document, HubEntry};
@@ -54,6 +56,24 @@ impl Selected {
     pub fn hub_id(&self) -> Result<HubId, CliError> {
         HubId::parse(&self.entry.hub_id).map_err(|e| CliError::usage(e.to_string()))
     }
+
+    /// The human's credential: the document's `credential`, else the one `l3m init` issued.
+    pub fn human_key(&self) -> Result<KeyFile, CliError> {
+        let path = match &self.entry.credential {
+            Some(path) => path.clone(),
+            None => self.root().join(paths::human_key(&self.human)),
+        };
+        read_key(&path)
+    }
+}
+
+/// The whole-hub host credential `l3m init` issued, for what runs agents on this host.
+pub fn host_key(root: &Path) -> Result<KeyFile, CliError> {
+    read_key(&root.join(paths::host_key()))
+}
+
+fn read_key(path: &Path) -> Result<KeyFile, CliError> {
+    KeyFile::read(path).map_err(|e| CliError::Runtime(e.to_string()))
 }
 
 /// A session with the hub's hubd, as the human.
@@ -104,14 +124,13 @@ impl Context {
     pub async fn connect(&self) -> Result<Session, CliError> {
         let hub = self.hub()?;
         let bus = bus_for(&hub).await?;
-        let secret =
-            hubd::init::read_secret(hub.root()).map_err(|e| CliError::Runtime(e.to_string()))?;
+        let credential = hub.human_key()?;
         let duty = Duty::Human {
             human: hub.human.clone(),
         };
         let opened = tokio::time::timeout(
             OPEN_WITHIN,
-            HubClient::open(bus, hub.hub_id()?, &secret, duty),
+            HubClient::open(bus, hub.hub_id()?, &credential, duty),
         )
         .await
         .map_err(|_| CliError::StackDown {

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use hubd::store::{Hub, HubOptions};
 use l3m_core::duty::Duty;
-use l3m_core::names::HumanName;
 use l3m_wire::bus::Bus;
 use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
@@ -102,11 +101,10 @@ pub async fn start_sequencers(
     bus: Arc<dyn Bus>,
     root: &Path,
     hub_id: &HubId,
-    human: &HumanName,
     config: sequencer::Config,
     config_dir: &Path,
 ) -> Result<Sequencers, CliError> {
-    let secret = hubd::init::read_secret(root).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let credential = crate::context::host_key(root)?;
     let shutdown = CancellationToken::new();
     let factory = sequencer::model::provider_factory(
         config.clone(),
@@ -116,7 +114,7 @@ pub async fn start_sequencers(
     let launcher = sequencer::TaskLauncher {
         bus: Arc::clone(&bus),
         hub: hub_id.clone(),
-        secret: secret.clone(),
+        credential: credential.clone(),
         hub_root: root.to_path_buf(),
         config,
         provider_factory: factory,
@@ -126,10 +124,8 @@ pub async fn start_sequencers(
     let client = HubClient::open(
         bus,
         hub_id.clone(),
-        &secret,
-        Duty::Human {
-            human: human.clone(),
-        },
+        &credential,
+        Duty::Host { subtree: None },
     )
     .await?;
     let supervisor = sequencer::Supervisor {

@@ -16,7 +16,7 @@ use l3m_wire::subjects::HubId;
 use predicates::prelude::*;
 
 /// Appends a short session to `agent`'s Log as its sequencer would (a sequencer-duty session
-/// opened with the hub secret), so log, view and stats have something real to read.
+/// opened with the host credential), so log, view and stats have something real to read.
 fn append_session(home: &Home, agent: &str) {
     let call = CallId::new("c1").unwrap();
     let tool = ToolUseId::new("t1").unwrap();
@@ -58,7 +58,7 @@ fn append_session(home: &Home, agent: &str) {
 }
 
 /// Appends `bodies` to `agent`'s Log after what it holds, as its sequencer would: a
-/// sequencer-duty session opened with the hub secret, as the `sequencer` NATS user.
+/// sequencer-duty session opened with the host credential, as the `sequencer` NATS user.
 fn append(home: &Home, agent: &str, bodies: Vec<RecordBody>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -70,12 +70,12 @@ fn append(home: &Home, agent: &str, bodies: Vec<RecordBody>) {
                 .await
                 .unwrap(),
         );
-        let secret = hubd::init::read_secret(&home.hub_root()).unwrap();
         let agent = AgentName::parse(agent).unwrap();
         let duty = Duty::Sequencer {
             agent: agent.clone(),
         };
-        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &secret, duty)
+        let credential = hubd::init::local_key(&home.hub_root(), &duty).unwrap();
+        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &credential, duty)
             .await
             .unwrap();
         append_to(&client, &agent, bodies).await;

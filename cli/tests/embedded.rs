@@ -33,8 +33,9 @@ async fn hubd_serves_in_process_over_the_local_bus() {
     let embedded = Embedded::start(Arc::clone(&bus), &root, hub_id.clone())
         .await
         .unwrap();
-    let secret = hubd::init::read_secret(&root).unwrap();
-    let client = HubClient::open(bus, hub_id, &secret, Duty::Human { human })
+    let duty = Duty::Human { human };
+    let credential = hubd::init::local_key(&root, &duty).unwrap();
+    let client = HubClient::open(bus, hub_id, &credential, duty)
         .await
         .unwrap();
     client

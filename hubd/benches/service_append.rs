@@ -22,13 +22,14 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hubd::init::{init_hub, read_secret};
+use hubd::init::{init_hub, local_key};
 use hubd::service;
 use hubd::store::Durability;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, SpawnLevel, SpawnRequest};
 use l3m_core::names::{AgentName, HumanName};
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::credential::{Ephemeral, SessionKey};
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::authority::{GrantView, ReadGrant};
@@ -92,8 +93,15 @@ struct Service {
     bus: Arc<dyn Bus>,
     subjects: Subjects,
     shutdown: CancellationToken,
-    sessions: Vec<Capability>,
+    sessions: Vec<Session>,
     tips: [Option<String>; BATCHES.len()],
+}
+
+/// One open session: its capability, its key and its next request number.
+struct Session {
+    capability: Capability,
+    key: SessionKey,
+    next: std::cell::Cell<u64>,
 }
 
 impl Service {
@@ -112,7 +120,6 @@ impl Service {
             1,
         )
         .unwrap();
-        let secret = read_secret(&root).unwrap();
         let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(url, NatsAuth::Anonymous).await.unwrap());
         let hub_id = HubId::parse("bench").unwrap();
         let shutdown = CancellationToken::new();
@@ -127,10 +134,10 @@ impl Service {
             sessions: Vec::new(),
             tips: Default::default(),
         };
-        let human = service.open(&secret, Duty::Human { human: alice }).await;
+        let human = service.open(&root, Duty::Human { human: alice }).await;
         for slot in 0..BATCHES.len() {
             let spawn = Spawn {
-                capability: human.clone(),
+                capability: human.capability.clone(),
                 request: SpawnRequest {
                     child: agent(slot),
                     grant: Grant::default(),
@@ -139,55 +146,82 @@ impl Service {
                     persona: None,
                 },
             };
-            let _: Spawned = service.call(Op::Spawn, &spawn).await;
+            let _: Spawned = service.call(Op::Spawn, &spawn, &human).await;
             let session = service
-                .open(&secret, Duty::Sequencer { agent: agent(slot) })
+                .open(&root, Duty::Sequencer { agent: agent(slot) })
                 .await;
             service.sessions.push(session);
         }
         service
     }
 
-    async fn call<Req: Message, Resp: Message>(&self, op: Op, req: &Req) -> Resp {
-        l3m_wire::typed::call(
+    /// Sends `req` as `op` in `session`, sealed as every session request is.
+    async fn call<Req: Message, Resp: Message>(
+        &self,
+        op: Op,
+        req: &Req,
+        session: &Session,
+    ) -> Resp {
+        let n = session.next.replace(session.next.get() + 1);
+        l3m_wire::typed::call_sealed(
             self.bus.as_ref(),
             &op.subject(&self.subjects),
             req,
             Duration::from_secs(20),
             &Limits::default(),
+            (&session.key, n),
         )
         .await
         .unwrap()
         .unwrap()
     }
 
-    async fn open(&self, secret: &str, duty: Duty) -> Capability {
+    /// Opens a session for `duty` with the credential init issued for it.
+    async fn open(&self, root: &std::path::Path, duty: Duty) -> Session {
+        let credential = local_key(root, &duty).unwrap();
+        let ephemeral = Ephemeral::generate().unwrap();
         let req = OpenSession {
-            secret: secret.to_owned(),
+            credential: credential.id.to_string(),
+            signature: credential.sign_open("bench", &duty, &ephemeral.public),
+            client_key: ephemeral.public,
             duty,
         };
-        let opened: SessionOpened = self.call(Op::OpenSession, &req).await;
-        opened.capability
+        let opened: SessionOpened = l3m_wire::typed::call(
+            self.bus.as_ref(),
+            &Op::OpenSession.subject(&self.subjects),
+            &req,
+            Duration::from_secs(20),
+            &Limits::default(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        Session {
+            capability: opened.capability,
+            key: ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key),
+            next: std::cell::Cell::new(0),
+        }
     }
 
     /// One `read-grant` of the slot's agent by its own sequencer.
     async fn read_grant(&self, slot: usize) {
+        let session = &self.sessions[slot];
         let req = ReadGrant {
-            capability: self.sessions[slot].clone(),
+            capability: session.capability.clone(),
             agent: agent(slot).to_string(),
         };
-        let _: GrantView = self.call(Op::ReadGrant, &req).await;
+        let _: GrantView = self.call(Op::ReadGrant, &req, session).await;
     }
 
     /// One `append-log` with CAS on the tip the last reply returned.
     async fn append(&mut self, slot: usize, records: Vec<String>) {
         let req = AppendLog {
-            capability: self.sessions[slot].clone(),
+            capability: self.sessions[slot].capability.clone(),
             agent: agent(slot).to_string(),
             expected_tip: self.tips[slot].clone(),
             records,
         };
-        let appended: LogAppended = self.call(Op::AppendLog, &req).await;
+        let appended: LogAppended = self.call(Op::AppendLog, &req, &self.sessions[slot]).await;
         self.tips[slot] = Some(appended.tip);
     }
 }

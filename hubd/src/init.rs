@@ -1,27 +1,41 @@
-//! `hub init`: a new hub whose ledger already registers its human root, and the hub secret.
+//! `hub init`: a new hub whose ledger already registers its human root, and its first
+//! credentials.
 //!
 //! A hub's ledger must start with a `register-human` row ([`Ledger::replay`] refuses anything
-//! else first), so creating the store and writing that row are one step here. The hub secret
-//! (`HUB/.hubd/secret`, mode 0600, 32 random bytes as hex) is the bootstrap credential: whoever
-//! can read it (the operator, the CLI, the supervisor) may open sessions.
+//! else first), so creating the store and writing that row are one step here. Init also issues
+//! the two credentials a single-host stack needs (rows of `refs/l3m/credentials`, private keys
+//! in `HUB/.hubd/credentials/`, mode 0600): the human's, for the CLI, and a host credential for
+//! the whole hub, for the local sequencers and their waker. A human issues every later one
+//! through hubd (`l3m credential issue`) and may revoke these.
 
 use std::collections::BTreeSet;
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use l3m_core::credential::{CredentialRow, Registry, Scope};
+use l3m_core::duty::Duty;
 use l3m_core::grant::Grant;
 use l3m_core::ledger::{Ledger, LedgerError, LedgerRow};
 use l3m_core::names::{AgentName, HumanName};
 use l3m_core::refs;
 use l3m_core::wire_format::{self, LineError};
 
-use crate::session::random_hex;
+use l3m_wire::credential::{KeyFile, KeyFileError};
+
 use crate::store::{Hub, HubOptions, StoreError, Tip};
 
-/// Where the secret lives, relative to the hub folder.
-pub const SECRET_FILE: &str = ".hubd/secret";
+/// How long the credentials init issues stay valid: ten years, so a hub's own human and host
+/// are not locked out by the calendar; `l3m credential revoke` ends them sooner.
+pub const INIT_VALIDITY_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
+/// The private key of `human`'s credential as init issued it, in the hub at `root`.
+pub fn human_key_path(root: &Path, human: &HumanName) -> PathBuf {
+    root.join(refs::paths::human_key(human))
+}
+
+/// The private key of the whole-hub host credential init issued, in the hub at `root`.
+pub fn host_key_path(root: &Path) -> PathBuf {
+    root.join(refs::paths::host_key())
+}
 
 /// Why a hub could not be initialised or its ledger read back.
 #[derive(Debug, thiserror::Error)]
@@ -29,28 +43,17 @@ pub enum InitError {
     /// The store refused.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The secret file could not be written or read.
-    #[error("the hub secret {path} could not be {action}: {source}")]
-    Secret {
-        /// The file.
-        path: PathBuf,
-        /// `written` or `read`.
-        action: &'static str,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
+    /// A credential file could not be written or read.
+    #[error(transparent)]
+    KeyFile(#[from] KeyFileError),
+    /// A credentials row did not parse or does not apply.
+    #[error("refs/l3m/credentials row {line}: {reason}")]
+    CredentialRow {
+        /// Its 0-based number.
+        line: u64,
+        /// Why.
+        reason: String,
     },
-    /// The secret file is readable by others than its owner.
-    #[error("the hub secret {path} has mode {mode:o}; make it 0600 (chmod 600 {path})")]
-    SecretExposed {
-        /// The file.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// The OS random source failed.
-    #[error("the OS random source failed: {0}")]
-    Random(String),
     /// A ledger line did not parse.
     #[error("ledger line {line} does not parse: {source}")]
     LedgerLine {
@@ -68,8 +71,9 @@ pub enum InitError {
     Settings(#[from] l3m_core::settings::SettingsError),
 }
 
-/// Creates a hub at `root`, writes its secret, and appends the ledger's first row registering
-/// `human` with `grant`, the bound of every root agent that human spawns.
+/// Creates a hub at `root`, appends the ledger's first row registering `human` with `grant`
+/// (the bound of every root agent that human spawns), and issues the human's and the host's
+/// credentials.
 pub fn init_hub(
     root: impl AsRef<Path>,
     options: HubOptions,
@@ -78,7 +82,6 @@ pub fn init_hub(
     at_ms: u64,
 ) -> Result<Hub, InitError> {
     let hub = Hub::create(root.as_ref(), options)?;
-    write_secret(hub.root())?;
     let row = LedgerRow::RegisterHuman {
         human: human.clone(),
         grant,
@@ -91,6 +94,25 @@ pub fn init_hub(
         Tip::Absent,
         &[line],
         &format!("register human:{human}"),
+    )?;
+    let root = hub.root().to_path_buf();
+    let scope = Scope::Human {
+        human: human.clone(),
+    };
+    issue_offline(
+        &hub,
+        scope,
+        "the CLI",
+        at_ms,
+        &human_key_path(&root, &human),
+    )?;
+    let host = Scope::Host { subtree: None };
+    issue_offline(
+        &hub,
+        host,
+        "this host's sequencers",
+        at_ms,
+        &host_key_path(&root),
     )?;
     Ok(hub)
 }
@@ -118,39 +140,67 @@ pub fn load_ledger(hub: &Hub) -> Result<(Ledger, BTreeSet<AgentName>), InitError
     Ok((Ledger::replay(&rows)?, names))
 }
 
-/// Reads the hub secret, refusing a file others may read.
-pub fn read_secret(root: &Path) -> Result<String, InitError> {
-    let path = root.join(SECRET_FILE);
-    l3m_wire::secret::read(&path).map_err(|e| match e {
-        l3m_wire::secret::SecretError::Read { path, source } => InitError::Secret {
-            path,
-            action: "read",
-            source,
-        },
-        l3m_wire::secret::SecretError::Exposed { path, mode } => {
-            InitError::SecretExposed { path, mode }
-        }
-    })
+/// The credential init issued that opens `duty`'s sessions on this host: the human's own, else
+/// the whole-hub host credential (for sequencers and their waker; a postman needs one issued
+/// for it).
+pub fn local_key(root: &Path, duty: &Duty) -> Result<KeyFile, InitError> {
+    let path = match duty {
+        Duty::Human { human } => human_key_path(root, human),
+        _ => host_key_path(root),
+    };
+    Ok(KeyFile::read(&path)?)
 }
 
-fn write_secret(root: &Path) -> Result<(), InitError> {
-    let path = root.join(SECRET_FILE);
-    let failed = |source| InitError::Secret {
-        path: path.clone(),
-        action: "written",
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(failed)?;
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(failed)?;
+/// Reads the credentials chain and folds it (an absent chain is an empty registry).
+pub fn load_credentials(hub: &Hub) -> Result<Registry, InitError> {
+    if hub.tip(refs::CREDENTIALS)? == Tip::Absent {
+        return Ok(Registry::default());
     }
-    let secret = random_hex().map_err(|e| InitError::Random(e.to_string()))?;
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(failed)?;
-    file.write_all(secret.as_bytes()).map_err(failed)?;
-    file.sync_all().map_err(failed)
+    let len = hub.len(refs::CREDENTIALS)?;
+    let mut registry = Registry::default();
+    for (text, line) in hub
+        .read_range(refs::CREDENTIALS, 0, len)?
+        .iter()
+        .zip(0u64..)
+    {
+        let bad = |reason: String| InitError::CredentialRow { line, reason };
+        let row: CredentialRow =
+            wire_format::from_line(text, line as usize + 1).map_err(|e| bad(e.to_string()))?;
+        registry.apply(&row).map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(registry)
+}
+
+/// Issues a credential for `scope` while no hubd serves `hub` (at init, or a test's fixture):
+/// appends its row and writes its private key to `path`. A running hubd issues through
+/// `hubd.issue-credential` instead, so its registry sees the row.
+pub fn issue_offline(
+    hub: &Hub,
+    scope: Scope,
+    label: &str,
+    at_ms: u64,
+    path: &Path,
+) -> Result<KeyFile, InitError> {
+    let key = KeyFile::generate(KeyFile::random_id()?, scope)?;
+    let row = CredentialRow::Issue {
+        id: key.id.clone(),
+        scope: key.scope.clone(),
+        key: key.public_key(),
+        // From now even if the hub's clock reading `at_ms` is older (a replayed test hub).
+        expires_ms: at_ms.max(crate::now_ms()).saturating_add(INIT_VALIDITY_MS),
+        by: "init".into(),
+        label: label.to_owned(),
+        at_ms,
+    };
+    let line =
+        wire_format::to_line(&row).map_err(|source| InitError::LedgerLine { line: 0, source })?;
+    let tip = hub.tip(refs::CREDENTIALS)?;
+    hub.append(
+        refs::CREDENTIALS,
+        tip,
+        &[line],
+        &format!("issue {} for the {} ({label})", key.id, key.scope),
+    )?;
+    key.write(path)?;
+    Ok(key)
 }

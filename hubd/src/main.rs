@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
-use hubd::init::{SECRET_FILE, init_hub};
+use hubd::init::init_hub;
 use hubd::service;
 use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::grant::GrantFile;
 use l3m_core::names::HumanName;
+use l3m_core::refs::paths::CREDENTIALS_DIR;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::subjects::HubId;
 use tokio_util::sync::CancellationToken;
@@ -34,8 +35,8 @@ enum Command {
     Recover(RecoverArgs),
 }
 
-/// Create a hub: a bare hub.git, its folders, its secret, and a ledger whose first row registers
-/// the human root.
+/// Create a hub: a bare hub.git, its folders, its first credentials, and a ledger whose first
+/// row registers the human root.
 ///
 /// The grant file is TOML: a `[grant]` table (the ceiling of every root agent this human spawns)
 /// and optional `[examples]` with `allow` and `deny` lists that must hold, checked before
@@ -161,7 +162,7 @@ fn init(args: InitArgs) -> Result<(), Box<dyn std::error::Error>> {
         now_ms,
     )?;
     println!(
-        "created hub {} with human:{human} as its root; its secret is {}/{SECRET_FILE} (keep it private)",
+        "created hub {} with human:{human} as its root; its credentials (the CLI's, this host's) are in {}/{CREDENTIALS_DIR} (keep them private)",
         args.hub.display(),
         args.hub.display(),
     );

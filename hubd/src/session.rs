@@ -1,18 +1,28 @@
-//! Session capabilities: unguessable tokens, each bound to one entity and one [`Duty`].
+//! Sessions: unguessable capabilities, each bound to one duty, one session key, one inbox.
 //!
-//! hubd mints a capability when a holder of the hub secret opens a session, and looks it up on
-//! every later request. Capabilities live only in this process's memory: when hubd restarts,
-//! every session ends and its holder opens a new one (the secret is still on disk).
+//! hubd opens a session when a credential's signature checks out ([`crate::service`]), and
+//! checks every later request against it: the capability names the session, the seal proves the
+//! sender holds its key ([`l3m_wire::credential::SessionKey`]), the request number is used once
+//! (a window of [`WINDOW`] numbers, so concurrent requests may arrive out of order), and the
+//! answer goes to the inbox the session was opened from. Sessions live only in this process's
+//! memory: when hubd restarts, every session ends and its holder opens a new one.
 //!
 //! A sequencer's session is bound to its agent's incarnation: retiring or collecting the agent
-//! revokes every session opened for it ([`Sessions::revoke`]), and a session can only be opened
-//! for a live agent, so a name spawned again is a new incarnation its old sessions never reach.
+//! revokes every session opened for it ([`Sessions::revoke_agents`]), and a session can only be
+//! opened for a live agent, so a name spawned again is a new incarnation its old sessions never
+//! reach. Revoking a credential ends every session it opened ([`Sessions::revoke_credential`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+use l3m_core::credential::CredentialId;
 use l3m_core::duty::Duty;
 use l3m_core::names::{AgentName, Entity};
+use l3m_wire::credential::SessionKey;
+use l3m_wire::typed::Sealed;
+
+/// How many request numbers behind the highest seen are still accepted (once each).
+pub const WINDOW: u64 = 128;
 
 /// 32 random bytes from the OS, as 64 lowercase hex digits.
 pub fn random_hex() -> Result<String, getrandom::Error> {
@@ -21,18 +31,77 @@ pub fn random_hex() -> Result<String, getrandom::Error> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Whether two secrets are equal, in time independent of where they differ.
-pub fn secrets_match(given: &str, actual: &str) -> bool {
-    let (a, b) = (given.as_bytes(), actual.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whom a duty acts as: the agent of a sequencer, the human, the postman's service. A host's
+/// waker acts as no one: it only starts sequencers.
+pub fn entity_of(duty: &Duty) -> Option<Entity> {
+    match duty {
+        Duty::Sequencer { agent } => Some(Entity::Agent(agent.clone())),
+        Duty::Human { human } => Some(Entity::Human(human.clone())),
+        Duty::Postman { service } => Some(Entity::Service(service.clone())),
+        Duty::Host { .. } => None,
+    }
 }
 
-/// Whom a duty acts as: the agent of a sequencer, the human, the postman's service.
-pub fn entity_of(duty: &Duty) -> Entity {
-    match duty {
-        Duty::Sequencer { agent } => Entity::Agent(agent.clone()),
-        Duty::Human { human } => Entity::Human(human.clone()),
-        Duty::Postman { service } => Entity::Service(service.clone()),
+/// The inbox an answer goes to: the reply subject's first token (`_INBOX_<user>` for a client
+/// connected as a NATS user of its own).
+pub fn inbox_of(reply: Option<&str>) -> Option<&str> {
+    reply.map(|reply| reply.split('.').next().unwrap_or(reply))
+}
+
+/// What a session is opened with.
+#[derive(Debug)]
+pub struct Opening {
+    /// Its duty.
+    pub duty: Duty,
+    /// The credential that opened it.
+    pub credential: CredentialId,
+    /// When that credential expires.
+    pub expires_ms: u64,
+    /// The key both ends derived.
+    pub key: SessionKey,
+    /// The inbox it was opened from.
+    pub inbox: Option<String>,
+}
+
+/// One live session.
+#[derive(Debug)]
+struct Session {
+    opening: Opening,
+    window: Window,
+}
+
+/// The request numbers seen: the highest, and which of the [`WINDOW`] below it were.
+#[derive(Debug, Default)]
+struct Window {
+    highest: Option<u64>,
+    seen: u128,
+}
+
+impl Window {
+    /// Marks `n` used; false if it was used before or is too far behind.
+    fn take(&mut self, n: u64) -> bool {
+        let Some(highest) = self.highest else {
+            self.highest = Some(n);
+            self.seen = 1;
+            return true;
+        };
+        if n > highest {
+            let shift = n - highest;
+            self.seen = if shift >= WINDOW {
+                0
+            } else {
+                self.seen << shift
+            };
+            self.seen |= 1;
+            self.highest = Some(n);
+            return true;
+        }
+        let behind = highest - n;
+        if behind >= WINDOW || self.seen & (1 << behind) != 0 {
+            return false;
+        }
+        self.seen |= 1 << behind;
+        true
     }
 }
 
@@ -45,17 +114,27 @@ pub struct Sessions {
 
 #[derive(Default)]
 struct Table {
-    live: HashMap<String, Duty>,
+    live: HashMap<String, Session>,
     revoked: HashSet<String>,
 }
 
-/// Why a capability does not open a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a request does not belong to a live session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Closed {
-    /// hubd never minted it (forged, or from before a restart).
+    /// hubd never minted the capability (forged, or from before a restart).
     Unknown,
-    /// Its agent retired or was collected.
+    /// Its agent retired or was collected, or its credential was revoked.
     Revoked,
+    /// Its credential expired.
+    Expired,
+    /// The request carries no seal.
+    Unsealed,
+    /// The seal was not made with the session's key over this request.
+    BadSeal,
+    /// The request number was used before (a replay) or is too old.
+    Replayed,
+    /// The answer would go to another inbox than the session's.
+    OtherInbox,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -65,30 +144,86 @@ impl std::fmt::Debug for Sessions {
 }
 
 impl Sessions {
-    /// Mints a capability for `duty`.
-    pub fn open(&self, duty: Duty) -> Result<String, getrandom::Error> {
+    /// Mints a capability for a session opened with `opening`.
+    pub fn open(&self, opening: Opening) -> Result<String, getrandom::Error> {
         let capability = random_hex()?;
-        self.table().live.insert(capability.clone(), duty);
+        self.table().live.insert(
+            capability.clone(),
+            Session {
+                opening,
+                window: Window::default(),
+            },
+        );
         Ok(capability)
+    }
+
+    /// Checks that a request of `kind` with capability `capability` comes from the session's
+    /// holder: sealed with its key, a fresh request number, answered to its inbox, its
+    /// credential not expired at `now_ms`. Marks the number used.
+    pub fn check(
+        &self,
+        capability: &str,
+        kind: &str,
+        sealed: Option<&Sealed>,
+        reply: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(), Closed> {
+        let mut table = self.table();
+        let Some(session) = table.live.get_mut(capability) else {
+            return Err(if table.revoked.contains(capability) {
+                Closed::Revoked
+            } else {
+                Closed::Unknown
+            });
+        };
+        let sealed = sealed.ok_or(Closed::Unsealed)?;
+        if !session
+            .opening
+            .key
+            .verifies(&sealed.seal, kind, &sealed.body)
+        {
+            return Err(Closed::BadSeal);
+        }
+        if session.opening.inbox.as_deref() != inbox_of(reply) {
+            return Err(Closed::OtherInbox);
+        }
+        if now_ms >= session.opening.expires_ms {
+            return Err(Closed::Expired);
+        }
+        if !session.window.take(sealed.seal.n) {
+            return Err(Closed::Replayed);
+        }
+        Ok(())
     }
 
     /// The duty a capability is bound to, or why it has none.
     pub fn duty(&self, capability: &str) -> Result<Duty, Closed> {
         let table = self.table();
         match table.live.get(capability) {
-            Some(duty) => Ok(duty.clone()),
+            Some(session) => Ok(session.opening.duty.clone()),
             None if table.revoked.contains(capability) => Err(Closed::Revoked),
             None => Err(Closed::Unknown),
         }
     }
 
     /// Revokes every sequencer session of `agents`; returns how many.
-    pub fn revoke(&self, agents: &[AgentName]) -> usize {
+    pub fn revoke_agents(&self, agents: &[AgentName]) -> usize {
+        self.revoke_where(
+            |s| matches!(&s.opening.duty, Duty::Sequencer { agent } if agents.contains(agent)),
+        )
+    }
+
+    /// Revokes every session opened with credential `id`; returns how many.
+    pub fn revoke_credential(&self, id: &CredentialId) -> usize {
+        self.revoke_where(|s| &s.opening.credential == id)
+    }
+
+    fn revoke_where(&self, doomed: impl Fn(&Session) -> bool) -> usize {
         let mut table = self.table();
         let gone: Vec<String> = table
             .live
             .iter()
-            .filter(|(_, duty)| matches!(duty, Duty::Sequencer { agent } if agents.contains(agent)))
+            .filter(|(_, session)| doomed(session))
             .map(|(capability, _)| capability.clone())
             .collect();
         for capability in &gone {
@@ -111,49 +246,107 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use l3m_wire::credential::Ephemeral;
+    use proptest::prelude::*;
 
-    #[test]
-    fn capabilities_are_64_hex_digits_and_distinct() {
-        let sessions = Sessions::default();
-        let duty = Duty::Human {
-            human: l3m_core::names::HumanName::parse("alice").unwrap(),
+    fn opening(duty: Duty, credential: u8) -> (Opening, SessionKey) {
+        let (a, b) = (
+            Ephemeral::generate().unwrap(),
+            Ephemeral::generate().unwrap(),
+        );
+        let key = a.agree(&b.public, &a.public, &b.public);
+        let opening = Opening {
+            duty,
+            credential: CredentialId::from_random([credential; 8]),
+            expires_ms: 1_000,
+            key: key.clone(),
+            inbox: Some("_INBOX_seq".into()),
         };
-        let a = sessions.open(duty.clone()).unwrap();
-        let b = sessions.open(duty.clone()).unwrap();
-        assert_eq!(a.len(), 64);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
-        assert_eq!(sessions.duty(&a), Ok(duty));
-        assert_eq!(sessions.duty(&"0".repeat(64)), Err(Closed::Unknown));
+        (opening, key)
+    }
+
+    fn sealed(key: &SessionKey, n: u64, body: &[u8]) -> Sealed {
+        Sealed {
+            seal: key.seal(n, "hubd.k", body),
+            body: body.to_vec(),
+        }
+    }
+
+    fn seq(a: &str) -> Duty {
+        Duty::Sequencer {
+            agent: AgentName::parse(a).unwrap(),
+        }
     }
 
     #[test]
-    fn revoking_an_agent_closes_only_its_sequencer_sessions() {
+    fn a_request_passes_only_sealed_fresh_and_answered_home() {
+        let sessions = Sessions::default();
+        let (opening, key) = opening(seq("bob"), 1);
+        let cap = sessions.open(opening).unwrap();
+        let home = Some("_INBOX_seq.abc.1");
+        let check = |s: Option<&Sealed>, reply, now| sessions.check(&cap, "hubd.k", s, reply, now);
+        assert_eq!(check(Some(&sealed(&key, 0, b"x")), home, 5), Ok(()));
+        assert_eq!(
+            check(Some(&sealed(&key, 0, b"x")), home, 5),
+            Err(Closed::Replayed)
+        );
+        assert_eq!(check(None, home, 5), Err(Closed::Unsealed));
+        let mut forged = sealed(&key, 1, b"x");
+        forged.body = b"y".to_vec();
+        assert_eq!(check(Some(&forged), home, 5), Err(Closed::BadSeal));
+        let other = Some("_INBOX_spy.abc.1");
+        assert_eq!(
+            check(Some(&sealed(&key, 2, b"x")), other, 5),
+            Err(Closed::OtherInbox)
+        );
+        assert_eq!(
+            check(Some(&sealed(&key, 3, b"x")), home, 1_000),
+            Err(Closed::Expired)
+        );
+        assert_eq!(
+            sessions.check(&"0".repeat(64), "hubd.k", None, home, 5),
+            Err(Closed::Unknown)
+        );
+    }
+
+    #[test]
+    fn revoking_closes_only_the_sessions_named() {
         let sessions = Sessions::default();
         let bob = AgentName::parse("bob").unwrap();
-        let seq = |a: &str| Duty::Sequencer {
-            agent: AgentName::parse(a).unwrap(),
-        };
-        let (b, c) = (
-            sessions.open(seq("bob")).unwrap(),
-            sessions.open(seq("carol")).unwrap(),
-        );
-        assert_eq!(sessions.revoke(std::slice::from_ref(&bob)), 1);
+        let b = sessions.open(opening(seq("bob"), 1).0).unwrap();
+        let c = sessions.open(opening(seq("carol"), 2).0).unwrap();
+        assert_eq!(sessions.revoke_agents(std::slice::from_ref(&bob)), 1);
         assert_eq!(sessions.duty(&b), Err(Closed::Revoked));
         assert_eq!(sessions.duty(&c), Ok(seq("carol")));
-        let again = sessions.open(seq("bob")).unwrap();
+        let again = sessions.open(opening(seq("bob"), 1).0).unwrap();
+        assert_eq!(sessions.duty(&again), Ok(seq("bob")), "a new incarnation");
         assert_eq!(
-            sessions.duty(&again),
-            Ok(seq("bob")),
-            "a new session of a new incarnation"
+            sessions.revoke_credential(&CredentialId::from_random([1; 8])),
+            1
         );
-        assert_eq!(sessions.duty(&b), Err(Closed::Revoked));
+        assert_eq!(sessions.duty(&again), Err(Closed::Revoked));
+        assert_eq!(sessions.duty(&c), Ok(seq("carol")));
     }
 
-    #[test]
-    fn secrets_match_only_when_equal() {
-        assert!(secrets_match("abc", "abc"));
-        assert!(!secrets_match("abd", "abc"));
-        assert!(!secrets_match("ab", "abc"));
+    proptest! {
+        /// Whatever order numbers arrive in, each is taken at most once, and every number
+        /// within the window of the highest seen is taken the first time.
+        #[test]
+        fn each_request_number_is_taken_once(order in proptest::collection::vec(0u64..300, 1..200)) {
+            let mut window = Window::default();
+            let mut taken = HashSet::new();
+            let mut highest = None::<u64>;
+            for n in order {
+                let fresh = !taken.contains(&n)
+                    && highest.is_none_or(|h| n > h || h - n < WINDOW);
+                let got = window.take(n);
+                prop_assert!(!(got && taken.contains(&n)), "{} taken twice", n);
+                prop_assert_eq!(got, fresh, "n = {}", n);
+                if got {
+                    taken.insert(n);
+                    highest = Some(highest.map_or(n, |h| h.max(n)));
+                }
+            }
+        }
     }
 }

@@ -225,9 +225,9 @@ async fn logs_inboxes_and_grants_are_read_by_the_agent_its_ancestors_and_humans_
             .unwrap_err();
         assert_eq!(refused.code, ErrorCode::Refused);
         assert!(
-            refused
-                .message
-                .contains("its own sequencer, the sequencer of one of its ancestors, or a human"),
+            refused.message.contains(
+                "its own sequencer, the sequencer of one of its ancestors, its host, or a human"
+            ),
             "{}",
             refused.message
         );

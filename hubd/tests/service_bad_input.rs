@@ -10,7 +10,7 @@ use l3m_wire::envelope::{Limits, VERSION};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::authority::{GrantView, ReadGrant};
 use l3m_wire::hubd::log::{AppendLog, LogAppended};
-use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::hubd::session::{Capability, SessionOpened};
 use l3m_wire::reply::{ErrorCode, RemoteError, decode_reply};
 use service_common::*;
 
@@ -153,16 +153,12 @@ async fn an_unknown_agent_is_not_found() {
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
+    let zed = Duty::Sequencer {
+        agent: agent("zed"),
+    };
+    let (open, _) = f.open_request(&f.host_key, zed);
     let e = f
-        .call::<_, SessionOpened>(
-            Op::OpenSession,
-            &OpenSession {
-                secret: f.secret.clone(),
-                duty: Duty::Sequencer {
-                    agent: agent("zed"),
-                },
-            },
-        )
+        .call::<_, SessionOpened>(Op::OpenSession, &open)
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
@@ -198,16 +194,15 @@ async fn a_forged_capability_is_refused() {
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::Refused);
+    let (mut open, _) = f.open_request(
+        &f.host_key,
+        Duty::Sequencer {
+            agent: agent("bob"),
+        },
+    );
+    open.signature[0] ^= 1;
     let e = f
-        .call::<_, SessionOpened>(
-            Op::OpenSession,
-            &OpenSession {
-                secret: "guess".into(),
-                duty: Duty::Sequencer {
-                    agent: agent("bob"),
-                },
-            },
-        )
+        .call::<_, SessionOpened>(Op::OpenSession, &open)
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::Refused);

@@ -10,13 +10,10 @@ use l3m_core::log::{Record, RecordBody};
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use l3m_wire::reply::ErrorCode;
-use l3m_wire::subjects::HubId;
 use service_common::*;
 
 async fn client(f: &Fixture, duty: Duty) -> HubClient {
-    HubClient::open(f.bus.clone(), HubId::parse("t").unwrap(), &f.secret, duty)
-        .await
-        .unwrap()
+    f.client(duty).await
 }
 
 async fn life_of(c: &HubClient, name: &str) -> (AgentLife, Option<String>) {

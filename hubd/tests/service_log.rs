@@ -608,16 +608,11 @@ async fn a_long_log_is_read_a_page_of_lines_at_a_time() {
         .unwrap();
     assert_eq!(page.records.len() as u64, PAGE_LINES);
     assert_eq!(page.len, n);
-    let client = l3m_wire::client::HubClient::open(
-        f.bus.clone(),
-        l3m_wire::subjects::HubId::parse("t").unwrap(),
-        &f.secret,
-        l3m_core::duty::Duty::Sequencer {
+    let client = f
+        .client(l3m_core::duty::Duty::Sequencer {
             agent: agent("bob"),
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await;
     let all = client.read_log_from(&agent("bob"), 0).await.unwrap();
     assert_eq!(all.records.len() as u64, n);
     assert!(all.records.iter().zip(0..).all(|(r, seq)| r.seq == seq));

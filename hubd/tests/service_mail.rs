@@ -180,16 +180,11 @@ async fn an_inbox_of_any_allowed_size_reads_back_in_pages_and_an_oversized_lette
     let bytes: usize = page.entries.iter().map(String::len).sum();
     assert!(bytes <= PAGE_BYTES.max(MAX_STORED_LINE), "{bytes}");
     // The client reads every page.
-    let client = l3m_wire::client::HubClient::open(
-        f.bus.clone(),
-        l3m_wire::subjects::HubId::parse("t").unwrap(),
-        &f.secret,
-        l3m_core::duty::Duty::Sequencer {
+    let client = f
+        .client(l3m_core::duty::Duty::Sequencer {
             agent: agent("bob"),
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await;
     let read = client.read_inbox(&agent("bob"), 0).await.unwrap();
     assert_eq!(read.entries.len(), 11);
     assert!(

@@ -120,11 +120,11 @@ async fn hubd_serve_reads_its_password_from_the_environment_never_argv() {
 
     let mut child = serve("L3M_TEST_HUBD_PW").spawn().unwrap();
     let cli: std::sync::Arc<dyn Bus> = std::sync::Arc::new(connect(&server, "cli").await);
-    let secret = hubd::init::read_secret(&root).unwrap();
+    let credential = human_key(&root, &alice);
     let hub_id = l3m_wire::subjects::HubId::parse("main").unwrap();
     let duty = l3m_core::duty::Duty::Human { human: alice };
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while l3m_wire::client::HubClient::open(cli.clone(), hub_id.clone(), &secret, duty.clone())
+    while l3m_wire::client::HubClient::open(cli.clone(), hub_id.clone(), &credential, duty.clone())
         .await
         .is_err()
     {
@@ -173,11 +173,11 @@ async fn no_service_may_read_another_services_replies() {
         .unwrap();
     tokio::spawn(started.serve());
     let cli: std::sync::Arc<dyn Bus> = std::sync::Arc::new(connect(&server, "cli").await);
-    let secret = hubd::init::read_secret(&root).unwrap();
+    let credential = human_key(&root, &alice);
     let client = l3m_wire::client::HubClient::open(
         cli,
         hub_id,
-        &secret,
+        &credential,
         l3m_core::duty::Duty::Human { human: alice },
     )
     .await
@@ -189,4 +189,11 @@ async fn no_service_may_read_another_services_replies() {
         "the prefix deploy/nats.conf grants the cli user"
     );
     shutdown.cancel();
+}
+
+fn human_key(
+    root: &std::path::Path,
+    human: &l3m_core::names::HumanName,
+) -> l3m_wire::credential::KeyFile {
+    l3m_wire::credential::KeyFile::read(&hubd::init::human_key_path(root, human)).unwrap()
 }

@@ -9,7 +9,6 @@ use l3m_core::duty::Duty;
 use l3m_core::grant::Grant;
 use l3m_wire::client::HubClient;
 use l3m_wire::reply::ErrorCode;
-use l3m_wire::subjects::HubId;
 use service_common::*;
 
 const PUSHER: &str = "spawn = \"persist\"\n[git-push]\norigin = [\"refs/heads/l3m/\"]\n";
@@ -18,9 +17,7 @@ const WITH_REMOTES: &str = "# ours\nschema = 1\noffices = []\nknown_repos = []\n
 [remotes]\norigin = \"https://git.example/app.git\"\nmirror = \"ssh://git@mirror.example/app.git\"\n";
 
 async fn client(f: &Fixture, duty: Duty) -> HubClient {
-    HubClient::open(f.bus.clone(), HubId::parse("t").unwrap(), &f.secret, duty)
-        .await
-        .unwrap()
+    f.client(duty).await
 }
 
 fn alice() -> Duty {

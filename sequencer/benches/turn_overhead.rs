@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use hubd::init::{init_hub, read_secret};
+use hubd::init::{init_hub, local_key};
 use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
@@ -144,7 +144,6 @@ async fn measure(len: usize) -> (Duration, Duration, Duration) {
         )
         .unwrap(),
     );
-    let secret = read_secret(&root).unwrap();
     let nats = NatsServer::start().unwrap();
     let bus: Arc<dyn Bus> = Arc::new(
         NatsBus::connect(nats.url(), NatsAuth::Anonymous)
@@ -162,7 +161,11 @@ async fn measure(len: usize) -> (Duration, Duration, Duration) {
     .await
     .unwrap();
     tokio::spawn(started.serve());
-    let open = |duty| HubClient::open(Arc::clone(&bus), hub_id.clone(), &secret, duty);
+    let open = |duty: Duty| {
+        let credential = local_key(&root, &duty).unwrap();
+        let (bus, hub_id) = (Arc::clone(&bus), hub_id.clone());
+        async move { HubClient::open(bus, hub_id, &credential, duty).await }
+    };
     let human = open(Duty::Human {
         human: HumanName::parse("alice").unwrap(),
     })

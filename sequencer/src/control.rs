@@ -538,7 +538,7 @@ pub struct Forked {
 /// checked here) with `loan`. See the module docs for who may fork whom.
 pub async fn fork(
     parent: &HubClient,
-    secret: &str,
+    credential: &l3m_wire::credential::KeyFile,
     source: &AgentName,
     at_seq: u64,
     new_name: &AgentName,
@@ -588,7 +588,7 @@ pub async fn fork(
     let child = HubClient::open(
         Arc::clone(parent.bus()),
         parent.subjects().hub().clone(),
-        secret,
+        credential,
         Duty::Sequencer {
             agent: new_name.clone(),
         },

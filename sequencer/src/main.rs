@@ -1,6 +1,6 @@
 //! `sequencer`: advances exactly one agent, as the single writer of its Log.
 //!
-//! A thin shell over the library: it reads arguments, the secret and the configuration file,
+//! A thin shell over the library: it reads arguments, the credential and the configuration file,
 //! connects to NATS, and calls `run_agent` or `supervise`. Exit codes: 0 idle or stopped, 2 bad
 //! usage, 3 the lease is held by another sequencer, 4 out of fuel, 1 anything else.
 
@@ -9,10 +9,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
-use l3m_core::names::{AgentName, HumanName};
+use l3m_core::names::AgentName;
+use l3m_core::refs::paths;
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::client::HubClient;
+use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
 use sequencer::model::provider_factory;
 use sequencer::{
@@ -62,9 +65,10 @@ struct Connection {
     /// The environment variable holding the NATS password.
     #[arg(long, requires = "nats_user")]
     nats_password_env: Option<String>,
-    /// The hub secret file [default: HUB/.hubd/secret].
+    /// This host's credential (mode 0600; `l3m credential issue --host` makes one)
+    /// [default: HUB/.hubd/credentials/host.key].
     #[arg(long)]
-    secret_file: Option<PathBuf>,
+    credential: Option<PathBuf>,
     /// The configuration (TOML: [models.*], [[agents]], [sequencer]); often ~/.l3m/l3m.toml.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -83,9 +87,10 @@ struct RunArgs {
 struct SuperviseArgs {
     #[command(flatten)]
     conn: Connection,
-    /// The human whose session lists agents and reads their inboxes.
+    /// Wake only the agents of this subtree (the credential must cover it) [default: every
+    /// agent the credential covers].
     #[arg(long)]
-    human: String,
+    subtree: Option<String>,
 }
 
 #[tokio::main]
@@ -161,18 +166,18 @@ impl From<l3m_wire::client::ClientError> for Failure {
 struct Opened {
     bus: Arc<dyn Bus>,
     hub: HubId,
-    secret: String,
+    credential: KeyFile,
     config: Config,
     factory: ProviderFactory,
 }
 
 async fn open(conn: &Connection) -> Result<Opened, Failure> {
     let hub = HubId::parse(&conn.hub_id).map_err(|e| Failure::Usage(e.to_string()))?;
-    let secret_file = conn
-        .secret_file
+    let credential_file = conn
+        .credential
         .clone()
-        .unwrap_or_else(|| conn.hub.join(".hubd").join("secret"));
-    let secret = l3m_wire::secret::read(&secret_file).map_err(|e| Failure::Usage(e.to_string()))?;
+        .unwrap_or_else(|| conn.hub.join(paths::host_key()));
+    let credential = KeyFile::read(&credential_file).map_err(|e| Failure::Usage(e.to_string()))?;
     let (config, base) = match &conn.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -204,7 +209,7 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
     Ok(Opened {
         bus,
         hub,
-        secret,
+        credential,
         config,
         factory,
     })
@@ -223,7 +228,7 @@ async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<Exit, Failure
     let client = HubClient::open(
         opened.bus,
         opened.hub,
-        &opened.secret,
+        &opened.credential,
         Duty::Sequencer {
             agent: agent.clone(),
         },
@@ -241,13 +246,25 @@ async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<Exit, Failure
 }
 
 async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(), Failure> {
-    let human = HumanName::parse(&args.human).map_err(|e| Failure::Usage(e.to_string()))?;
     let opened = open(&args.conn).await?;
+    let subtree = match &args.subtree {
+        Some(root) => Some(AgentName::parse(root).map_err(|e| Failure::Usage(e.to_string()))?),
+        None => match &opened.credential.scope {
+            Scope::Host { subtree } => subtree.clone(),
+            other => {
+                return Err(Failure::Usage(format!(
+                    "credential {} is for the {other}, not a sequencer host; pass a host \
+                     credential with --credential",
+                    opened.credential.id
+                )));
+            }
+        },
+    };
     let client = HubClient::open(
         opened.bus,
         opened.hub,
-        &opened.secret,
-        Duty::Human { human },
+        &opened.credential,
+        Duty::Host { subtree },
     )
     .await?;
     let conn = &args.conn;
@@ -263,8 +280,8 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
         ("--nats-user", conn.nats_user.clone()),
         ("--nats-password-env", conn.nats_password_env.clone()),
         (
-            "--secret-file",
-            conn.secret_file.as_ref().map(|p| p.display().to_string()),
+            "--credential",
+            conn.credential.as_ref().map(|p| p.display().to_string()),
         ),
         (
             "--config",

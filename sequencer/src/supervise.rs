@@ -71,12 +71,12 @@ impl Launcher for ProcessLauncher {
 /// Runs each agent's sequencer as a tokio task in this process (the CLI's embedded mode).
 #[derive(Clone)]
 pub struct TaskLauncher {
-    /// The client whose bus, hub and secret the runs' sessions use.
+    /// The bus the runs' sessions use.
     pub bus: Arc<dyn l3m_wire::bus::Bus>,
     /// The hub's id.
     pub hub: l3m_wire::subjects::HubId,
-    /// The hub secret.
-    pub secret: String,
+    /// The host credential the runs' sessions are opened with.
+    pub credential: l3m_wire::credential::KeyFile,
     /// The hub folder.
     pub hub_root: PathBuf,
     /// The configuration.
@@ -105,7 +105,7 @@ impl Launcher for TaskLauncher {
             let client = HubClient::open(
                 Arc::clone(&self.bus),
                 self.hub.clone(),
-                &self.secret,
+                &self.credential,
                 Duty::Sequencer {
                     agent: agent.clone(),
                 },
@@ -131,8 +131,8 @@ impl Launcher for TaskLauncher {
     }
 }
 
-/// What [`supervise`] needs: a session allowed to list agents and read inboxes (a human's),
-/// and a launcher.
+/// What [`supervise`] needs: a host's session (it lists agents and reads the inboxes of its
+/// subtree) and a launcher.
 pub struct Supervisor {
     /// The session.
     pub client: HubClient,

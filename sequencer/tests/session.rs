@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use futures_util::future::BoxFuture;
+use l3m_core::duty::Duty;
 use l3m_core::effects::EffectClass;
 use l3m_core::effects::{Footprint, Reversibility, ToolDecl};
 use l3m_core::grant::SpawnRequest;
@@ -473,10 +474,11 @@ async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
         .unwrap()
         .seq;
     let human = hub.human().await;
+    let host = hub.key_for(&Duty::Host { subtree: None });
     let wider = grant("files = [\"workspace\"]\nspawn = \"persist\"");
     let refused = sequencer::fork(
         &human,
-        &hub.secret,
+        &host,
         &agent("demo"),
         at,
         &agent("copy"),
@@ -488,7 +490,7 @@ async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
     assert!(refused.to_string().contains("spawn"), "{refused}");
     let forked = sequencer::fork(
         &human,
-        &hub.secret,
+        &host,
         &agent("demo"),
         at,
         &agent("copy"),

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
+use l3m_core::duty::Duty;
 use l3m_core::log::RecordBody;
 use sequencer::{Supervisor, TaskLauncher, supervise};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +26,7 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
     let launcher = TaskLauncher {
         bus: hub.bus.clone(),
         hub: hub.hub_id.clone(),
-        secret: hub.secret.clone(),
+        credential: hub.key_for(&Duty::Host { subtree: None }),
         hub_root: hub.root(),
         config: config("idle_exit_secs = 1"),
         provider_factory: factory_of(provider.clone()),
@@ -33,7 +34,7 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
         shutdown: shutdown.clone(),
     };
     let sup = Supervisor {
-        client: hub.human().await,
+        client: hub.client(Duty::Host { subtree: None }).await,
         launcher: Arc::new(launcher),
     };
     let task = tokio::spawn(supervise(sup, shutdown.clone()));

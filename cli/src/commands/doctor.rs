@@ -124,7 +124,7 @@ fn config_checks(cx: &Context) -> Vec<Check> {
         }
     };
     drop(document);
-    match hubd::init::read_secret(hub.root()) {
+    match hub.human_key() {
         Ok(_) => checks.push(passed(
             "hub",
             format!("`{}` at {}", hub.name, hub.root().display()),
@@ -133,7 +133,8 @@ fn config_checks(cx: &Context) -> Vec<Check> {
         Err(e) => checks.push(failed(
             "hub",
             e.to_string(),
-            "chmod 600 the secret, or re-run `l3m init` for a new hub",
+            "chmod 600 the credential, set `credential` in the hub's entry, or ask a human for one \
+             (l3m credential issue --human NAME)",
         )),
     }
     let up = match (&hub.entry.nats, RunFile::read(hub.root())) {

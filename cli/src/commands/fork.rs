@@ -60,11 +60,10 @@ pub async fn cmd_fork(args: Args, cx: Context) -> Result<(), CliError> {
         bytes: args.bytes,
         wakes: args.wakes,
     };
-    let secret = hubd::init::read_secret(session.hub.root())
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let credential = crate::context::host_key(session.hub.root())?;
     let forked = sequencer::control::fork(
         &session.client,
-        &secret,
+        &credential,
         &source,
         args.at,
         &new,

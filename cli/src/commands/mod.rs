@@ -2,6 +2,7 @@
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
 pub mod collect;
+pub mod credential;
 pub mod demo;
 pub mod doctor;
 pub mod down;
@@ -92,6 +93,9 @@ pub enum Command {
     /// Show and replace the hub's settings (push remotes and more).
     #[command(subcommand)]
     Settings(settings::Command),
+    /// Issue, list and revoke the credentials processes open sessions with.
+    #[command(subcommand)]
+    Credential(credential::Command),
 }
 
 /// Runs one command.
@@ -117,5 +121,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Demo(args) => demo::cmd_demo(args, cx).await,
         Command::Persona(command) => persona::dispatch(command, cx).await,
         Command::Settings(command) => settings::dispatch(command, cx).await,
+        Command::Credential(command) => credential::dispatch(command, cx).await,
     }
 }

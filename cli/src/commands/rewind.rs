@@ -149,11 +149,11 @@ pub async fn rewind(
             ))),
         };
     }
-    let secret = hubd::init::read_secret(root).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let credential = crate::context::host_key(root)?;
     let writer = HubClient::open(
         client.bus().clone(),
         client.subjects().hub().clone(),
-        &secret,
+        &credential,
         Duty::Sequencer {
             agent: name.clone(),
         },

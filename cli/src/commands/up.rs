@@ -113,8 +113,7 @@ fn check_not_up(hub: &Selected) -> Result<(), CliError> {
 
 /// Waits until hubd answers a session request, or fails with its log.
 async fn wait_for_hubd(hub: &Selected, url: &str, started: &mut Started) -> Result<(), CliError> {
-    let secret =
-        hubd::init::read_secret(hub.root()).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let credential = hub.human_key()?;
     let begun = Instant::now();
     let bus: Arc<dyn Bus> = Arc::new(
         NatsBus::connect(url, nats_auth(hub)?)
@@ -132,7 +131,7 @@ async fn wait_for_hubd(hub: &Selected, url: &str, started: &mut Started) -> Resu
         let duty = Duty::Human {
             human: hub.human.clone(),
         };
-        let attempt = HubClient::open(Arc::clone(&bus), hub.hub_id()?, &secret, duty);
+        let attempt = HubClient::open(Arc::clone(&bus), hub.hub_id()?, &credential, duty);
         if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), attempt).await {
             return Ok(());
         }
@@ -208,15 +207,13 @@ fn service_args(
         Service::Hubd => {}
         Service::Sequencer => {
             args.extend([
-                "--secret-file".into(),
+                "--credential".into(),
                 hub.root()
-                    .join(hubd::init::SECRET_FILE)
+                    .join(l3m_core::refs::paths::host_key())
                     .display()
                     .to_string(),
                 "--config".into(),
                 hub.document.display().to_string(),
-                "--human".into(),
-                hub.human.to_string(),
             ]);
         }
     }
@@ -421,7 +418,6 @@ async fn run_embedded(
                 connect(Service::Sequencer).await?,
                 hub.root(),
                 &hub.hub_id()?,
-                &hub.human,
                 config,
                 &dir,
             )

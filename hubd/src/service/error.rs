@@ -1,11 +1,13 @@
 //! What can go wrong serving a request, and the typed reply each failure becomes.
 
+use l3m_core::credential::CredentialError;
 use l3m_core::duty::DutyError;
 use l3m_core::ledger::LedgerError;
 use l3m_core::names::NameError;
 use l3m_wire::reply::{ErrorCode, RemoteError};
 
 use super::lease::LeaseError;
+use crate::session::Closed;
 use crate::store::{StoreError, Tip};
 
 /// Why a request was not carried out. Every variant maps to one [`ErrorCode`].
@@ -18,16 +20,29 @@ pub enum ServiceError {
          new session"
     )]
     UnknownCapability,
-    /// The request's capability was revoked when its agent retired or was collected.
+    /// The request's capability was revoked: its agent retired or was collected, or its
+    /// credential was revoked.
     #[error(
-        "the capability was revoked: its agent retired or was collected; a name spawned again is \
-         a new agent, so open a new session for it"
+        "the capability was revoked: its agent retired or was collected (a name spawned again is \
+         a new agent, so open a new session for it), or its credential was revoked"
     )]
     Revoked,
-    /// The hub secret given to open a session is wrong.
-    #[error("the hub secret is wrong; read it from HUB/.hubd/secret")]
-    BadSecret,
-    /// The duty table refuses this ref write.
+    /// The open request's signature is not the credential's over what it asks.
+    #[error(
+        "the signature does not prove possession of credential {credential} for this hub and \
+         duty; use the credential's own key file"
+    )]
+    BadSignature {
+        /// The credential named.
+        credential: String,
+    },
+    /// The credential may not open this session.
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
+    /// The request does not come from the session's holder.
+    #[error("{0}")]
+    Unsealed(&'static str),
+    /// The duty table refused a ref write.
     #[error(transparent)]
     Duty(#[from] DutyError),
     /// The session's duty may not make this request at all.
@@ -166,7 +181,8 @@ impl ServiceError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ServiceError::UnknownCapability
-            | ServiceError::BadSecret
+            | ServiceError::BadSignature { .. }
+            | ServiceError::Unsealed(_)
             | ServiceError::Duty(_)
             | ServiceError::NotAllowed { .. }
             | ServiceError::UnknownPersona { .. }
@@ -177,7 +193,14 @@ impl ServiceError {
             | ServiceError::BadTip { .. }
             | ServiceError::Invalid(_) => ErrorCode::Invalid,
             ServiceError::NotFound { .. } => ErrorCode::NotFound,
-            ServiceError::Revoked => ErrorCode::Revoked,
+            ServiceError::Revoked
+            | ServiceError::Credential(
+                CredentialError::Revoked { .. } | CredentialError::Expired { .. },
+            ) => ErrorCode::Revoked,
+            ServiceError::Credential(
+                CredentialError::BadId { .. } | CredentialError::BadKey { .. },
+            ) => ErrorCode::Invalid,
+            ServiceError::Credential(_) => ErrorCode::Refused,
             ServiceError::Conflict { .. } | ServiceError::PersonaConflict { .. } => {
                 ErrorCode::Conflict
             }
@@ -194,5 +217,29 @@ impl ServiceError {
     /// The typed reply for this failure.
     pub fn to_remote(&self) -> RemoteError {
         RemoteError::new(self.code(), self.to_string())
+    }
+}
+
+impl From<Closed> for ServiceError {
+    fn from(closed: Closed) -> Self {
+        match closed {
+            Closed::Unknown => ServiceError::UnknownCapability,
+            Closed::Revoked => ServiceError::Revoked,
+            Closed::Expired => ServiceError::Unsealed(
+                "the session's credential expired; ask a human for a new one (l3m credential issue)",
+            ),
+            Closed::Unsealed => ServiceError::Unsealed(
+                "the request carries no seal; every request of a session is sealed with its key",
+            ),
+            Closed::BadSeal => ServiceError::Unsealed(
+                "the request's seal was not made with its session's key over this request",
+            ),
+            Closed::Replayed => ServiceError::Unsealed(
+                "the request's number was used before in its session (a replay) or is too old",
+            ),
+            Closed::OtherInbox => ServiceError::Unsealed(
+                "the answer would go to another inbox than the one the session was opened from",
+            ),
+        }
     }
 }

@@ -98,17 +98,20 @@ pub fn may_prune(duty: &Duty, agent: &AgentName, action: &str) -> Result<(), Ser
 }
 
 /// Whether `duty` may read `agent`'s `what` (its Log, inbox or grant): the agent's own
-/// sequencer, the sequencer of one of its ancestors, or a human. A sibling, a cousin or a
-/// service may not.
+/// sequencer, the sequencer of one of its ancestors, the host that runs it, or a human. A
+/// sibling, a cousin, another host's waker or a service may not.
 pub fn may_read(duty: &Duty, agent: &AgentName, what: &str) -> Result<(), ServiceError> {
     match duty {
         Duty::Human { .. } => Ok(()),
         Duty::Sequencer { agent: own } if agent.is_within(own) => Ok(()),
+        Duty::Host { subtree } if subtree.as_ref().is_none_or(|root| agent.is_within(root)) => {
+            Ok(())
+        }
         _ => Err(ServiceError::NotAllowed {
             duty: duty.to_string(),
             action: format!("read the {what} of {agent}"),
             reason: "an agent's Log, inbox and grant are read only by its own sequencer, the \
-                     sequencer of one of its ancestors, or a human",
+                     sequencer of one of its ancestors, its host, or a human",
         }),
     }
 }

@@ -3,13 +3,16 @@
 use std::sync::Arc;
 
 use l3m_wire::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
+use l3m_wire::hubd::credential::{
+    CredentialIssued, CredentialRevoked, Credentials, IssueCredential, ListCredentials,
+    RevokeCredential,
+};
 use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::mail::{
     AirmailStaged, InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter,
     StageAirmail,
 };
-use l3m_wire::hubd::session::{OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
@@ -38,12 +41,31 @@ where
         .map_err(|e| ServiceError::Internal(format!("a blocking step failed: {e}")))?
 }
 
-/// `hubd.open-session`.
-pub async fn open_session(
+/// `hubd.issue-credential`.
+pub async fn issue_credential(
     state: Arc<State>,
-    req: OpenSession,
-) -> Result<SessionOpened, ServiceError> {
-    state.open_session(req)
+    req: IssueCredential,
+) -> Result<CredentialIssued, ServiceError> {
+    blocking(&state, move |s| s.issue_credential(req)).await
+}
+
+/// `hubd.revoke-credential`.
+pub async fn revoke_credential(
+    state: Arc<State>,
+    req: RevokeCredential,
+) -> Result<CredentialRevoked, ServiceError> {
+    blocking(&state, move |s| {
+        s.revoke_credential(&req.capability, &req.id)
+    })
+    .await
+}
+
+/// `hubd.list-credentials`.
+pub async fn list_credentials(
+    state: Arc<State>,
+    req: ListCredentials,
+) -> Result<Credentials, ServiceError> {
+    state.list_credentials(&req.capability)
 }
 
 /// `hubd.append-log`.

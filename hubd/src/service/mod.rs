@@ -1,7 +1,8 @@
 //! The hubd service: every request served over a [`Bus`], checked, written, announced.
 //!
 //! Each request passes, in order: the typed envelope layer (size, version, kind, body), the
-//! capability lookup ([`crate::session`]), the duty table ([`l3m_core::duty::may_write`]) for
+//! session check (its capability names a live session, its seal was made with that session's
+//! key, its number is fresh, its answer goes home: [`crate::session`]), the duty table ([`l3m_core::duty::may_write`]) for
 //! every ref it would write, the fine gates (the ledger's fold, a grant's mail axis), and only
 //! then the store. A refusal anywhere writes nothing. After a ref moves, a
 //! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, then the reply, then
@@ -33,9 +34,10 @@ use std::sync::Arc;
 use l3m_wire::WireError;
 use l3m_wire::bus::Bus;
 use l3m_wire::envelope::Message;
-use l3m_wire::hubd::Op;
+use l3m_wire::hubd::session::OpenSession;
+use l3m_wire::hubd::{InSession, Op};
 use l3m_wire::subjects::{HubId, Subjects};
-use l3m_wire::typed::{ServeOptions, TypedServer};
+use l3m_wire::typed::{ServeOptions, TypedRequest, TypedServer};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -103,7 +105,7 @@ pub async fn start(
         servers: JoinSet::new(),
         shutdown: shutdown.clone(),
     };
-    binder.bind(Op::OpenSession, handlers::open_session).await?;
+    binder.bind_open().await?;
     binder.bind(Op::AppendLog, handlers::append_log).await?;
     binder.bind(Op::ReadLog, handlers::read_log).await?;
     binder.bind(Op::ReadGrant, handlers::read_grant).await?;
@@ -135,6 +137,15 @@ pub async fn start(
     binder
         .bind(Op::UpdateSettings, settings::update_settings)
         .await?;
+    binder
+        .bind(Op::IssueCredential, handlers::issue_credential)
+        .await?;
+    binder
+        .bind(Op::RevokeCredential, handlers::revoke_credential)
+        .await?;
+    binder
+        .bind(Op::ListCredentials, handlers::list_credentials)
+        .await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,
@@ -164,11 +175,47 @@ struct Binder {
 }
 
 impl Binder {
+    /// Serves `op` with `handler`, once the request proved it comes from its session's holder.
     async fn bind<Req, Resp, H, Fut>(&mut self, op: Op, handler: H) -> Result<(), RunError>
+    where
+        Req: Message + InSession + Send + 'static,
+        Resp: Message + Send + 'static,
+        H: Fn(Arc<State>, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.serve(op, move |state: Arc<State>, request: TypedRequest<Req>| {
+            let checked = state.check_session(
+                request.body.capability(),
+                Req::KIND,
+                request.sealed.as_ref(),
+                request.reply.as_deref(),
+            );
+            let handler = Arc::clone(&handler);
+            async move {
+                checked?;
+                handler(state, request.body).await
+            }
+        })
+        .await
+    }
+
+    /// Serves `hubd.open-session`, the one request outside a session.
+    async fn bind_open(&mut self) -> Result<(), RunError> {
+        self.serve(
+            Op::OpenSession,
+            |state: Arc<State>, request: TypedRequest<OpenSession>| async move {
+                state.open_session(request.body, request.reply.as_deref())
+            },
+        )
+        .await
+    }
+
+    async fn serve<Req, Resp, H, Fut>(&mut self, op: Op, handler: H) -> Result<(), RunError>
     where
         Req: Message + Send + 'static,
         Resp: Message + Send + 'static,
-        H: Fn(Arc<State>, Req) -> Fut + Send + Sync + 'static,
+        H: Fn(Arc<State>, TypedRequest<Req>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
     {
         let subject = op.subject(self.state.subjects());
@@ -185,7 +232,7 @@ impl Binder {
         let state = Arc::clone(&self.state);
         let serve = server.run(
             move |request| {
-                let reply = handler(Arc::clone(&state), request.body);
+                let reply = handler(Arc::clone(&state), request);
                 async move {
                     reply.await.map_err(|error| {
                         tracing::debug!(kind = Req::KIND, %error, "refused a request");

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
 use l3m_core::grant::{Probe, SpawnRequest};
@@ -21,7 +21,7 @@ use l3m_wire::bus::Bus;
 use l3m_wire::hubd::authority::GrantView;
 use l3m_wire::hubd::log::{LogAppended, LogRange};
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkedRead};
-use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::hubd::session::Capability;
 use l3m_wire::hubd::tree::{AgentLife, AgentState, AgentTree, Collected, Retired, Spawned};
 use l3m_wire::subjects::Subjects;
 
@@ -31,9 +31,11 @@ use super::gate;
 use super::lease::Leases;
 
 mod airmail;
+mod credentials;
 mod regrant;
-use crate::init::{InitError, load_ledger, read_secret};
-use crate::session::{Closed, Sessions, entity_of, random_hex, secrets_match};
+use crate::init::{InitError, load_credentials, load_ledger};
+use crate::now_ms;
+use crate::session::{Sessions, entity_of, random_hex};
 use crate::store::{Checkout, Hub, Tip};
 
 /// How many times a Log read is tried while appends keep moving its tip.
@@ -49,25 +51,20 @@ struct Tree {
     names: BTreeSet<AgentName>,
 }
 
-/// One hubd's state: the store, the replayed ledger, the sessions, the secret, the bus.
+/// One hubd's state: the store, the replayed ledger and credentials, the sessions, the bus.
 #[derive(Debug)]
 pub struct State {
     hub: Hub,
     tree: Mutex<Tree>,
     sessions: Sessions,
     leases: Leases,
-    secret: String,
+    /// The fold of `refs/l3m/credentials`; its lock serialises credential writes.
+    credentials: Mutex<l3m_core::credential::Registry>,
     bus: Arc<dyn Bus>,
     subjects: Subjects,
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
     announcer: Announcer,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn not_found(what: &'static str, name: impl ToString, detail: String) -> ServiceError {
@@ -79,7 +76,7 @@ fn not_found(what: &'static str, name: impl ToString, detail: String) -> Service
 }
 
 impl State {
-    /// Replays the hub's ledger and reads its secret; ref moves go out through `announcer`.
+    /// Replays the hub's ledger and credentials; ref moves go out through `announcer`.
     pub(super) fn load(
         hub: Hub,
         bus: Arc<dyn Bus>,
@@ -87,14 +84,14 @@ impl State {
         announcer: Announcer,
     ) -> Result<State, InitError> {
         let (ledger, names) = load_ledger(&hub)?;
-        let secret = read_secret(hub.root())?;
+        let credentials = Mutex::new(load_credentials(&hub)?);
         let settings = Settings::parse(&super::settings::read_text(&hub)?)?;
         Ok(State {
             hub,
             tree: Mutex::new(Tree { ledger, names }),
             sessions: Sessions::default(),
             leases: Leases::default(),
-            secret,
+            credentials,
             bus,
             subjects,
             settings: RwLock::new(settings),
@@ -144,10 +141,7 @@ impl State {
     pub(super) fn duty(&self, capability: &Capability) -> Result<Duty, ServiceError> {
         self.sessions
             .duty(&capability.0)
-            .map_err(|closed| match closed {
-                Closed::Unknown => ServiceError::UnknownCapability,
-                Closed::Revoked => ServiceError::Revoked,
-            })
+            .map_err(ServiceError::from)
     }
 
     /// Applies `rows` to a copy of the ledger (each re-running its gate), appends them as one
@@ -176,33 +170,6 @@ impl State {
             }
         }
         Ok(())
-    }
-
-    /// `hubd.open-session`.
-    pub fn open_session(&self, req: OpenSession) -> Result<SessionOpened, ServiceError> {
-        if !secrets_match(&req.secret, &self.secret) {
-            return Err(ServiceError::BadSecret);
-        }
-        {
-            let tree = self.tree();
-            let known = match &req.duty {
-                Duty::Sequencer { agent } => tree.ledger.is_live(agent),
-                Duty::Human { human } => tree.ledger.human_grant(human).is_some(),
-                Duty::Postman { service } => tree.ledger.service_grant(service).is_some(),
-            };
-            if !known {
-                let who = entity_of(&req.duty);
-                return Err(not_found("entity", who, " as live or registered".into()));
-            }
-        }
-        let capability = self
-            .sessions
-            .open(req.duty.clone())
-            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
-        Ok(SessionOpened {
-            capability: Capability(capability),
-            duty: req.duty,
-        })
     }
 
     /// `hubd.append-log`: records checked against the chain, then appended by CAS.
@@ -378,15 +345,14 @@ impl State {
     ) -> Result<(Spawned, Vec<Moved>), ServiceError> {
         let duty = self.duty(capability)?;
         let parent = match &duty {
-            Duty::Postman { .. } => {
-                return Err(ServiceError::NotAllowed {
-                    duty: duty.to_string(),
-                    action: format!("spawn {}", req.child),
-                    reason: "only a human spawns roots, and only an agent's sequencer its children",
-                });
-            }
-            other => entity_of(other),
-        };
+            Duty::Human { .. } | Duty::Sequencer { .. } => entity_of(&duty),
+            Duty::Postman { .. } | Duty::Host { .. } => None,
+        }
+        .ok_or_else(|| ServiceError::NotAllowed {
+            duty: duty.to_string(),
+            action: format!("spawn {}", req.child),
+            reason: "only a human spawns roots, and only an agent's sequencer its children",
+        })?;
         let persona_commit = match &req.persona {
             None => None,
             Some(persona) => {
@@ -581,7 +547,7 @@ impl State {
                 _ => None,
             })
             .collect();
-        self.sessions.revoke(&retired);
+        self.sessions.revoke_agents(&retired);
         self.leases.with(|t| t.forget(&retired));
         let mut moved = Vec::new();
         for a in &retired {
@@ -615,7 +581,7 @@ impl State {
         };
         self.append_ledger(&mut tree, &[row], &format!("collect {agent}"))?;
         drop(tree);
-        self.sessions.revoke(std::slice::from_ref(&agent));
+        self.sessions.revoke_agents(std::slice::from_ref(&agent));
         let mut moved = Vec::new();
         for which in AgentRef::ALL {
             if self.delete_if_present(&refs::agent_ref(&agent, which))? {
@@ -736,11 +702,12 @@ impl State {
                     human: human.clone(),
                     worktree: None,
                 },
-                Duty::Postman { .. } => {
+                Duty::Postman { .. } | Duty::Host { .. } => {
                     return Err(ServiceError::NotAllowed {
                         duty: duty.to_string(),
                         action: "send a letter".into(),
-                        reason: "the postman carries airmail; it does not write letters",
+                        reason: "the postman carries airmail and a host wakes agents; neither \
+                                 writes letters",
                     });
                 }
             };
@@ -850,7 +817,7 @@ impl State {
             .map_err(|e| ServiceError::Invalid(format!("letter id: {e}")))?;
         let entry = InboxEntry::ReadMark(ReadMark {
             letter: letter.clone(),
-            by: entity_of(&duty),
+            by: Entity::Agent(agent.clone()),
             at_ms: now_ms(),
         });
         let seq = self.append_line(&inbox, &entry, &format!("read {}", letter.as_str()))?;

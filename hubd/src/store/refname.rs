@@ -1,6 +1,6 @@
 //! Which refs the store may touch, and whether each is a commit chain or a plain ref. Pure.
 //!
-//! The hub's ref layout (DESIGN §3) decides the kind: the ledger and an agent's Log, inbox,
+//! The hub's ref layout (DESIGN §3) decides the kind: the ledger, the credentials, and an agent's Log, inbox,
 //! outbox, undo journal and cards are append-only chains; everything else (settings, personas,
 //! blessings, mirrors, grants, claims, persona branches, work branches) is a plain ref whose
 //! commits hold whole trees. A refname outside that layout is refused.
@@ -8,8 +8,8 @@
 use std::fmt;
 
 use l3m_core::refs::{
-    AGENTS_PREFIX, AgentRef, BLESSINGS_PREFIX, LEDGER, MIRROR_PREFIX, PERSONAS_PREFIX, SETTINGS,
-    WORK_PREFIX, parse_agent_ref,
+    AGENTS_PREFIX, AgentRef, BLESSINGS_PREFIX, CREDENTIALS, LEDGER, MIRROR_PREFIX, PERSONAS_PREFIX,
+    SETTINGS, WORK_PREFIX, parse_agent_ref,
 };
 
 use super::StoreError;
@@ -51,7 +51,7 @@ pub fn classify(refname: &str) -> Result<RefKind, StoreError> {
     if let Err(err) = gix::refs::FullName::try_from(refname) {
         return Err(bad(&format!("not a valid git refname ({err})")));
     }
-    if refname == LEDGER {
+    if refname == LEDGER || refname == CREDENTIALS {
         return Ok(RefKind::Chain);
     }
     if refname == SETTINGS {
@@ -79,7 +79,7 @@ pub fn classify(refname: &str) -> Result<RefKind, StoreError> {
         return Ok(RefKind::Plain);
     }
     Err(bad(
-        "outside the hub's ref layout (refs/l3m/{ledger,settings,personas/,a/,blessings/,mirror/} or refs/heads/l3m/)",
+        "outside the hub's ref layout (refs/l3m/{ledger,credentials,settings,personas/,a/,blessings/,mirror/} or refs/heads/l3m/)",
     ))
 }
 
@@ -91,6 +91,7 @@ mod tests {
     fn layout_refs_have_their_kinds() {
         let cases = [
             ("refs/l3m/ledger", RefKind::Chain),
+            ("refs/l3m/credentials", RefKind::Chain),
             ("refs/l3m/settings", RefKind::Plain),
             ("refs/l3m/a/alice/_/log", RefKind::Chain),
             ("refs/l3m/a/alice/main/_/inbox", RefKind::Chain),

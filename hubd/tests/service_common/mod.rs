@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hubd::init::{init_hub, read_secret};
+use hubd::init::{host_key_path, human_key_path, init_hub};
 use hubd::service;
 use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::duty::Duty;
@@ -12,6 +12,7 @@ use l3m_core::grant::{Grant, SpawnLevel, SpawnRequest};
 use l3m_core::log::{Record, RecordBody};
 use l3m_core::names::{AgentName, HumanName};
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::credential::{Ephemeral, KeyFile, SessionKey};
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
@@ -27,7 +28,13 @@ pub struct Fixture {
     pub bus: Arc<dyn Bus>,
     pub subjects: Subjects,
     pub shutdown: CancellationToken,
-    pub secret: String,
+    /// The credential init issued for the human `alice`.
+    pub human_key: KeyFile,
+    /// The whole-hub host credential init issued.
+    pub host_key: KeyFile,
+    /// The key and next request number of each session opened through [`Fixture::session`],
+    /// so [`Fixture::call`] seals its requests.
+    sessions: std::sync::Mutex<std::collections::HashMap<String, (SessionKey, u64)>>,
 }
 
 pub fn agent(s: &str) -> AgentName {
@@ -79,7 +86,9 @@ impl Fixture {
             )
             .unwrap(),
         );
-        let secret = read_secret(&root).unwrap();
+        let alice = HumanName::parse("alice").unwrap();
+        let human_key = KeyFile::read(&human_key_path(&root, &alice)).unwrap();
+        let host_key = KeyFile::read(&host_key_path(&root)).unwrap();
         let nats = NatsServer::start_with(config).unwrap();
         let bus: Arc<dyn Bus> = Arc::new(
             NatsBus::connect(nats.url(), NatsAuth::Anonymous)
@@ -103,37 +112,86 @@ impl Fixture {
             bus,
             subjects: Subjects::new(hub_id),
             shutdown,
-            secret,
+            human_key,
+            host_key,
+            sessions: Default::default(),
         }
+    }
+
+    /// The credential init issued that opens `duty`'s sessions: the human's or the host's.
+    pub fn key_for(&self, duty: &Duty) -> &KeyFile {
+        match duty {
+            Duty::Human { .. } => &self.human_key,
+            _ => &self.host_key,
+        }
+    }
+
+    /// An open request for `duty` signed with `credential`, and the client's fresh key.
+    pub fn open_request(&self, credential: &KeyFile, duty: Duty) -> (OpenSession, Ephemeral) {
+        let ephemeral = Ephemeral::generate().unwrap();
+        let signature = credential.sign_open("t", &duty, &ephemeral.public);
+        let request = OpenSession {
+            credential: credential.id.to_string(),
+            duty,
+            client_key: ephemeral.public,
+            signature,
+        };
+        (request, ephemeral)
     }
 
     pub fn git_dir(&self) -> std::path::PathBuf {
         self.dir.path().join("HUB").join("hub.git")
     }
 
+    /// Sends `req` as `op`; a request naming a session opened through [`Fixture::session`] is
+    /// sealed with its key, anything else goes unsealed.
     pub async fn call<Req: Message, Resp: Message>(&self, op: Op, req: &Req) -> Reply<Resp> {
-        l3m_wire::typed::call(
-            self.bus.as_ref(),
-            &op.subject(&self.subjects),
-            req,
+        let capability = serde_json::to_value(req)
+            .ok()
+            .and_then(|v| v.get("capability")?.as_str().map(str::to_owned));
+        let sealing = capability.and_then(|c| {
+            let mut sessions = self.sessions.lock().unwrap();
+            let (key, next) = sessions.get_mut(&c)?;
+            *next += 1;
+            Some((key.clone(), *next - 1))
+        });
+        let (subject, timeout, limits) = (
+            op.subject(&self.subjects),
             Duration::from_secs(20),
-            &Limits::default(),
+            Limits::default(),
+        );
+        let bus = self.bus.as_ref();
+        match sealing {
+            Some((key, n)) => {
+                l3m_wire::typed::call_sealed(bus, &subject, req, timeout, &limits, (&key, n)).await
+            }
+            None => l3m_wire::typed::call(bus, &subject, req, timeout, &limits).await,
+        }
+        .unwrap()
+    }
+
+    /// A [`HubClient`](l3m_wire::client::HubClient) with a session for `duty`.
+    pub async fn client(&self, duty: Duty) -> l3m_wire::client::HubClient {
+        let credential = self.key_for(&duty);
+        l3m_wire::client::HubClient::open(
+            self.bus.clone(),
+            self.subjects.hub().clone(),
+            credential,
+            duty,
         )
         .await
         .unwrap()
     }
 
+    /// Opens a session for `duty` with the credential init issued for it.
     pub async fn session(&self, duty: Duty) -> Capability {
-        let opened: SessionOpened = self
-            .call(
-                Op::OpenSession,
-                &OpenSession {
-                    secret: self.secret.clone(),
-                    duty,
-                },
-            )
-            .await
-            .unwrap();
+        let (request, ephemeral) = self.open_request(self.key_for(&duty), duty);
+        let opened: SessionOpened = self.call(Op::OpenSession, &request).await.unwrap();
+        let key = ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key);
+        self.sessions
+            .lock()
+            .unwrap()
+            .insert(opened.capability.0.clone(), (key, 0));
         opened.capability
     }
 

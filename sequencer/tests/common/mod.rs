@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use hubd::init::{init_hub, read_secret};
+use hubd::init::{init_hub, local_key};
 use hubd::service;
 use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::budget::Fuel;
@@ -29,7 +29,6 @@ pub struct TestHub {
     pub nats: NatsServer,
     pub bus: Arc<dyn Bus>,
     pub hub_id: HubId,
-    pub secret: String,
     pub shutdown: CancellationToken,
 }
 
@@ -73,7 +72,6 @@ impl TestHub {
             )
             .unwrap(),
         );
-        let secret = read_secret(&root).unwrap();
         let nats = NatsServer::start().unwrap();
         let bus: Arc<dyn Bus> = Arc::new(
             NatsBus::connect(nats.url(), NatsAuth::Anonymous)
@@ -96,7 +94,6 @@ impl TestHub {
             nats,
             bus,
             hub_id,
-            secret,
             shutdown,
         }
     }
@@ -110,9 +107,19 @@ impl TestHub {
     }
 
     pub async fn client(&self, duty: Duty) -> HubClient {
-        HubClient::open(self.bus.clone(), self.hub_id.clone(), &self.secret, duty)
-            .await
-            .unwrap()
+        HubClient::open(
+            self.bus.clone(),
+            self.hub_id.clone(),
+            &self.key_for(&duty),
+            duty,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// The credential init issued for `duty`: the human's or the host's.
+    pub fn key_for(&self, duty: &Duty) -> l3m_wire::credential::KeyFile {
+        local_key(&self.root(), duty).unwrap()
     }
 
     pub async fn human(&self) -> HubClient {

@@ -32,6 +32,13 @@ pub enum Duty {
         /// The service identity holding the postman axis.
         service: ServiceName,
     },
+    /// A sequencer host's waker: sees which agents of its subtree have work, and starts their
+    /// sequencers. It writes nothing itself.
+    Host {
+        /// The subtree's root; `None` for every agent of the hub.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subtree: Option<AgentName>,
+    },
 }
 
 impl fmt::Display for Duty {
@@ -40,6 +47,10 @@ impl fmt::Display for Duty {
             Duty::Sequencer { agent } => write!(f, "sequencer of {agent}"),
             Duty::Human { human } => write!(f, "human:{human}"),
             Duty::Postman { service } => write!(f, "postman svc:{service}"),
+            Duty::Host { subtree: None } => f.write_str("host of every agent"),
+            Duty::Host {
+                subtree: Some(root),
+            } => write!(f, "host of {root} and below"),
         }
     }
 }

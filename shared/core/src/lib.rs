@@ -14,6 +14,7 @@
 //! - [`refs`]: every ref name and hub path, derived in one module.
 //! - [`axis`]: the axes of a grant, named once.
 //! - [`duty`]: which holder of a session capability may change which ref.
+//! - [`credential`]: which process may open which sessions: credential rows and their fold.
 //! - [`grant`]: grants, the spawn gate (`admit_spawn`), expansion and regrants.
 //! - [`budget`]: fuel lent down the tree, spent, returned.
 //! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
@@ -43,6 +44,7 @@
 pub mod aftermath;
 pub mod axis;
 pub mod budget;
+pub mod credential;
 pub mod duty;
 pub mod effects;
 pub mod grant;

@@ -17,6 +17,8 @@ use crate::names::{AgentName, OfficeName, PersonaName};
 pub const LEDGER: &str = "refs/l3m/ledger";
 /// The hub's settings (humans only).
 pub const SETTINGS: &str = "refs/l3m/settings";
+/// The hub's credentials: issue and revoke rows, written only by hubd's credential gate.
+pub const CREDENTIALS: &str = "refs/l3m/credentials";
 /// Prefix of all upstream personas.
 pub const PERSONAS_PREFIX: &str = "refs/l3m/personas/";
 /// Prefix of every agent's refs.
@@ -162,6 +164,18 @@ pub mod paths {
     pub const CACHE_DIR: &str = "cache";
     /// Root of the ACRs.
     pub const FOREST_DIR: &str = "forest";
+    /// Where `hubd init` keeps the private keys of the credentials it issued (mode 0700).
+    pub const CREDENTIALS_DIR: &str = ".hubd/credentials";
+
+    /// The private key of `human`'s credential as init issued it.
+    pub fn human_key(human: &crate::names::HumanName) -> PathBuf {
+        PathBuf::from(CREDENTIALS_DIR).join(format!("human-{human}.key"))
+    }
+
+    /// The private key of the whole-hub host credential init issued.
+    pub fn host_key() -> PathBuf {
+        PathBuf::from(CREDENTIALS_DIR).join("host.key")
+    }
 
     /// The agent context root: `forest/<a>/<b>/self/`, nested by name.
     pub fn acr(agent: &AgentName) -> PathBuf {

@@ -1,8 +1,9 @@
 //! [`HubClient`]: one session with a hubd, and a typed method for every operation it serves.
 //!
 //! Every caller of hubd (a sequencer, the CLI, the postman) would otherwise repeat the same
-//! steps: open a session with the hub secret, keep the capability, put it in each request, pick
-//! the subject, encode, wait, and tell a refusal from a transport failure. The client does them
+//! steps: open a session with its credential, keep the capability and the session key, put the
+//! capability in each request and seal it, pick the subject, encode, wait, and tell a refusal
+//! from a transport failure. The client does them
 //! once. Records and inbox lines are decoded here, so a caller handles typed values; a line
 //! that does not decode is a [`ClientError::BadReply`] naming it, never a panic.
 //!
@@ -10,6 +11,7 @@
 //! new session with [`HubClient::reopen`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use l3m_core::duty::Duty;
@@ -20,6 +22,7 @@ use l3m_core::names::AgentName;
 use l3m_core::wire_format;
 
 use crate::bus::{Bus, MessageStream};
+use crate::credential::{Ephemeral, KeyFile, SessionKey};
 use crate::envelope::{Limits, Message};
 use crate::error::WireError;
 use crate::hubd::Op;
@@ -71,6 +74,9 @@ pub enum ClientError {
         /// What was wrong with it.
         reason: String,
     },
+    /// The session's fresh key could not be made.
+    #[error("cannot open a session: {0}")]
+    Credential(String),
     /// A record to append does not encode.
     #[error("record {seq} does not encode: {reason}")]
     BadRecord {
@@ -123,37 +129,40 @@ pub struct InboxRead {
 pub struct HubClient {
     bus: Arc<dyn Bus>,
     subjects: Subjects,
-    secret: Secret,
+    credential: KeyFile,
     duty: Duty,
     capability: Capability,
+    session: Arc<Keyed>,
     timeout: Duration,
     limits: Limits,
 }
 
-/// The hub secret, kept out of `Debug` output.
-#[derive(Clone)]
-struct Secret(String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
+/// The session key and the next request number, shared by every clone of one session.
+#[derive(Debug)]
+struct Keyed {
+    key: SessionKey,
+    next: AtomicU64,
 }
 
 impl HubClient {
-    /// Opens a session for `duty` with the hub of `hub` on `bus`.
+    /// Opens a session for `duty` with the hub of `hub` on `bus`, proving possession of
+    /// `credential`.
     pub async fn open(
         bus: Arc<dyn Bus>,
         hub: HubId,
-        secret: &str,
+        credential: &KeyFile,
         duty: Duty,
     ) -> Result<HubClient, ClientError> {
         let mut client = HubClient {
             bus,
             subjects: Subjects::new(hub),
-            secret: Secret(secret.to_owned()),
+            credential: credential.clone(),
             duty,
             capability: Capability(String::new()),
+            session: Arc::new(Keyed {
+                key: SessionKey::derive(&[0; 32], &[0; 32], &[0; 32]),
+                next: AtomicU64::new(0),
+            }),
             timeout: DEFAULT_TIMEOUT,
             limits: Limits::default(),
         };
@@ -161,18 +170,39 @@ impl HubClient {
         Ok(client)
     }
 
-    /// Opens a fresh session with the same secret and duty (after hubd restarted).
+    /// Opens a fresh session with the same credential and duty (after hubd restarted).
     pub async fn reopen(&mut self) -> Result<(), ClientError> {
-        let opened: SessionOpened = self
-            .call(
-                Op::OpenSession,
-                &OpenSession {
-                    secret: self.secret.0.clone(),
-                    duty: self.duty.clone(),
-                },
-            )
-            .await?;
+        let ephemeral =
+            Ephemeral::generate().map_err(|e| ClientError::Credential(e.to_string()))?;
+        let request = OpenSession {
+            credential: self.credential.id.to_string(),
+            duty: self.duty.clone(),
+            client_key: ephemeral.public,
+            signature: self.credential.sign_open(
+                self.subjects.hub().as_str(),
+                &self.duty,
+                &ephemeral.public,
+            ),
+        };
+        let subject = Op::OpenSession.subject(&self.subjects);
+        let opened: SessionOpened = crate::typed::call(
+            self.bus.as_ref(),
+            &subject,
+            &request,
+            self.timeout,
+            &self.limits,
+        )
+        .await
+        .map_err(|source| ClientError::Wire { subject, source })?
+        .map_err(|error| ClientError::Refused {
+            op: Op::OpenSession.as_str(),
+            error,
+        })?;
         self.capability = opened.capability;
+        self.session = Arc::new(Keyed {
+            key: ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key),
+            next: AtomicU64::new(0),
+        });
         Ok(())
     }
 
@@ -203,12 +233,14 @@ impl HubClient {
         request: &Req,
     ) -> Result<Resp, ClientError> {
         let subject = op.subject(&self.subjects);
-        let reply = crate::typed::call(
+        let n = self.session.next.fetch_add(1, Ordering::Relaxed);
+        let reply = crate::typed::call_sealed(
             self.bus.as_ref(),
             &subject,
             request,
             self.timeout,
             &self.limits,
+            (&self.session.key, n),
         )
         .await
         .map_err(|source| ClientError::Wire {
@@ -652,5 +684,60 @@ impl HubClient {
             },
         )
         .await
+    }
+}
+
+impl HubClient {
+    /// Registers a credential (a human's session only): its id, scope, public key and expiry.
+    pub async fn issue_credential(
+        &self,
+        credential: &KeyFile,
+        expires_ms: u64,
+        label: &str,
+    ) -> Result<l3m_core::credential::Credential, ClientError> {
+        let issued: crate::hubd::credential::CredentialIssued = self
+            .call(
+                Op::IssueCredential,
+                &crate::hubd::credential::IssueCredential {
+                    capability: self.cap(),
+                    id: credential.id.to_string(),
+                    scope: credential.scope.clone(),
+                    key: credential.public_key().to_string(),
+                    expires_ms,
+                    label: label.to_owned(),
+                },
+            )
+            .await?;
+        Ok(issued.credential)
+    }
+
+    /// Revokes credential `id` and ends its sessions (a human's session only).
+    pub async fn revoke_credential(
+        &self,
+        id: &str,
+    ) -> Result<crate::hubd::credential::CredentialRevoked, ClientError> {
+        self.call(
+            Op::RevokeCredential,
+            &crate::hubd::credential::RevokeCredential {
+                capability: self.cap(),
+                id: id.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// Every credential of the hub (a human's session only).
+    pub async fn list_credentials(
+        &self,
+    ) -> Result<Vec<l3m_core::credential::Credential>, ClientError> {
+        let listed: crate::hubd::credential::Credentials = self
+            .call(
+                Op::ListCredentials,
+                &crate::hubd::credential::ListCredentials {
+                    capability: self.cap(),
+                },
+            )
+            .await?;
+        Ok(listed.credentials)
     }
 }

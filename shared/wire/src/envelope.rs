@@ -19,6 +19,7 @@
 //! | `v` | uint 16 | protocol version, [`VERSION`] |
 //! | `kind` | str | the message kind, e.g. `hubd.append` or `l3m.error` |
 //! | `body` | bin | the typed message, itself a MessagePack map (field names as keys) |
+//! | `seal` | map `{n: uint 64, mac: bin 32}`, optional | a session request's seal ([`crate::credential`]) |
 //!
 //! Bodies are encoded with field names (`rmp_serde::to_vec_named`) so that adding an optional
 //! field with `#[serde(default)]` keeps old and new peers compatible within one version.
@@ -31,6 +32,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::credential::{Seal, SessionKey};
 use crate::error::WireError;
 
 /// The envelope version this build writes.
@@ -99,6 +101,9 @@ pub struct Envelope {
     /// The MessagePack encoding of the typed message.
     #[serde(with = "serde_bytes")]
     pub body: Vec<u8>,
+    /// The session's seal over the body, on every request but the one opening a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<Seal>,
 }
 
 /// Reads a MessagePack string, and only a string: rmp-serde would otherwise read a `bin` of
@@ -131,6 +136,7 @@ impl Envelope {
             v: VERSION,
             kind: kind.into(),
             body,
+            seal: None,
         }
     }
 
@@ -177,11 +183,28 @@ impl Envelope {
 
 /// Encodes a typed message into an envelope of the current version.
 pub fn encode<M: Message>(msg: &M, limits: &Limits) -> Result<Bytes, WireError> {
-    let body = rmp_serde::to_vec_named(msg).map_err(|e| WireError::Encode {
+    Envelope::new(M::KIND, body_of(msg)?).to_bytes(limits)
+}
+
+fn body_of<M: Message>(msg: &M) -> Result<Vec<u8>, WireError> {
+    rmp_serde::to_vec_named(msg).map_err(|e| WireError::Encode {
         kind: M::KIND,
         reason: e.to_string(),
-    })?;
-    Envelope::new(M::KIND, body).to_bytes(limits)
+    })
+}
+
+/// Encodes `msg` in an envelope sealed with `key` as request number `n` of its session.
+pub fn encode_sealed<M: Message>(
+    msg: &M,
+    limits: &Limits,
+    key: &SessionKey,
+    n: u64,
+) -> Result<Bytes, WireError> {
+    let body = body_of(msg)?;
+    let seal = key.seal(n, M::KIND, &body);
+    let mut envelope = Envelope::new(M::KIND, body);
+    envelope.seal = Some(seal);
+    envelope.to_bytes(limits)
 }
 
 /// Opens and decodes a typed message: size → version → envelope → kind → body.

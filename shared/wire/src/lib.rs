@@ -26,7 +26,8 @@
 //! - [`client`]: [`client::HubClient`], one session with a hubd and a typed method per
 //!   operation.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
-//! - [`secret`]: reading the hub secret, only from a file its owner alone may read.
+//! - [`credential`]: a process's credential file, the proof that opens a session, the session
+//!   key and the seal on every request.
 //! - `test_support` (feature `test-support`): a real nats-server for tests.
 //!
 //! # Example
@@ -52,11 +53,11 @@
 
 pub mod bus;
 pub mod client;
+pub mod credential;
 pub mod envelope;
 pub mod error;
 pub mod hubd;
 pub mod reply;
-pub mod secret;
 pub mod subjects;
 #[cfg(feature = "test-support")]
 pub mod test_support;

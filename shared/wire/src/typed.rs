@@ -47,7 +47,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Bus, Request, RequestStream};
-use crate::envelope::{Limits, Message, decode, encode};
+use crate::credential::{Seal, SessionKey};
+use crate::envelope::{Envelope, Limits, Message, encode, encode_sealed};
 use crate::error::WireError;
 use crate::reply::{ErrorCode, RemoteError, Reply, decode_reply, encode_reply};
 
@@ -65,7 +66,29 @@ pub async fn call<Req: Message, Resp: Message>(
     timeout: Duration,
     limits: &Limits,
 ) -> Result<Reply<Resp>, WireError> {
-    let payload = encode(request, limits)?;
+    exchange(bus, subject, encode(request, limits)?, timeout, limits).await
+}
+
+/// [`call`] for a request of an open session: sealed with `key` as request number `n`.
+pub async fn call_sealed<Req: Message, Resp: Message>(
+    bus: &dyn Bus,
+    subject: &str,
+    request: &Req,
+    timeout: Duration,
+    limits: &Limits,
+    (key, n): (&SessionKey, u64),
+) -> Result<Reply<Resp>, WireError> {
+    let payload = encode_sealed(request, limits, key, n)?;
+    exchange(bus, subject, payload, timeout, limits).await
+}
+
+async fn exchange<Resp: Message>(
+    bus: &dyn Bus,
+    subject: &str,
+    payload: bytes::Bytes,
+    timeout: Duration,
+    limits: &Limits,
+) -> Result<Reply<Resp>, WireError> {
     let bytes = bus.request(subject, payload, timeout).await?;
     decode_reply(&bytes, limits)
 }
@@ -77,6 +100,20 @@ pub struct TypedRequest<Req> {
     pub subject: String,
     /// The decoded request.
     pub body: Req,
+    /// The seal the envelope carried, with the body bytes it seals; the server whose sessions
+    /// hold the keys checks it.
+    pub sealed: Option<Sealed>,
+    /// Where the answer goes (its first token names the sender's inbox, e.g. `_INBOX_hubd`).
+    pub reply: Option<String>,
+}
+
+/// A request's seal and the exact body bytes it was computed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// The seal.
+    pub seal: Seal,
+    /// The body as sent.
+    pub body: Vec<u8>,
 }
 
 /// How a typed server takes its requests.
@@ -210,15 +247,22 @@ where
     H: Fn(TypedRequest<Req>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply<Resp>> + Send + 'static,
 {
-    let reply: Reply<Resp> = match decode::<Req>(&request.payload, limits) {
+    let opened = Envelope::from_bytes(&request.payload, limits)
+        .and_then(|envelope| Ok((envelope.open::<Req>()?, envelope)));
+    let reply: Reply<Resp> = match opened {
         Err(e) => {
             tracing::debug!(subject = request.subject.as_str(), error = %e, "refused a request");
             Err(RemoteError::from_wire(&e))
         }
-        Ok(body) => {
+        Ok((body, envelope)) => {
             let typed = TypedRequest {
                 subject: request.subject.clone(),
                 body,
+                sealed: envelope.seal.map(|seal| Sealed {
+                    seal,
+                    body: envelope.body,
+                }),
+                reply: request.reply().map(str::to_owned),
             };
             // A handler that panics, while building its future or while running it, still
             // gets its caller an answer. Caught in this task rather than by running the handler

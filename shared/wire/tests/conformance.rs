@@ -333,6 +333,7 @@ async fn bad_input_gets_typed_errors_and_the_server_keeps_serving(h: Harness) {
                 v: 9,
                 kind: Echo::KIND.into(),
                 body: body.clone(),
+                seal: None,
             }
             .to_bytes(&big)
             .unwrap(),

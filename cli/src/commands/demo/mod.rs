@@ -167,10 +167,11 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let bus: Arc<dyn Bus> = Arc::new(LocalBus::new());
     let hub_id = HubId::parse("demo").map_err(runtime)?;
     let hubd = Embedded::start(Arc::clone(&bus), root, hub_id.clone()).await?;
-    let sequencers =
-        start_sequencers(Arc::clone(&bus), root, &hub_id, &human, config, &config_dir).await?;
-    let secret = hubd::init::read_secret(root).map_err(runtime)?;
-    let me = HubClient::open(bus, hub_id, &secret, Duty::Human { human }).await?;
+    let sequencers = start_sequencers(Arc::clone(&bus), root, &hub_id, config, &config_dir).await?;
+    let credential =
+        l3m_wire::credential::KeyFile::read(&root.join(l3m_core::refs::paths::human_key(&human)))
+            .map_err(runtime)?;
+    let me = HubClient::open(bus, hub_id, &credential, Duty::Human { human }).await?;
 
     let outcome = scenario(&me, root, &bar, timeout).await;
     bar.finish_and_clear();

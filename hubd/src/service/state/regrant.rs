@@ -24,7 +24,11 @@ impl State {
     ) -> Result<(Regranted, Moved), ServiceError> {
         let duty = self.duty(capability)?;
         let agent = gate::agent(agent)?;
-        let issuer = entity_of(&duty);
+        let issuer = entity_of(&duty).ok_or_else(|| ServiceError::NotAllowed {
+            duty: duty.to_string(),
+            action: format!("regrant {agent}"),
+            reason: "a grant is changed only by its issuer: a human or a parent's sequencer",
+        })?;
         let mut tree = self.tree();
         let parent = match tree.ledger.agent(&agent) {
             Some(entry) if entry.life == Life::Live => entry.parent.clone(),

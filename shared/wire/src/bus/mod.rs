@@ -79,6 +79,11 @@ impl fmt::Debug for Request {
 }
 
 impl Request {
+    /// Where the answer goes, if the sender expects one.
+    pub fn reply(&self) -> Option<&str> {
+        self.reply.as_deref()
+    }
+
     /// A request received on `bus`; the bus implementations build these from their messages.
     pub(crate) fn new(message: BusMessage, bus: Arc<dyn Bus>) -> Self {
         Request {

@@ -9,7 +9,8 @@
 //! Commit ids travel as lowercase hex strings; an absent ref is `None`.
 //!
 //! # Layout
-//! - [`session`]: opening a session with the hub secret; the capability.
+//! - [`session`]: opening a session with a credential's signature; the capability.
+//! - [`credential`]: issuing, listing and revoking credentials (humans only).
 //! - [`log`]: appending to and reading an agent's Log.
 //! - [`authority`]: reading an agent's grant and budget; regranting it.
 //! - [`tree`]: spawning, retiring, collecting and listing agents.
@@ -21,6 +22,7 @@
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
+pub mod credential;
 pub mod lease;
 pub mod log;
 pub mod mail;
@@ -31,6 +33,48 @@ pub mod settings;
 pub mod tree;
 
 use crate::subjects::{Operation, Service, Subjects};
+
+/// A request of an open session: it names its session by capability, and its envelope carries
+/// the session's seal. Every hubd request but [`session::OpenSession`] is one.
+pub trait InSession {
+    /// The session it claims to belong to.
+    fn capability(&self) -> &session::Capability;
+}
+
+macro_rules! in_session {
+    ($($request:path),* $(,)?) => {
+        $(impl InSession for $request {
+            fn capability(&self) -> &session::Capability {
+                &self.capability
+            }
+        })*
+    };
+}
+
+in_session!(
+    authority::ReadGrant,
+    authority::Regrant,
+    credential::IssueCredential,
+    credential::RevokeCredential,
+    credential::ListCredentials,
+    lease::AcquireLease,
+    lease::RenewLease,
+    lease::ReleaseLease,
+    log::AppendLog,
+    log::ReadLog,
+    mail::SendLetter,
+    mail::ReadInbox,
+    mail::MarkRead,
+    mail::StageAirmail,
+    persona::PublishPersona,
+    persona::PullPersona,
+    settings::ReadSettings,
+    settings::UpdateSettings,
+    tree::Spawn,
+    tree::Retire,
+    tree::Collect,
+    tree::ListAgents,
+);
 
 /// The operations hubd serves, one subject each (`l3m.<hub>.hubd.<op>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,11 +119,17 @@ pub enum Op {
     ReadSettings,
     /// [`settings::UpdateSettings`].
     UpdateSettings,
+    /// [`credential::IssueCredential`].
+    IssueCredential,
+    /// [`credential::RevokeCredential`].
+    RevokeCredential,
+    /// [`credential::ListCredentials`].
+    ListCredentials,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 20] = [
+    pub const ALL: [Op; 23] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -100,6 +150,9 @@ impl Op {
         Op::PullPersona,
         Op::ReadSettings,
         Op::UpdateSettings,
+        Op::IssueCredential,
+        Op::RevokeCredential,
+        Op::ListCredentials,
     ];
 
     /// The operation's subject token.
@@ -125,6 +178,9 @@ impl Op {
             Op::PullPersona => "pull-persona",
             Op::ReadSettings => "read-settings",
             Op::UpdateSettings => "update-settings",
+            Op::IssueCredential => "issue-credential",
+            Op::RevokeCredential => "revoke-credential",
+            Op::ListCredentials => "list-credentials",
         }
     }
 

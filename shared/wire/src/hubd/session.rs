@@ -1,11 +1,15 @@
-//! Opening a session: the hub secret buys a capability bound to one entity and one duty.
+//! Opening a session: a credential's signature buys a capability bound to one duty and one key.
 //!
 //! # Format
-//! - `hubd.open-session` `{ secret: str, duty: Duty }` → `hubd.session-opened`
-//!   `{ capability: str, duty: Duty }`. `duty` is `l3m_core::duty::Duty` (a map tagged by
-//!   `duty`: `sequencer` with `agent`, `human` with `human`, `postman` with `service`).
-//! - A capability is 64 lowercase hex digits (32 random bytes). It is kept only in hubd's
-//!   memory: every session ends when hubd restarts, and its holder opens a new one.
+//! - `hubd.open-session` `{ credential: str, duty: Duty, client_key: bin 32, signature: bin 64 }`
+//!   → `hubd.session-opened` `{ capability: str, duty: Duty, hub_key: bin 32 }`. `duty` is
+//!   `l3m_core::duty::Duty` (a map tagged by `duty`). `signature` is the credential's Ed25519
+//!   signature over [`crate::credential::open_statement`]; both keys are fresh X25519 keys, and
+//!   the session key derives from them ([`crate::credential::Ephemeral::agree`]).
+//! - A capability is 64 lowercase hex digits (32 random bytes) naming the session. It is not a
+//!   secret: every later request must also carry a seal made with the session key, which never
+//!   travels. Sessions live only in hubd's memory: every one ends when hubd restarts, and its
+//!   holder opens a new one with its credential.
 
 use l3m_core::duty::Duty;
 use serde::{Deserialize, Serialize};
@@ -24,21 +28,19 @@ impl std::fmt::Debug for Capability {
     }
 }
 
-/// Asks hubd for a capability; only a holder of the hub secret (the operator) may ask.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Asks hubd for a session, proving possession of a credential's key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenSession {
-    /// The contents of the hub's secret file.
-    pub secret: String,
+    /// The credential's id.
+    pub credential: String,
     /// The one duty the session is for.
     pub duty: Duty,
-}
-
-impl std::fmt::Debug for OpenSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenSession")
-            .field("duty", &self.duty)
-            .finish_non_exhaustive()
-    }
+    /// The client's fresh X25519 public key.
+    #[serde(with = "serde_bytes")]
+    pub client_key: [u8; 32],
+    /// The credential's signature over the open statement.
+    #[serde(with = "serde_bytes")]
+    pub signature: [u8; 64],
 }
 
 impl Message for OpenSession {
@@ -52,6 +54,9 @@ pub struct SessionOpened {
     pub capability: Capability,
     /// The duty it is good for.
     pub duty: Duty,
+    /// hubd's fresh X25519 public key for this session.
+    #[serde(with = "serde_bytes")]
+    pub hub_key: [u8; 32],
 }
 
 impl Message for SessionOpened {

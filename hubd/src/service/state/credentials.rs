@@ -1,0 +1,213 @@
+//! Sessions and the credentials that open them: the open handshake, the check every later
+//! request passes, and the humans' issue, revoke and list.
+
+use l3m_core::credential::{CredentialId, CredentialRow, PublicKey, Scope};
+use l3m_core::duty::Duty;
+use l3m_core::refs;
+use l3m_core::wire_format;
+use l3m_wire::credential::{Ephemeral, open_statement, verify};
+use l3m_wire::hubd::credential::{
+    CredentialIssued, CredentialRevoked, Credentials, IssueCredential,
+};
+use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::typed::Sealed;
+
+use super::State;
+use crate::now_ms;
+use crate::service::error::ServiceError;
+use crate::session::{Opening, inbox_of};
+
+impl State {
+    /// `hubd.open-session`: the credential's signature over what is asked, its registry entry
+    /// (live, in scope), the entity it asks for (live or registered), then a fresh key agreed.
+    pub fn open_session(
+        &self,
+        req: OpenSession,
+        reply: Option<&str>,
+    ) -> Result<SessionOpened, ServiceError> {
+        let id = CredentialId::parse(&req.credential)?;
+        let expires_ms = {
+            let registry = self.credentials();
+            let credential = registry.admit(&id, &req.duty, now_ms())?;
+            let statement = open_statement(
+                self.subjects().hub().as_str(),
+                &id,
+                &req.duty,
+                &req.client_key,
+            );
+            if !verify(&credential.key, &statement, &req.signature) {
+                return Err(ServiceError::BadSignature {
+                    credential: id.to_string(),
+                });
+            }
+            credential.expires_ms
+        };
+        self.check_exists(&req.duty)?;
+        let ephemeral = Ephemeral::generate()
+            .map_err(|e| ServiceError::Internal(format!("making a session key: {e}")))?;
+        let key = ephemeral.agree(&req.client_key, &req.client_key, &ephemeral.public);
+        let capability = self
+            .sessions
+            .open(Opening {
+                duty: req.duty.clone(),
+                credential: id,
+                expires_ms,
+                key,
+                inbox: inbox_of(reply).map(str::to_owned),
+            })
+            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        Ok(SessionOpened {
+            capability: Capability(capability),
+            duty: req.duty,
+            hub_key: ephemeral.public,
+        })
+    }
+
+    /// Whom `duty` names exists: a live agent, a registered human or service, a host's subtree
+    /// root that is live.
+    fn check_exists(&self, duty: &Duty) -> Result<(), ServiceError> {
+        let tree = self.tree();
+        let known = match duty {
+            Duty::Sequencer { agent }
+            | Duty::Host {
+                subtree: Some(agent),
+            } => tree.ledger.is_live(agent),
+            Duty::Human { human } => tree.ledger.human_grant(human).is_some(),
+            Duty::Postman { service } => tree.ledger.service_grant(service).is_some(),
+            Duty::Host { subtree: None } => true,
+        };
+        if known {
+            return Ok(());
+        }
+        Err(ServiceError::NotFound {
+            what: "the one a session is for",
+            name: duty.to_string(),
+            detail: " as live or registered".into(),
+        })
+    }
+
+    /// Checks that a request carrying `capability` comes from its session's holder.
+    pub(in crate::service) fn check_session(
+        &self,
+        capability: &Capability,
+        kind: &str,
+        sealed: Option<&Sealed>,
+        reply: Option<&str>,
+    ) -> Result<(), ServiceError> {
+        Ok(self
+            .sessions
+            .check(&capability.0, kind, sealed, reply, now_ms())?)
+    }
+
+    /// `hubd.issue-credential`: humans only; a human scope names a registered human.
+    pub fn issue_credential(&self, req: IssueCredential) -> Result<CredentialIssued, ServiceError> {
+        let by = self.human_only(&req.capability, "issue a credential")?;
+        let id = CredentialId::parse(&req.id)?;
+        let key = PublicKey::parse(&req.key)?;
+        if let Scope::Human { human } = &req.scope {
+            if self.tree().ledger.human_grant(human).is_none() {
+                return Err(ServiceError::NotFound {
+                    what: "human",
+                    name: human.to_string(),
+                    detail: "; a human credential is issued for a registered human".into(),
+                });
+            }
+        }
+        if req.expires_ms <= now_ms() {
+            return Err(ServiceError::Invalid(format!(
+                "credential {id} would expire at {} ms, which has passed; give a later expiry",
+                req.expires_ms
+            )));
+        }
+        if req.label.len() > MAX_LABEL || req.label.contains(['\n', '\r']) {
+            return Err(ServiceError::Invalid(format!(
+                "a credential's label is one line of at most {MAX_LABEL} bytes"
+            )));
+        }
+        let row = CredentialRow::Issue {
+            id: id.clone(),
+            scope: req.scope.clone(),
+            key,
+            expires_ms: req.expires_ms,
+            by,
+            label: req.label.clone(),
+            at_ms: now_ms(),
+        };
+        let summary = format!("issue {id} for the {} ({})", req.scope, req.label);
+        let registry = self.append_credential(&row, &summary)?;
+        let credential = registry
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| ServiceError::Internal(format!("{id} is not in the registry")))?;
+        Ok(CredentialIssued { credential })
+    }
+
+    /// `hubd.revoke-credential`: humans only; the credential's sessions end now.
+    pub fn revoke_credential(
+        &self,
+        capability: &Capability,
+        id: &str,
+    ) -> Result<CredentialRevoked, ServiceError> {
+        let by = self.human_only(capability, "revoke a credential")?;
+        let id = CredentialId::parse(id)?;
+        let row = CredentialRow::Revoke {
+            id: id.clone(),
+            by,
+            at_ms: now_ms(),
+        };
+        drop(self.append_credential(&row, &format!("revoke {id}"))?);
+        let sessions = self.sessions.revoke_credential(&id) as u64;
+        Ok(CredentialRevoked {
+            id: id.to_string(),
+            sessions,
+        })
+    }
+
+    /// `hubd.list-credentials`: humans only.
+    pub fn list_credentials(&self, capability: &Capability) -> Result<Credentials, ServiceError> {
+        self.human_only(capability, "list credentials")?;
+        Ok(Credentials {
+            credentials: self.credentials().all().cloned().collect(),
+        })
+    }
+
+    /// The human behind `capability`, as the `by` of a credential row; anyone else is refused.
+    fn human_only(&self, capability: &Capability, action: &str) -> Result<String, ServiceError> {
+        match self.duty(capability)? {
+            Duty::Human { human } => Ok(format!("human:{human}")),
+            duty => Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: action.to_owned(),
+                reason: "credentials are issued, listed and revoked by humans only",
+            }),
+        }
+    }
+
+    /// Applies `row` to a copy of the registry, appends it, then installs the copy; returns the
+    /// registry, still locked.
+    fn append_credential(
+        &self,
+        row: &CredentialRow,
+        summary: &str,
+    ) -> Result<std::sync::MutexGuard<'_, l3m_core::credential::Registry>, ServiceError> {
+        let mut registry = self.credentials();
+        let mut next = registry.clone();
+        next.apply(row)?;
+        let line = wire_format::to_line(row)
+            .map_err(|e| ServiceError::Internal(format!("encoding a credential row: {e}")))?;
+        let tip = self.hub.tip(refs::CREDENTIALS)?;
+        self.hub.append(refs::CREDENTIALS, tip, &[line], summary)?;
+        *registry = next;
+        Ok(registry)
+    }
+
+    fn credentials(&self) -> std::sync::MutexGuard<'_, l3m_core::credential::Registry> {
+        // Every write is a whole-value replace after the store write succeeded.
+        self.credentials
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The longest label a credential may carry.
+pub const MAX_LABEL: usize = 200;

@@ -1,0 +1,370 @@
+//! A process's credential and the cryptography of a session: proof of possession at open, a
+//! session key no one on the bus learns, and a seal on every later request.
+//!
+//! Opening a session (one round trip): the client makes a fresh X25519 key pair and signs, with
+//! its credential's Ed25519 key, the hub's id, the credential id, the duty it asks for and its
+//! fresh public key ([`open_statement`]). hubd checks the signature against the public key it
+//! registered, answers with its own fresh X25519 public key, and both sides derive the session
+//! key from the shared secret ([`SessionKey::derive`]). Replaying an open request gets the
+//! replayer a session whose key only the original client can derive.
+//!
+//! Every later request is sealed: a keyed BLAKE3 MAC over a per-session counter, the message
+//! kind and its body ([`SessionKey::seal`]). A capability seen on the bus is therefore useless
+//! without the key, a sealed request cannot be altered, and hubd refuses a counter it has seen
+//! (see hubd's session table), so a captured request cannot be replayed either.
+
+use std::fmt;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use l3m_core::credential::{CredentialId, PublicKey, Scope};
+use l3m_core::duty::Duty;
+use serde::{Deserialize, Serialize};
+
+/// Why a credential file could not be read or written, or a key was not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    /// The file could not be read or written.
+    #[error("cannot {action} the credential {}: {source}", path.display())]
+    Io {
+        /// `read` or `write`.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is readable (or writable) by others than its owner.
+    #[error("the credential {} has mode {mode:o}; make it 0600 (chmod 600 {})", path.display(), path.display())]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file is not a credential.
+    #[error("{} is not an l3m credential file: {reason}", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The OS random source failed.
+    #[error("the OS random source failed: {0}")]
+    Random(String),
+}
+
+/// A credential's private half, as its process holds it: the id hubd knows it by, what it is
+/// for, and the Ed25519 signing key. Read from a file only its owner may read.
+#[derive(Clone)]
+pub struct KeyFile {
+    /// The id hubd registered.
+    pub id: CredentialId,
+    /// What it may open (as issued; hubd's registry is the authority).
+    pub scope: Scope,
+    signing: SigningKey,
+}
+
+impl fmt::Debug for KeyFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyFile")
+            .field("id", &self.id)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The file's format (TOML).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stored {
+    id: CredentialId,
+    scope: Scope,
+    /// The Ed25519 seed, 64 hex digits.
+    secret_key: String,
+}
+
+const HEADER: &str = "# An l3m credential. Keep it private (mode 0600); whoever reads it can open the sessions\n\
+                      # its scope allows until it expires or a human revokes it (l3m credential revoke).\n";
+
+impl KeyFile {
+    /// A fresh key pair for a credential to be registered as `id` with `scope`.
+    pub fn generate(id: CredentialId, scope: Scope) -> Result<KeyFile, KeyFileError> {
+        let mut seed = [0u8; 32];
+        getrandom::getrandom(&mut seed).map_err(|e| KeyFileError::Random(e.to_string()))?;
+        Ok(KeyFile {
+            id,
+            scope,
+            signing: SigningKey::from_bytes(&seed),
+        })
+    }
+
+    /// A fresh random credential id.
+    pub fn random_id() -> Result<CredentialId, KeyFileError> {
+        let mut bytes = [0u8; 8];
+        getrandom::getrandom(&mut bytes).map_err(|e| KeyFileError::Random(e.to_string()))?;
+        Ok(CredentialId::from_random(bytes))
+    }
+
+    /// The public half hubd registers.
+    pub fn public_key(&self) -> PublicKey {
+        PublicKey(self.signing.verifying_key().to_bytes())
+    }
+
+    /// Reads `path`, refusing a file others may read.
+    pub fn read(path: &Path) -> Result<KeyFile, KeyFileError> {
+        let text = read_private(path)?;
+        let malformed = |reason: String| KeyFileError::Malformed {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let stored: Stored = toml::from_str(&text).map_err(|e| malformed(e.to_string()))?;
+        let seed = PublicKey::parse(&stored.secret_key)
+            .map_err(|_| malformed("`secret_key` is not 64 hex digits".into()))?;
+        Ok(KeyFile {
+            id: stored.id,
+            scope: stored.scope,
+            signing: SigningKey::from_bytes(&seed.0),
+        })
+    }
+
+    /// Writes the credential to a new file `path` with mode 0600 (its folder made 0700 if new);
+    /// never overwrites.
+    pub fn write(&self, path: &Path) -> Result<(), KeyFileError> {
+        let failed = |source| KeyFileError::Io {
+            action: "write",
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(failed)?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(failed)?;
+            }
+        }
+        let stored = Stored {
+            id: self.id.clone(),
+            scope: self.scope.clone(),
+            secret_key: PublicKey(self.signing.to_bytes()).to_string(),
+        };
+        let body = toml::to_string(&stored).map_err(|e| KeyFileError::Malformed {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(failed)?;
+        file.write_all(HEADER.as_bytes()).map_err(failed)?;
+        file.write_all(body.as_bytes()).map_err(failed)?;
+        file.sync_all().map_err(failed)
+    }
+
+    /// Signs the statement that opens a session for `duty` on `hub` with `client_key`.
+    pub fn sign_open(&self, hub: &str, duty: &Duty, client_key: &[u8; 32]) -> [u8; 64] {
+        self.signing
+            .sign(&open_statement(hub, &self.id, duty, client_key))
+            .to_bytes()
+    }
+}
+
+/// Reads a file that must be its owner's alone (no group or other permission bits).
+pub fn read_private(path: &Path) -> Result<String, KeyFileError> {
+    let failed = |source| KeyFileError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let mode = std::fs::metadata(path)
+        .map_err(failed)?
+        .permissions()
+        .mode()
+        & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(KeyFileError::Exposed {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    std::fs::read_to_string(path).map_err(failed)
+}
+
+/// What a client signs to open a session: bound to the hub, the credential, the duty and the
+/// client's fresh key, so the signature opens nothing else.
+pub fn open_statement(hub: &str, id: &CredentialId, duty: &Duty, client_key: &[u8; 32]) -> Vec<u8> {
+    let duty = serde_json::to_string(duty).unwrap_or_default();
+    let mut statement = Vec::with_capacity(96 + hub.len() + duty.len());
+    statement.extend_from_slice(b"l3m open-session v1\0");
+    for part in [hub.as_bytes(), id.as_str().as_bytes(), duty.as_bytes()] {
+        statement.extend_from_slice(part);
+        statement.push(0);
+    }
+    statement.extend_from_slice(client_key);
+    statement
+}
+
+/// Whether `signature` is `key`'s signature over `statement`.
+pub fn verify(key: &PublicKey, statement: &[u8], signature: &[u8; 64]) -> bool {
+    VerifyingKey::from_bytes(&key.0).is_ok_and(|key| {
+        key.verify(statement, &Signature::from_bytes(signature))
+            .is_ok()
+    })
+}
+
+/// One side's fresh X25519 key for one session.
+pub struct Ephemeral {
+    secret: x25519_dalek::StaticSecret,
+    /// Its public half, sent to the other side.
+    pub public: [u8; 32],
+}
+
+impl fmt::Debug for Ephemeral {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Ephemeral(..)")
+    }
+}
+
+impl Ephemeral {
+    /// A fresh key pair from the OS random source.
+    pub fn generate() -> Result<Ephemeral, KeyFileError> {
+        let mut bytes = [0u8; 32];
+        getrandom::getrandom(&mut bytes).map_err(|e| KeyFileError::Random(e.to_string()))?;
+        let secret = x25519_dalek::StaticSecret::from(bytes);
+        let public = x25519_dalek::PublicKey::from(&secret).to_bytes();
+        Ok(Ephemeral { secret, public })
+    }
+
+    /// The session key shared with the holder of `theirs`; `client` and `hub` are the two
+    /// public keys in that order (the same on both sides).
+    pub fn agree(&self, theirs: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
+        let shared = self
+            .secret
+            .diffie_hellman(&x25519_dalek::PublicKey::from(*theirs));
+        SessionKey::derive(shared.as_bytes(), client, hub)
+    }
+}
+
+/// The key both ends of one session share; never sent anywhere.
+#[derive(Clone)]
+pub struct SessionKey([u8; 32]);
+
+impl fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionKey(..)")
+    }
+}
+
+/// A request's seal: its counter in the session and the MAC over counter, kind and body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    /// The request's number in its session (each used once).
+    pub n: u64,
+    /// Keyed BLAKE3 of `n`, the kind and the body.
+    #[serde(with = "serde_bytes")]
+    pub mac: [u8; 32],
+}
+
+impl SessionKey {
+    /// Derives the session key from the X25519 shared secret and both public keys.
+    pub fn derive(shared: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
+        let mut hasher = blake3::Hasher::new_derive_key("l3m session key v1");
+        hasher.update(shared).update(client).update(hub);
+        SessionKey(*hasher.finalize().as_bytes())
+    }
+
+    /// The seal of request number `n` of kind `kind` with body `body`.
+    pub fn seal(&self, n: u64, kind: &str, body: &[u8]) -> Seal {
+        Seal {
+            n,
+            mac: *self.mac(n, kind, body).as_bytes(),
+        }
+    }
+
+    /// Whether `seal` is this key's seal of `kind` and `body` (compared in constant time).
+    pub fn verifies(&self, seal: &Seal, kind: &str, body: &[u8]) -> bool {
+        self.mac(seal.n, kind, body) == blake3::Hash::from_bytes(seal.mac)
+    }
+
+    fn mac(&self, n: u64, kind: &str, body: &[u8]) -> blake3::Hash {
+        let mut hasher = blake3::Hasher::new_keyed(&self.0);
+        hasher
+            .update(&n.to_le_bytes())
+            .update(&(kind.len() as u64).to_le_bytes())
+            .update(kind.as_bytes())
+            .update(body);
+        hasher.finalize()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use l3m_core::names::AgentName;
+
+    fn host() -> KeyFile {
+        KeyFile::generate(KeyFile::random_id().unwrap(), Scope::Host { subtree: None }).unwrap()
+    }
+
+    #[test]
+    fn a_signature_opens_only_what_it_names() {
+        let key = host();
+        let duty = Duty::Sequencer {
+            agent: AgentName::parse("bob").unwrap(),
+        };
+        let eph = [7u8; 32];
+        let signature = key.sign_open("main", &duty, &eph);
+        let statement = open_statement("main", &key.id, &duty, &eph);
+        assert!(verify(&key.public_key(), &statement, &signature));
+        let other_hub = open_statement("north", &key.id, &duty, &eph);
+        assert!(!verify(&key.public_key(), &other_hub, &signature));
+        let other_duty = Duty::Sequencer {
+            agent: AgentName::parse("carol").unwrap(),
+        };
+        let other = open_statement("main", &key.id, &other_duty, &eph);
+        assert!(!verify(&key.public_key(), &other, &signature));
+        assert!(!verify(&host().public_key(), &statement, &signature));
+    }
+
+    #[test]
+    fn both_sides_agree_on_the_key_and_a_seal_binds_counter_kind_and_body() {
+        let (client, hub) = (
+            Ephemeral::generate().unwrap(),
+            Ephemeral::generate().unwrap(),
+        );
+        let a = client.agree(&hub.public, &client.public, &hub.public);
+        let b = hub.agree(&client.public, &client.public, &hub.public);
+        let seal = a.seal(3, "hubd.append-log", b"body");
+        assert!(b.verifies(&seal, "hubd.append-log", b"body"));
+        assert!(!b.verifies(&seal, "hubd.append-log", b"bodY"));
+        assert!(!b.verifies(&seal, "hubd.read-log", b"body"));
+        assert!(!b.verifies(&Seal { n: 4, ..seal }, "hubd.append-log", b"body"));
+        let stranger = Ephemeral::generate().unwrap();
+        let c = stranger.agree(&hub.public, &client.public, &hub.public);
+        assert!(!c.verifies(&seal, "hubd.append-log", b"body"));
+    }
+
+    #[test]
+    fn a_key_file_reads_back_and_refuses_to_be_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("creds/host.key");
+        let key = host();
+        key.write(&path).unwrap();
+        let back = KeyFile::read(&path).unwrap();
+        assert_eq!(back.id, key.id);
+        assert_eq!(back.public_key(), key.public_key());
+        assert!(key.write(&path).is_err(), "never overwrites");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(matches!(
+            KeyFile::read(&path),
+            Err(KeyFileError::Exposed { mode: 0o640, .. })
+        ));
+        assert!(!format!("{key:?}").contains(&PublicKey(key.signing.to_bytes()).to_string()));
+    }
+}
