@@ -12,6 +12,9 @@
 //!   the envelope layers cost by themselves;
 //! - `git cli (fsync)` and `raw write+fsync`: the references of [`common`].
 //!
+//! Then what credentials cost ([`session_costs`]): `open-session (proof)` against the
+//! read-grant round trip, and the seal every request carries against the same round trip.
+//!
 //! Run: `cargo bench -p hubd --bench service_append`. `L3M_BENCH_ITERS` sets the iterations
 //! per batch size (default 200: about 45 s on a loaded 2-core machine); `L3M_BENCH_DIR` the
 //! folder to work in (default: the temp dir).
@@ -48,6 +51,41 @@ use common::{
 const SERVICE: &str = "hubd over nats (fsync)";
 const STORE: &str = "store only (fsync)";
 const ROUND_TRIP: &str = "round trip (read-grant)";
+const OPEN: &str = "open-session (proof)";
+const SEAL: &str = "seal + check (in process)";
+
+/// What credentials cost: opening a session (an Ed25519 signature, its check, two X25519
+/// agreements, one round trip) against a request round trip; and the seal a request carries
+/// (made by the client, checked by hubd) against the same round trip, which is what sealing
+/// adds to every request.
+fn session_costs(rt: &tokio::runtime::Runtime, service: &Service, per_block: usize) {
+    let mut samples = Samples::default();
+    let session = &service.sessions[0];
+    let body = rmp_serde::to_vec_named(&ReadGrant {
+        capability: session.capability.clone(),
+        agent: agent(0).to_string(),
+    })
+    .unwrap();
+    for _ in 0..ROUNDS {
+        samples.block(OPEN, per_block, |_| {
+            rt.block_on(service.open(&service.root, Duty::Sequencer { agent: agent(0) }));
+        });
+        samples.block(ROUND_TRIP, per_block, |_| {
+            rt.block_on(service.read_grant(0))
+        });
+        samples.block(SEAL, per_block, |n| {
+            let seal = session.key.seal(n as u64, ReadGrant::KIND, &body);
+            assert!(session.key.verifies(&seal, ReadGrant::KIND, &body));
+        });
+    }
+    samples.print_table("sessions", 1);
+    println!(
+        "open-session p50 / request p50: {:.2}x    a sealed request / the same request \
+         unsealed: {:.3}x (target <= 1.05x)",
+        samples.p50_ratio(OPEN, ROUND_TRIP),
+        1.0 + samples.p50_ratio(SEAL, ROUND_TRIP)
+    );
+}
 
 fn main() {
     let config = Config::from_env("service_append", 200);
@@ -79,6 +117,7 @@ fn main() {
         }
         samples.print(batch, SERVICE);
     }
+    session_costs(&rt, &service, per_block);
     config.print_steal();
     service.shutdown.cancel();
     drop(nats);
@@ -94,6 +133,7 @@ struct Service {
     subjects: Subjects,
     shutdown: CancellationToken,
     sessions: Vec<Session>,
+    root: std::path::PathBuf,
     tips: [Option<String>; BATCHES.len()],
 }
 
@@ -132,6 +172,7 @@ impl Service {
             subjects: Subjects::new(hub_id),
             shutdown,
             sessions: Vec::new(),
+            root: root.clone(),
             tips: Default::default(),
         };
         let human = service.open(&root, Duty::Human { human: alice }).await;

@@ -332,8 +332,25 @@ impl Samples {
     /// Prints every variant's p50, p99 and rates, then `subject`'s rate against the git CLI's
     /// and its p50 against the raw fsync's.
     pub fn print(&self, batch: usize, subject: &str) {
+        self.print_table(&format!("batch of {batch}"), batch);
+        let (it, git) = (self.stats(subject), self.stats(GIT_CLI));
+        println!(
+            "{subject} rate / git cli rate: {:.1}x (target >= 10x)    {subject} p50 / raw \
+             write+fsync p50: {:.2}x (target <= 3x)",
+            it.per_second / git.per_second,
+            self.p50_ratio(subject, RAW)
+        );
+    }
+
+    /// `a`'s p50 over `b`'s.
+    pub fn p50_ratio(&self, a: &str, b: &str) -> f64 {
+        micros(self.stats(a).p50) / micros(self.stats(b).p50)
+    }
+
+    /// Prints every variant's p50, p99 and rates under `title`.
+    pub fn print_table(&self, title: &str, batch: usize) {
         println!();
-        println!("batch of {batch}");
+        println!("{title}");
         println!(
             "{:<24} {:>10} {:>10} {:>12} {:>12}",
             "variant", "p50 µs", "p99 µs", "appends/s", "records/s"
@@ -349,13 +366,6 @@ impl Samples {
                 s.per_second * batch as f64
             );
         }
-        let (it, git, raw) = (self.stats(subject), self.stats(GIT_CLI), self.stats(RAW));
-        println!(
-            "{subject} rate / git cli rate: {:.1}x (target >= 10x)    {subject} p50 / raw \
-             write+fsync p50: {:.2}x (target <= 3x)",
-            it.per_second / git.per_second,
-            micros(it.p50) / micros(raw.p50)
-        );
     }
 }
 

@@ -185,14 +185,19 @@ impl Fixture {
 
     /// Opens a session for `duty` with the credential init issued for it.
     pub async fn session(&self, duty: Duty) -> Capability {
-        let (request, ephemeral) = self.open_request(self.key_for(&duty), duty);
-        let opened: SessionOpened = self.call(Op::OpenSession, &request).await.unwrap();
+        self.session_with(self.key_for(&duty), duty).await.unwrap()
+    }
+
+    /// Opens a session for `duty` with `credential`; later calls naming it are sealed.
+    pub async fn session_with(&self, credential: &KeyFile, duty: Duty) -> Reply<Capability> {
+        let (request, ephemeral) = self.open_request(credential, duty);
+        let opened: SessionOpened = self.call(Op::OpenSession, &request).await?;
         let key = ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key);
         self.sessions
             .lock()
             .unwrap()
             .insert(opened.capability.0.clone(), (key, 0));
-        opened.capability
+        Ok(opened.capability)
     }
 
     pub async fn human(&self) -> Capability {

@@ -104,14 +104,14 @@ impl State {
         let by = self.human_only(&req.capability, "issue a credential")?;
         let id = CredentialId::parse(&req.id)?;
         let key = PublicKey::parse(&req.key)?;
-        if let Scope::Human { human } = &req.scope {
-            if self.tree().ledger.human_grant(human).is_none() {
-                return Err(ServiceError::NotFound {
-                    what: "human",
-                    name: human.to_string(),
-                    detail: "; a human credential is issued for a registered human".into(),
-                });
-            }
+        if let Scope::Human { human } = &req.scope
+            && self.tree().ledger.human_grant(human).is_none()
+        {
+            return Err(ServiceError::NotFound {
+                what: "human",
+                name: human.to_string(),
+                detail: "; a human credential is issued for a registered human".into(),
+            });
         }
         if req.expires_ms <= now_ms() {
             return Err(ServiceError::Invalid(format!(

@@ -1,0 +1,286 @@
+//! Credentials and sessions tried from outside, against a real hubd over a real nats-server:
+//! what a party holding a capability, a captured request or the wrong credential cannot do.
+#![allow(clippy::unwrap_used)]
+
+mod service_common;
+
+use std::time::Duration;
+
+use l3m_core::credential::Scope;
+use l3m_core::duty::Duty;
+use l3m_core::names::HumanName;
+use l3m_wire::credential::{Ephemeral, KeyFile};
+use l3m_wire::envelope::{Limits, encode, encode_sealed};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::credential::{
+    CredentialIssued, CredentialRevoked, Credentials, IssueCredential, ListCredentials,
+    RevokeCredential,
+};
+use l3m_wire::hubd::log::{AppendLog, LogAppended};
+use l3m_wire::hubd::session::{Capability, SessionOpened};
+use l3m_wire::reply::{ErrorCode, RemoteError, Reply, decode_reply};
+use service_common::*;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn seq(name: &str) -> Duty {
+    Duty::Sequencer { agent: agent(name) }
+}
+
+fn append(by: &Capability, agent: &str) -> AppendLog {
+    AppendLog {
+        capability: by.clone(),
+        agent: agent.into(),
+        expected_tip: None,
+        records: vec![record(0)],
+    }
+}
+
+/// Issues a credential for `scope` through hubd as `alice`, valid for `valid_ms`.
+async fn issue(f: &Fixture, human: &Capability, scope: Scope, valid_ms: u64) -> KeyFile {
+    let key = KeyFile::generate(KeyFile::random_id().unwrap(), scope.clone()).unwrap();
+    let issued: CredentialIssued = f
+        .call(
+            Op::IssueCredential,
+            &IssueCredential {
+                capability: human.clone(),
+                id: key.id.to_string(),
+                scope,
+                key: key.public_key().to_string(),
+                expires_ms: now_ms() + valid_ms,
+                label: "test".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(issued.credential.id, key.id);
+    key
+}
+
+async fn setup() -> (Fixture, Capability) {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    (f, human)
+}
+
+/// Sends raw bytes as an `append-log` and opens the reply.
+async fn send_raw(f: &Fixture, bytes: bytes::Bytes) -> Reply<LogAppended> {
+    let subject = Op::AppendLog.subject(&f.subjects);
+    let answer = f
+        .bus
+        .request(&subject, bytes, Duration::from_secs(10))
+        .await
+        .unwrap();
+    decode_reply(&answer, &Limits::default()).unwrap()
+}
+
+fn refused(reply: Reply<impl std::fmt::Debug>, code: ErrorCode, says: &str) -> RemoteError {
+    let error = reply.unwrap_err();
+    assert_eq!(error.code, code, "{}", error.message);
+    assert!(error.message.contains(says), "{}", error.message);
+    error
+}
+
+/// A capability seen on the bus, without its session's key, writes nothing: unsealed, sealed
+/// with another session's key, or sealed by its holder for a different body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_capability_is_useless_without_its_session_key() {
+    let (f, _) = setup().await;
+    let bob = f.session(seq("bob")).await;
+    let before = f.refs();
+    let unsealed = encode(&append(&bob, "bob"), &Limits::default()).unwrap();
+    refused(send_raw(&f, unsealed).await, ErrorCode::Refused, "no seal");
+    // The attacker's own session key (a host credential of its own) does not seal for bob.
+    let (mine, _) = f.open_request(&f.host_key, seq("bob"));
+    let opened: SessionOpened = f.call(Op::OpenSession, &mine).await.unwrap();
+    let stranger = Ephemeral::generate().unwrap();
+    let wrong = stranger.agree(&opened.hub_key, &stranger.public, &opened.hub_key);
+    let forged = encode_sealed(&append(&bob, "bob"), &Limits::default(), &wrong, 0).unwrap();
+    refused(send_raw(&f, forged).await, ErrorCode::Refused, "seal");
+    assert_eq!(f.refs(), before, "nothing was written");
+    // Its holder still writes.
+    let _: LogAppended = f.call(Op::AppendLog, &append(&bob, "bob")).await.unwrap();
+}
+
+/// A sealed request captured on the bus and sent again is refused: its number was used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_request_cannot_be_replayed() {
+    let (f, _) = setup().await;
+    let (open, ephemeral) = f.open_request(&f.host_key, seq("bob"));
+    let opened: SessionOpened = f.call(Op::OpenSession, &open).await.unwrap();
+    let key = ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key);
+    let bytes = encode_sealed(
+        &append(&opened.capability, "bob"),
+        &Limits::default(),
+        &key,
+        7,
+    )
+    .unwrap();
+    send_raw(&f, bytes.clone()).await.unwrap();
+    let after_first = f.refs();
+    refused(send_raw(&f, bytes).await, ErrorCode::Refused, "used before");
+    assert_eq!(f.refs(), after_first);
+    // Replaying the open request opens a session whose key only the first opener can derive.
+    let replayed: SessionOpened = f.call(Op::OpenSession, &open).await.unwrap();
+    let guess = encode_sealed(
+        &append(&replayed.capability, "bob"),
+        &Limits::default(),
+        &key,
+        0,
+    )
+    .unwrap();
+    refused(send_raw(&f, guess).await, ErrorCode::Refused, "seal");
+    assert_eq!(f.refs(), after_first);
+}
+
+/// A host credential opens sequencer sessions in its subtree and a waker's session for it,
+/// and nothing else: no agent outside, no human, no whole-hub waker; a signature for one duty
+/// does not open another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_opens_only_its_scope() {
+    let (f, human) = setup().await;
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let bob = f.session(seq("bob")).await;
+    f.spawn(&bob, "bob/kid", root_grant()).await.unwrap();
+    let scope = Scope::Host {
+        subtree: Some(agent("bob")),
+    };
+    let host_b = issue(&f, &human, scope, 60_000).await;
+    let before = f.refs();
+    f.session_with(&host_b, seq("bob/kid")).await.unwrap();
+    f.session_with(
+        &host_b,
+        Duty::Host {
+            subtree: Some(agent("bob")),
+        },
+    )
+    .await
+    .unwrap();
+    let alice = Duty::Human {
+        human: HumanName::parse("alice").unwrap(),
+    };
+    for duty in [seq("carol"), alice, Duty::Host { subtree: None }] {
+        let reply = f.session_with(&host_b, duty).await;
+        refused(reply, ErrorCode::Refused, "cannot open a session for");
+    }
+    let (mut open, _) = f.open_request(&host_b, seq("bob"));
+    open.duty = seq("bob/kid");
+    let reply = f.call::<_, SessionOpened>(Op::OpenSession, &open).await;
+    refused(reply, ErrorCode::Refused, "does not prove possession");
+    assert_eq!(f.refs(), before, "opening writes nothing");
+}
+
+/// Revoking a credential ends its sessions at once and it opens no new one; other
+/// credentials' sessions go on. The revoke is a row of refs/l3m/credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_credential_and_its_sessions_are_refused() {
+    let (f, human) = setup().await;
+    let host = issue(&f, &human, Scope::Host { subtree: None }, 60_000).await;
+    let doomed = f.session_with(&host, seq("bob")).await.unwrap();
+    let other = f.session(seq("bob")).await;
+    let revoked: CredentialRevoked = f
+        .call(
+            Op::RevokeCredential,
+            &RevokeCredential {
+                capability: human.clone(),
+                id: host.id.to_string(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(revoked.sessions, 1);
+    let before = f.refs();
+    let reply = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&doomed, "bob"))
+        .await;
+    refused(reply, ErrorCode::Revoked, "revoked");
+    let reply = f.session_with(&host, seq("bob")).await;
+    refused(reply, ErrorCode::Revoked, "was revoked");
+    assert_eq!(f.refs(), before);
+    let _: LogAppended = f.call(Op::AppendLog, &append(&other, "bob")).await.unwrap();
+    let listed: Credentials = f
+        .call(
+            Op::ListCredentials,
+            &ListCredentials {
+                capability: human.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    let entry = listed.credentials.iter().find(|c| c.id == host.id).unwrap();
+    assert!(entry.revoked_ms.is_some());
+    let log = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(f.git_dir())
+        .args(["log", "--format=%s", "refs/l3m/credentials"])
+        .output()
+        .unwrap();
+    let subjects = String::from_utf8(log.stdout).unwrap();
+    assert!(
+        subjects.starts_with(&format!("revoke {}", host.id)),
+        "{subjects}"
+    );
+    f.fsck();
+}
+
+/// An expired credential opens nothing, and the sessions it opened end with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_credential_and_its_sessions_are_refused() {
+    let (f, human) = setup().await;
+    let brief = issue(&f, &human, Scope::Host { subtree: None }, 1_500).await;
+    let session = f.session_with(&brief, seq("bob")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let reply = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&session, "bob"))
+        .await;
+    refused(reply, ErrorCode::Refused, "expired");
+    let reply = f.session_with(&brief, seq("bob")).await;
+    refused(reply, ErrorCode::Revoked, "expired");
+}
+
+/// Only a human issues, lists or revokes credentials; a human credential names a registered
+/// human; an expiry in the past is refused. Each refusal writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_humans_manage_credentials_and_only_sensibly() {
+    let (f, human) = setup().await;
+    let bob = f.session(seq("bob")).await;
+    let before = f.refs();
+    let key =
+        KeyFile::generate(KeyFile::random_id().unwrap(), Scope::Host { subtree: None }).unwrap();
+    let request = |by: &Capability, scope: Scope, expires_ms: u64| IssueCredential {
+        capability: by.clone(),
+        id: key.id.to_string(),
+        scope,
+        key: key.public_key().to_string(),
+        expires_ms,
+        label: String::new(),
+    };
+    let whole = Scope::Host { subtree: None };
+    let later = now_ms() + 60_000;
+    let reply = f
+        .call::<_, CredentialIssued>(Op::IssueCredential, &request(&bob, whole.clone(), later))
+        .await;
+    refused(reply, ErrorCode::Refused, "humans only");
+    let reply = f
+        .call::<_, Credentials>(Op::ListCredentials, &ListCredentials { capability: bob })
+        .await;
+    refused(reply, ErrorCode::Refused, "humans only");
+    let mallory = Scope::Human {
+        human: HumanName::parse("mallory").unwrap(),
+    };
+    let reply = f
+        .call::<_, CredentialIssued>(Op::IssueCredential, &request(&human, mallory, later))
+        .await;
+    refused(reply, ErrorCode::NotFound, "registered human");
+    let reply = f
+        .call::<_, CredentialIssued>(Op::IssueCredential, &request(&human, whole, 5))
+        .await;
+    refused(reply, ErrorCode::Invalid, "has passed");
+    assert_eq!(f.refs(), before);
+}
