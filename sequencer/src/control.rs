@@ -1,7 +1,8 @@
 //! Control of a running sequencer (interrupt, rewind, status), rewind without one, and fork.
 //!
 //! A running sequencer serves `Subjects::agent_request(Service::Sequencer, op, agent)` for the
-//! ops [`OP_INTERRUPT`], [`OP_REWIND`] and [`OP_STATUS`]; each request is handed to the writer
+//! ops [`OP_INTERRUPT`], [`OP_REWIND`] and [`OP_STATUS`]. A request is taken only with hubd's
+//! voucher for this agent and op ([`crate::vouchers`]); each is handed to the writer
 //! as an input, so it is journaled in a pass like everything else, and answered once its
 //! records are appended.
 //!
@@ -42,6 +43,7 @@ use l3m_ring::rewind::{self, Restore};
 use l3m_wire::client::HubClient;
 use l3m_wire::envelope::Message;
 use l3m_wire::hubd::authority::GrantView;
+use l3m_wire::hubd::session::Vouched;
 use l3m_wire::reply::{ErrorCode, RemoteError};
 use l3m_wire::subjects::{Operation, Service};
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::Input;
 use crate::toolbox::mint_tokens;
+use crate::vouchers::Vouchers;
 use crate::{SequencerError, now_ms};
 
 /// The op that interrupts the agent.
@@ -79,7 +82,16 @@ pub enum ControlRequest {
     Status,
 }
 
-impl Message for ControlRequest {
+/// A control request as sent: the request and hubd's voucher that the sender may make it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Controlled {
+    /// hubd's voucher for this agent and op.
+    pub vouched: Vouched,
+    /// The request.
+    pub request: ControlRequest,
+}
+
+impl Message for Controlled {
     const KIND: &'static str = "sequencer.control";
 }
 
@@ -133,7 +145,8 @@ impl ControlRequest {
     }
 }
 
-/// Asks the running sequencer of `agent` (reached over `client`'s bus) to carry out `request`.
+/// Asks the running sequencer of `agent` (reached over `client`'s bus) to carry out `request`,
+/// with hubd's voucher that `client`'s session may.
 /// No sequencer running is a wire error (no responders): the caller then acts offline.
 pub async fn call(
     client: &HubClient,
@@ -145,10 +158,14 @@ pub async fn call(
     let subject = client
         .subjects()
         .agent_request(Service::Sequencer, &op, agent);
+    let vouched = client.vouch(agent, request.op()).await?;
     let reply = l3m_wire::typed::call(
         client.bus().as_ref(),
         &subject,
-        request,
+        &Controlled {
+            vouched,
+            request: request.clone(),
+        },
         timeout,
         &l3m_wire::envelope::Limits::default(),
     )
@@ -167,12 +184,13 @@ pub(crate) async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), SequencerError> {
     let bus = Arc::clone(client.bus());
+    let vouchers = Arc::new(Vouchers::new(client.voucher_key()));
     for op in [OP_INTERRUPT, OP_REWIND, OP_STATUS] {
         let op = Operation::parse(op).map_err(|e| SequencerError::Record(e.to_string()))?;
         let subject = client
             .subjects()
             .agent_request(Service::Sequencer, &op, agent);
-        let server = l3m_wire::typed::TypedServer::<ControlRequest, ControlReply>::bind(
+        let server = l3m_wire::typed::TypedServer::<Controlled, ControlReply>::bind(
             bus.as_ref(),
             &subject,
             l3m_wire::typed::ServeOptions::default(),
@@ -182,13 +200,18 @@ pub(crate) async fn serve(
         let tx = tx.clone();
         let expected = op.as_str().to_owned();
         let (client, hub_root, agent) = (client.clone(), hub_root.to_path_buf(), agent.clone());
+        let vouchers = Arc::clone(&vouchers);
         tokio::spawn(server.run(
-            move |req: l3m_wire::typed::TypedRequest<ControlRequest>| {
+            move |req: l3m_wire::typed::TypedRequest<Controlled>| {
                 let tx = tx.clone();
                 let expected = expected.clone();
                 let (client, hub_root, agent) = (client.clone(), hub_root.clone(), agent.clone());
+                let admitted =
+                    vouchers.admit(&req.body.vouched, agent.as_str(), &expected, now_ms());
+                let req = req.body.request;
                 async move {
-                    let named = match &req.body {
+                    admitted.map_err(|e| RemoteError::new(ErrorCode::Refused, e.to_string()))?;
+                    let named = match &req {
                         ControlRequest::Interrupt { .. } => OP_INTERRUPT,
                         ControlRequest::Rewind { .. } => OP_REWIND,
                         ControlRequest::Status => OP_STATUS,
@@ -199,7 +222,7 @@ pub(crate) async fn serve(
                             format!("a {named} request was sent to the {expected} subject"),
                         ));
                     }
-                    if let ControlRequest::Rewind { to, .. } = &req.body {
+                    if let ControlRequest::Rewind { to, .. } = &req {
                         let refused = |e: SequencerError| {
                             Ok(ControlReply::Refused {
                                 reason: e.to_string(),
@@ -214,7 +237,7 @@ pub(crate) async fn serve(
                         }
                     }
                     let (reply, answer) = oneshot::channel();
-                    tx.send(Input::Control(req.body, reply)).map_err(|_| {
+                    tx.send(Input::Control(req, reply)).map_err(|_| {
                         RemoteError::new(ErrorCode::Internal, "the sequencer is stopping")
                     })?;
                     answer.await.map_err(|_| {

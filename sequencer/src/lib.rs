@@ -34,6 +34,7 @@
 //! - `boot` (private): lease, fold, close, prompt, budget.
 //! - `inputs` (private): inbox and grants watching; lease renewal.
 //! - [`control`]: the control subject (interrupt, rewind, status), offline rewind, fork.
+//! - [`vouchers`]: who may control this sequencer (hubd's signed vouchers, each used once).
 //! - [`supervise`](mod@supervise): waking asleep agents with unread mail.
 //! - [`run_agent`]: the entry point.
 
@@ -45,6 +46,7 @@ pub mod outlet;
 pub mod prompt;
 pub mod supervise;
 pub mod toolbox;
+pub mod vouchers;
 
 mod boot;
 mod inputs;

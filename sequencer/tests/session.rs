@@ -19,7 +19,7 @@ use l3m_core::mail::InboxEntry;
 use l3m_core::names::Entity;
 use l3m_ring::effects::Granted;
 use l3m_tools::{Tool, ToolError, ToolOutput};
-use sequencer::control::{ControlReply, ControlRequest, OP_REWIND, OP_STATUS};
+use sequencer::control::{ControlReply, ControlRequest, Controlled, OP_REWIND, OP_STATUS};
 use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider, Script, Scripted};
 use sequencer::{Exit, ProviderFactory, SequencerError, run_agent, run_agent_with};
 use tokio_util::sync::CancellationToken;
@@ -348,7 +348,30 @@ input = { path = "workspace/a.txt", content = "v2\u0000binary" }
 text = "done"
 "#;
 
-async fn control(hub: &TestHub, op: &str, request: &ControlRequest) -> ControlReply {
+/// Sends `request` to demo's sequencer as the human, with hubd's voucher.
+async fn control(hub: &TestHub, request: &ControlRequest) -> ControlReply {
+    let human = hub.human().await;
+    sequencer::control::call(&human, &agent("demo"), request, Duration::from_secs(20))
+        .await
+        .unwrap()
+}
+
+/// A control request with no voucher, as a party that may only publish would send it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Bare {
+    request: ControlRequest,
+}
+
+impl l3m_wire::envelope::Message for Bare {
+    const KIND: &'static str = "sequencer.control";
+}
+
+/// Sends `body` to demo's `op` subject as any party that may publish there would.
+async fn control_raw<M: l3m_wire::envelope::Message>(
+    hub: &TestHub,
+    op: &str,
+    body: &M,
+) -> Result<ControlReply, l3m_wire::reply::RemoteError> {
     let subjects = l3m_wire::subjects::Subjects::new(hub.hub_id.clone());
     let subject = subjects.agent_request(
         l3m_wire::subjects::Service::Sequencer,
@@ -358,12 +381,11 @@ async fn control(hub: &TestHub, op: &str, request: &ControlRequest) -> ControlRe
     l3m_wire::typed::call(
         hub.bus.as_ref(),
         &subject,
-        request,
+        body,
         Duration::from_secs(20),
         &Default::default(),
     )
     .await
-    .unwrap()
     .unwrap()
 }
 
@@ -392,17 +414,58 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
     assert_eq!(read(&file).unwrap(), b"v2\0binary");
     let log = hub.log("demo").await;
     let results = result_seqs(&log);
-    let ControlReply::Status(status) = control(&hub, OP_STATUS, &ControlRequest::Status).await
-    else {
+    let ControlReply::Status(status) = control(&hub, &ControlRequest::Status).await else {
         panic!("not a status")
     };
     assert_eq!(status.next_seq, log.len() as u64);
     assert!(!status.live);
+    // Publishing on the control subject is not enough: a voucher for another op, a used one,
+    // or none at all is refused before the writer sees anything; a sibling's sequencer gets
+    // no voucher from hubd.
+    let human = hub.human().await;
+    let status_voucher = human.vouch(&agent("demo"), OP_STATUS).await.unwrap();
+    let rewind = ControlRequest::Rewind {
+        to: 0,
+        reason: "a stranger".into(),
+    };
+    let misused = Controlled {
+        vouched: status_voucher.clone(),
+        request: rewind.clone(),
+    };
+    let refused = control_raw(&hub, OP_REWIND, &misused).await.unwrap_err();
+    assert!(
+        refused.message.contains("not for this request"),
+        "{}",
+        refused.message
+    );
+    let spent = Controlled {
+        vouched: status_voucher,
+        request: ControlRequest::Status,
+    };
+    control_raw(&hub, OP_STATUS, &spent).await.unwrap();
+    let replayed = control_raw(&hub, OP_STATUS, &spent).await.unwrap_err();
+    assert!(
+        replayed.message.contains("used before"),
+        "{}",
+        replayed.message
+    );
+    let unvouched = control_raw(&hub, OP_REWIND, &Bare { request: rewind })
+        .await
+        .unwrap_err();
+    assert_eq!(unvouched.code, l3m_wire::reply::ErrorCode::Malformed);
+    hub.spawn("other", 5).await;
+    let sibling = hub.sequencer_client("other").await;
+    let denied = sibling.vouch(&agent("demo"), OP_REWIND).await.unwrap_err();
+    assert_eq!(denied.code(), Some(l3m_wire::reply::ErrorCode::Refused));
+    assert_eq!(
+        hub.log("demo").await.len(),
+        log.len(),
+        "nothing was journaled"
+    );
 
     // Online: back to just after the first write's result.
     let reply = control(
         &hub,
-        OP_REWIND,
         &ControlRequest::Rewind {
             to: results[0],
             reason: "undo v2".into(),
@@ -534,7 +597,6 @@ async fn an_interrupt_closes_a_running_tool_and_its_late_result_is_dropped() {
     .await;
     let reply = control(
         &hub,
-        sequencer::control::OP_INTERRUPT,
         &ControlRequest::Interrupt {
             reason: "human:alice pressed escape".into(),
         },

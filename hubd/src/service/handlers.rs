@@ -13,6 +13,7 @@ use l3m_wire::hubd::mail::{
     AirmailStaged, InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter,
     StageAirmail,
 };
+use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
@@ -58,6 +59,11 @@ pub async fn revoke_credential(
         s.revoke_credential(&req.capability, &req.id)
     })
     .await
+}
+
+/// `hubd.vouch`.
+pub async fn vouch(state: Arc<State>, req: Vouch) -> Result<Vouched, ServiceError> {
+    state.vouch(req)
 }
 
 /// `hubd.list-credentials`.

@@ -146,6 +146,7 @@ pub async fn start(
     binder
         .bind(Op::ListCredentials, handlers::list_credentials)
         .await?;
+    binder.bind(Op::Vouch, handlers::vouch).await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,

@@ -60,6 +60,8 @@ pub struct State {
     leases: Leases,
     /// The fold of `refs/l3m/credentials`; its lock serialises credential writes.
     credentials: Mutex<l3m_core::credential::Registry>,
+    /// What this process signs vouchers with (sessions learn its public half at open).
+    vouchers: l3m_wire::credential::LifetimeSigner,
     bus: Arc<dyn Bus>,
     subjects: Subjects,
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
@@ -85,6 +87,7 @@ impl State {
     ) -> Result<State, InitError> {
         let (ledger, names) = load_ledger(&hub)?;
         let credentials = Mutex::new(load_credentials(&hub)?);
+        let vouchers = l3m_wire::credential::LifetimeSigner::generate()?;
         let settings = Settings::parse(&super::settings::read_text(&hub)?)?;
         Ok(State {
             hub,
@@ -92,6 +95,7 @@ impl State {
             sessions: Sessions::default(),
             leases: Leases::default(),
             credentials,
+            vouchers,
             bus,
             subjects,
             settings: RwLock::new(settings),

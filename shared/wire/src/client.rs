@@ -137,11 +137,13 @@ pub struct HubClient {
     limits: Limits,
 }
 
-/// The session key and the next request number, shared by every clone of one session.
+/// The session key and the next request number, shared by every clone of one session, and
+/// the key hubd signs vouchers with.
 #[derive(Debug)]
 struct Keyed {
     key: SessionKey,
     next: AtomicU64,
+    voucher_key: [u8; 32],
 }
 
 impl HubClient {
@@ -162,6 +164,7 @@ impl HubClient {
             session: Arc::new(Keyed {
                 key: SessionKey::derive(&[0; 32], &[0; 32], &[0; 32]),
                 next: AtomicU64::new(0),
+                voucher_key: [0; 32],
             }),
             timeout: DEFAULT_TIMEOUT,
             limits: Limits::default(),
@@ -202,6 +205,7 @@ impl HubClient {
         self.session = Arc::new(Keyed {
             key: ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key),
             next: AtomicU64::new(0),
+            voucher_key: opened.voucher_key,
         });
         Ok(())
     }
@@ -210,6 +214,28 @@ impl HubClient {
     pub fn with_timeout(mut self, timeout: Duration) -> HubClient {
         self.timeout = timeout;
         self
+    }
+
+    /// The key the hubd of this session signs vouchers with.
+    pub fn voucher_key(&self) -> [u8; 32] {
+        self.session.voucher_key
+    }
+
+    /// hubd's voucher that this session may send `action` to `agent`'s sequencer.
+    pub async fn vouch(
+        &self,
+        agent: &AgentName,
+        action: &str,
+    ) -> Result<crate::hubd::session::Vouched, ClientError> {
+        self.call(
+            Op::Vouch,
+            &crate::hubd::session::Vouch {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                action: action.to_owned(),
+            },
+        )
+        .await
     }
 
     /// The duty this session holds.

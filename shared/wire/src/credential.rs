@@ -175,6 +175,35 @@ impl KeyFile {
     }
 }
 
+/// A key a process signs with for its own lifetime only (hubd's voucher key): made fresh at
+/// start, never stored, its public half handed out with every session.
+pub struct LifetimeSigner(SigningKey);
+
+impl fmt::Debug for LifetimeSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LifetimeSigner(..)")
+    }
+}
+
+impl LifetimeSigner {
+    /// A fresh key from the OS random source.
+    pub fn generate() -> Result<LifetimeSigner, KeyFileError> {
+        let mut seed = [0u8; 32];
+        getrandom::getrandom(&mut seed).map_err(|e| KeyFileError::Random(e.to_string()))?;
+        Ok(LifetimeSigner(SigningKey::from_bytes(&seed)))
+    }
+
+    /// The public half.
+    pub fn public(&self) -> [u8; 32] {
+        self.0.verifying_key().to_bytes()
+    }
+
+    /// The signature over `statement`.
+    pub fn sign(&self, statement: &[u8]) -> [u8; 64] {
+        self.0.sign(statement).to_bytes()
+    }
+}
+
 /// Reads a file that must be its owner's alone (no group or other permission bits).
 pub fn read_private(path: &Path) -> Result<String, KeyFileError> {
     let failed = |source| KeyFileError::Io {

@@ -9,12 +9,13 @@ use l3m_wire::credential::{Ephemeral, open_statement, verify};
 use l3m_wire::hubd::credential::{
     CredentialIssued, CredentialRevoked, Credentials, IssueCredential,
 };
-use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
+use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened, Vouch, Vouched, Voucher};
 use l3m_wire::typed::Sealed;
 
 use super::State;
 use crate::now_ms;
 use crate::service::error::ServiceError;
+use crate::service::gate;
 use crate::session::{Opening, inbox_of};
 
 impl State {
@@ -60,6 +61,7 @@ impl State {
             capability: Capability(capability),
             duty: req.duty,
             hub_key: ephemeral.public,
+            voucher_key: self.vouchers.public(),
         })
     }
 
@@ -97,6 +99,31 @@ impl State {
         Ok(self
             .sessions
             .check(&capability.0, kind, sealed, reply, now_ms())?)
+    }
+
+    /// `hubd.vouch`: a human, or the sequencer of a strict ancestor, may control a live agent.
+    pub fn vouch(&self, req: Vouch) -> Result<Vouched, ServiceError> {
+        let duty = self.duty(&req.capability)?;
+        let agent = gate::agent(&req.agent)?;
+        gate::may_prune(&duty, &agent, &format!("send `{}` to", req.action))?;
+        if !self.tree().ledger.is_live(&agent) {
+            return Err(ServiceError::NotFound {
+                what: "agent",
+                name: agent.to_string(),
+                detail: " as live".into(),
+            });
+        }
+        let nonce = crate::session::random_hex()
+            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        let voucher = Voucher {
+            agent: agent.to_string(),
+            action: req.action,
+            by: duty.to_string(),
+            expires_ms: now_ms() + VOUCHER_MS,
+            nonce: nonce[..16].to_owned(),
+        };
+        let signature = self.vouchers.sign(&voucher.statement());
+        Ok(Vouched { voucher, signature })
     }
 
     /// `hubd.issue-credential`: humans only; a human scope names a registered human.
@@ -208,6 +235,9 @@ impl State {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
+
+/// How long a voucher is good for.
+pub const VOUCHER_MS: u64 = 30_000;
 
 /// The longest label a credential may carry.
 pub const MAX_LABEL: usize = 200;

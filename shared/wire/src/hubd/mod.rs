@@ -70,6 +70,7 @@ in_session!(
     persona::PullPersona,
     settings::ReadSettings,
     settings::UpdateSettings,
+    session::Vouch,
     tree::Spawn,
     tree::Retire,
     tree::Collect,
@@ -125,11 +126,13 @@ pub enum Op {
     RevokeCredential,
     /// [`credential::ListCredentials`].
     ListCredentials,
+    /// [`session::Vouch`].
+    Vouch,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 23] = [
+    pub const ALL: [Op; 24] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -153,6 +156,7 @@ impl Op {
         Op::IssueCredential,
         Op::RevokeCredential,
         Op::ListCredentials,
+        Op::Vouch,
     ];
 
     /// The operation's subject token.
@@ -181,6 +185,7 @@ impl Op {
             Op::IssueCredential => "issue-credential",
             Op::RevokeCredential => "revoke-credential",
             Op::ListCredentials => "list-credentials",
+            Op::Vouch => "vouch",
         }
     }
 

@@ -6,6 +6,10 @@
 //!   `l3m_core::duty::Duty` (a map tagged by `duty`). `signature` is the credential's Ed25519
 //!   signature over [`crate::credential::open_statement`]; both keys are fresh X25519 keys, and
 //!   the session key derives from them ([`crate::credential::Ephemeral::agree`]).
+//! - `hubd.vouch` `{ capability, agent: str, action: str }` → `hubd.vouched` `{ voucher:
+//!   { agent, action, by, expires_ms, nonce }, signature: bin 64 }`: hubd's word, signed with
+//!   `voucher_key`, that the caller (a human, or a strict ancestor's sequencer) may send
+//!   `action` to `agent`'s sequencer once within 30 s. `refused` for anyone else.
 //! - A capability is 64 lowercase hex digits (32 random bytes) naming the session. It is not a
 //!   secret: every later request must also carry a seal made with the session key, which never
 //!   travels. Sessions live only in hubd's memory: every one ends when hubd restarts, and its
@@ -57,8 +61,82 @@ pub struct SessionOpened {
     /// hubd's fresh X25519 public key for this session.
     #[serde(with = "serde_bytes")]
     pub hub_key: [u8; 32],
+    /// The Ed25519 key this hubd process signs vouchers with ([`Vouched`]).
+    #[serde(with = "serde_bytes")]
+    pub voucher_key: [u8; 32],
 }
 
 impl Message for SessionOpened {
     const KIND: &'static str = "hubd.session-opened";
+}
+
+/// Asks hubd to vouch that the caller may send `action` to `agent`'s sequencer: a human, or
+/// the sequencer of one of its strict ancestors. A sequencer takes control requests only with
+/// such a voucher, so a party that may merely publish on its subjects controls nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vouch {
+    /// The caller's session.
+    pub capability: Capability,
+    /// The agent to be controlled.
+    pub agent: String,
+    /// The control op (`interrupt`, `rewind`, `status`).
+    pub action: String,
+}
+
+impl Message for Vouch {
+    const KIND: &'static str = "hubd.vouch";
+}
+
+/// What hubd vouches for: who may send which control op to which agent, until when, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Voucher {
+    /// The agent.
+    pub agent: String,
+    /// The op.
+    pub action: String,
+    /// Who asked (the duty, as text), for the agent's records.
+    pub by: String,
+    /// Until when it is good (ms since the Unix epoch).
+    pub expires_ms: u64,
+    /// 16 random hex digits, so a sequencer takes each voucher once.
+    pub nonce: String,
+}
+
+impl Voucher {
+    /// The bytes hubd signs.
+    pub fn statement(&self) -> Vec<u8> {
+        let mut statement = b"l3m voucher v1\0".to_vec();
+        for part in [&self.agent, &self.action, &self.by, &self.nonce] {
+            statement.extend_from_slice(part.as_bytes());
+            statement.push(0);
+        }
+        statement.extend_from_slice(&self.expires_ms.to_le_bytes());
+        statement
+    }
+}
+
+/// A voucher and hubd's signature over it, made with the key every session learns at open
+/// ([`SessionOpened::voucher_key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vouched {
+    /// What is vouched for.
+    pub voucher: Voucher,
+    /// hubd's Ed25519 signature over [`Voucher::statement`].
+    #[serde(with = "serde_bytes")]
+    pub signature: [u8; 64],
+}
+
+impl Message for Vouched {
+    const KIND: &'static str = "hubd.vouched";
+}
+
+impl Vouched {
+    /// Whether hubd's key `voucher_key` signed this voucher.
+    pub fn signed_by(&self, voucher_key: &[u8; 32]) -> bool {
+        crate::credential::verify(
+            &l3m_core::credential::PublicKey(*voucher_key),
+            &self.voucher.statement(),
+            &self.signature,
+        )
+    }
 }
