@@ -8,8 +8,9 @@
 //! the worker writes and edits a file with tame tools, commits on its work branch and mails its
 //! parent; `lead` is refused a widening spawn, and the refusal names the axis; a rewind of the
 //! worker restores the file from the undo journal, moves its work branch back to before its
-//! commit, and reports its letter as not undone. The demo checks each step and exits non-zero
-//! if one did not happen.
+//! commit, and reports its letter as not undone; a host credential issued for `lead/` opens
+//! its worker's sequencer session but not the whole hub, and revoking it ends that session.
+//! The demo checks each step and exits non-zero if one did not happen.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,8 @@ use l3m_core::names::{AgentName, HumanName};
 use l3m_wire::bus::{Bus, LocalBus};
 use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
+
+mod credentials;
 
 use crate::context::Context;
 use crate::embedded::{Embedded, sequencer_config, start_sequencers};
@@ -44,7 +47,7 @@ const FIRST_DRAFT: &str =
 
 /// Run the demo: a fresh hub in a new folder, hubd and the sequencers in this process, and a
 /// scenario that exercises spawning under a narrower grant, tame file tools, a commit, a
-/// letter, a refused widening and a rewind. Prints the agent tree, a few Log lines per agent
+/// letter, a refused widening, a rewind and a revoked credential. Prints the agent tree, a few Log lines per agent
 /// and the cost table, and where the hub is so you can read it with plain `git`.
 ///
 /// The model is scripted (answers read from files, labelled `scripted` in every Log) unless
@@ -287,6 +290,11 @@ async fn scenario(
         "the rewind reported the letter it cannot take back",
         letter_kept,
     ));
+
+    bar.set_message("issuing and revoking a host credential for lead/");
+    let seen = credentials::step(me, &lead, &worker).await?;
+    text.push_str(&seen.text);
+    checks.extend(seen.checks);
 
     let tree = me.list_agents().await?;
     text.push_str(&format!(
