@@ -8,16 +8,19 @@ use std::time::Duration;
 
 use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
+use l3m_core::mail::Address;
 use l3m_core::names::HumanName;
 use l3m_wire::credential::{Ephemeral, KeyFile};
 use l3m_wire::envelope::{Limits, encode, encode_sealed};
 use l3m_wire::hubd::Op;
+use l3m_wire::hubd::authority::{Regrant, Regranted};
 use l3m_wire::hubd::credential::{
     CredentialIssued, CredentialRevoked, Credentials, IssueCredential, ListCredentials,
     RevokeCredential,
 };
 use l3m_wire::hubd::log::{AppendLog, LogAppended};
-use l3m_wire::hubd::session::{Capability, SessionOpened};
+use l3m_wire::hubd::mail::{InboxLines, LetterSent, ReadInbox, SendLetter};
+use l3m_wire::hubd::session::{Capability, SessionOpened, Vouch, Vouched};
 use l3m_wire::reply::{ErrorCode, RemoteError, Reply, decode_reply};
 use service_common::*;
 
@@ -283,4 +286,68 @@ async fn only_humans_manage_credentials_and_only_sensibly() {
         .await;
     refused(reply, ErrorCode::Invalid, "has passed");
     assert_eq!(f.refs(), before);
+}
+
+/// A host's waker session reads what its subtree holds and writes nothing: no Log append, no
+/// spawn, no letter, no regrant, no voucher; and it reads nothing outside its subtree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_session_reads_its_subtree_and_writes_nothing() {
+    let (f, human) = setup().await;
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let host_b = issue(
+        &f,
+        &human,
+        Scope::Host {
+            subtree: Some(agent("bob")),
+        },
+        60_000,
+    )
+    .await;
+    let waker = f
+        .session_with(
+            &host_b,
+            Duty::Host {
+                subtree: Some(agent("bob")),
+            },
+        )
+        .await
+        .unwrap();
+    let read = |whose: &str| ReadInbox {
+        capability: waker.clone(),
+        agent: whose.into(),
+        from: 0,
+    };
+    let _: InboxLines = f.call(Op::ReadInbox, &read("bob")).await.unwrap();
+    let reply = f.call::<_, InboxLines>(Op::ReadInbox, &read("carol")).await;
+    refused(reply, ErrorCode::Refused, "its host");
+    let before = f.refs();
+    let reply = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&waker, "bob"))
+        .await;
+    refused(reply, ErrorCode::Refused, "host of bob and below");
+    let reply = f.spawn(&waker, "bob/kid", root_grant()).await;
+    refused(reply, ErrorCode::Refused, "spawn");
+    let letter = SendLetter {
+        capability: waker.clone(),
+        to: Address::for_agent(agent("bob")).render(),
+        subject: None,
+        body: "wake up".into(),
+    };
+    let reply = f.call::<_, LetterSent>(Op::SendLetter, &letter).await;
+    refused(reply, ErrorCode::Refused, "letter");
+    let regrant = Regrant {
+        capability: waker.clone(),
+        agent: "bob".into(),
+        grant: root_grant(),
+    };
+    let reply = f.call::<_, Regranted>(Op::Regrant, &regrant).await;
+    refused(reply, ErrorCode::Refused, "regrant");
+    let vouch = Vouch {
+        capability: waker.clone(),
+        agent: "bob".into(),
+        action: "interrupt".into(),
+    };
+    let reply = f.call::<_, Vouched>(Op::Vouch, &vouch).await;
+    refused(reply, ErrorCode::Refused, "send `interrupt` to bob");
+    assert_eq!(f.refs(), before, "nothing was written");
 }

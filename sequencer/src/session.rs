@@ -77,16 +77,12 @@ pub(crate) struct Session {
     pub owed: Owed,
     pub fold: ViewFold,
     pub tip: Option<String>,
-    /// Fuel left per the Log (last budget-change, less calls since).
-    pub fuel: Option<Fuel>,
     /// Bytes of records journaled since the last call started: what the next call is charged.
     bytes_since_call: u64,
     /// Oversized replies since the model last replied in bounds: the first is told to the model
     /// (so it can answer in smaller steps), a repeat is not, and the agent waits for its next
     /// wake instead of spending call after call.
     oversized_in_a_row: u32,
-    /// The latest reply's tool uses, so a tool-started can find its name and input.
-    uses: HashMap<ToolUseId, ToolUse>,
     /// Wild uses already noticed as waiting for review.
     noticed: HashSet<ToolUseId>,
     /// Running activities by id (call or tool use), so an interrupt can stop model calls.
@@ -143,10 +139,8 @@ impl Session {
             owed: Owed::default(),
             fold: ViewFold::new(),
             tip: None,
-            fuel: None,
             bytes_since_call: 0,
             oversized_in_a_row: 0,
-            uses: HashMap::new(),
             noticed: HashSet::new(),
             calls: HashMap::new(),
             running_tools: HashSet::new(),
@@ -166,20 +160,8 @@ impl Session {
         self.owed.apply(record);
         self.fold.advance(record);
         match &record.body {
-            RecordBody::CallStarted { .. } => {
-                if let Some(f) = &mut self.fuel {
-                    f.model_calls = f.model_calls.saturating_sub(1);
-                }
-                self.bytes_since_call = 0;
-            }
-            RecordBody::BudgetChange { left, .. } => self.fuel = Some(*left),
-            RecordBody::AssistantReply { tool_uses, .. } => {
-                self.oversized_in_a_row = 0;
-                self.uses = tool_uses
-                    .iter()
-                    .map(|u| (u.id.clone(), u.clone()))
-                    .collect();
-            }
+            RecordBody::CallStarted { .. } => self.bytes_since_call = 0,
+            RecordBody::AssistantReply { .. } => self.oversized_in_a_row = 0,
             RecordBody::GrantChange { grants_commit, .. } => {
                 self.grants_commit = Some(grants_commit.clone());
             }
@@ -371,7 +353,7 @@ impl Session {
             bytes: account.bytes.saturating_sub(spent.bytes),
             wakes: account.wakes,
         };
-        if self.fuel != Some(left) {
+        if self.owed.fuel_left() != Some(left) {
             self.signal_or_drop(Signal::BudgetChanged {
                 left,
                 summary: why.to_owned(),
@@ -427,7 +409,7 @@ impl Session {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
-            fuel: self.fuel,
+            fuel: self.owed.fuel_left(),
         }
     }
 
@@ -494,7 +476,7 @@ impl Session {
             let charge = self.bytes_since_call;
             self.stage(body.clone());
             if matches!(body, RecordBody::CallStarted { .. })
-                && let Some(before) = self.fuel
+                && let Some(before) = self.owed.fuel_left()
             {
                 let left = Fuel {
                     bytes: before.bytes.saturating_sub(charge),
@@ -701,7 +683,7 @@ impl Session {
     }
 
     fn start_tool(&mut self, id: &ToolUseId) {
-        let Some(use_) = self.uses.get(id).cloned() else {
+        let Some(use_) = self.owed.tool_use(id).cloned() else {
             tracing::warn!(%id, "a started tool use is not in the latest reply");
             return;
         };

@@ -98,7 +98,7 @@ pub struct Undecided {
 }
 
 /// What the Log says is open and owed. Fold it with [`Owed::apply`] or [`Owed::from_records`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Owed {
     next_seq: u64,
     now: Now,
@@ -110,7 +110,7 @@ pub struct Owed {
 }
 
 /// The part of the state that changes turn by turn; small, so [`plan`] can work on a copy.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Now {
     open: Option<OpenCall>,
     last_call: Option<CallId>,
@@ -121,6 +121,8 @@ struct Now {
     live: bool,
     undecided: Vec<Undecided>,
     fuel: Option<Fuel>,
+    /// The latest reply's tool uses, whole (their inputs are what a started tool runs with).
+    uses: Vec<ToolUse>,
 }
 
 /// Every id the Log has used, so none is used twice.
@@ -228,6 +230,18 @@ impl Owed {
         self.spent
     }
 
+    /// The fuel left as the Log says: the last `budget-change`, less the calls started since.
+    /// `None` before any budget was journaled.
+    pub fn fuel_left(&self) -> Option<Fuel> {
+        self.now.fuel
+    }
+
+    /// Tool use `id` of the latest reply, whole; `None` once a rewind or a fresh prompt
+    /// retracted that reply.
+    pub fn tool_use(&self, id: &ToolUseId) -> Option<&ToolUse> {
+        self.now.uses.iter().find(|u| u.id == *id)
+    }
+
     /// The unit of fuel that would stop a model call now, if any.
     pub fn fuel_short(&self) -> Option<FuelUnit> {
         self.now.fuel_short()
@@ -297,6 +311,7 @@ impl Now {
             } => {
                 self.end_turn();
                 self.pending.clear();
+                self.uses.clear();
                 self.undecided.clear();
             }
             RecordBody::UserLine { .. } => self.input(),
@@ -335,6 +350,7 @@ impl Now {
                         stage: Stage::Proposed,
                     })
                     .collect();
+                self.uses = tool_uses.clone();
             }
             RecordBody::CallFailed {
                 call, retryable, ..
@@ -402,6 +418,7 @@ impl Now {
             RecordBody::Rewind { .. } => {
                 self.end_turn();
                 self.pending.clear();
+                self.uses.clear();
                 self.undecided.clear();
             }
             RecordBody::Interrupted {

@@ -1006,4 +1006,36 @@ proptest! {
             }
         }
     }
+
+    /// The sequencer reads fuel and tool uses from `Owed` alone: fuel left is the last
+    /// budget-change less the calls started since, and a tool use is found only while the
+    /// reply that proposed it stands — a rewind or a fresh prompt retracts it.
+    #[test]
+    fn fuel_and_tool_uses_are_folded_once_and_retracted_with_their_reply(log in arbitrary_log()) {
+        let mut owed = Owed::default();
+        let mut fuel: Option<l3m_core::budget::Fuel> = None;
+        let mut standing: Vec<l3m_core::log::ToolUse> = Vec::new();
+        for r in &log {
+            owed.apply(r);
+            match &r.body {
+                RecordBody::BudgetChange { left, .. } => fuel = Some(*left),
+                RecordBody::CallStarted { .. } => {
+                    if let Some(f) = &mut fuel {
+                        f.model_calls = f.model_calls.saturating_sub(1);
+                    }
+                }
+                RecordBody::AssistantReply { tool_uses, .. } => standing = tool_uses.clone(),
+                RecordBody::Rewind { .. } | RecordBody::SystemPrompt { continues: false, .. } => {
+                    for gone in standing.drain(..) {
+                        prop_assert!(owed.tool_use(&gone.id).is_none());
+                    }
+                }
+                _ => {}
+            }
+            prop_assert_eq!(owed.fuel_left(), fuel);
+            for u in &standing {
+                prop_assert_eq!(owed.tool_use(&u.id), Some(u));
+            }
+        }
+    }
 }
