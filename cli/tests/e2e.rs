@@ -278,10 +278,24 @@ fn a_whole_session_through_the_cli() {
     // Personas: a human publishes one; an agent without a persona branch has nothing to publish.
     let published = home.json(&["persona", "new", "coder"]);
     assert_eq!(published["refname"], "refs/l3m/personas/coder");
-    home.json(&["spawn", "wearer", "--persona", "coder"]);
+    // This home configures no model: spawn says so, and the tree says why the agent sleeps.
+    let spawned = home.json(&["spawn", "wearer", "--persona", "coder"]);
+    assert!(
+        spawned["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("default_model") && w.contains("sleep")),
+        "{spawned}"
+    );
     let tree = home.json(&["tree"]);
     let roots = tree["roots"].as_array().unwrap();
     assert_eq!(roots.len(), 2);
+    let wearer = roots.iter().find(|n| n["name"] == "wearer").unwrap();
+    assert!(
+        wearer["stuck"]
+            .as_str()
+            .is_some_and(|s| s.contains("no sequencer runs it")),
+        "{tree}"
+    );
     home.l3m(&["tree"])
         .assert()
         .success()

@@ -20,7 +20,7 @@
 //! widening, naming the axis) *and* no wider than the source's (checked here before spawning,
 //! so a fork never gains authority over its source). Any session may read the source's Log
 //! (hubd lets every duty read Logs). The new Log is seeded by a sequencer session of the new
-//! agent, opened with the hub secret.
+//! agent, opened with the credential passed in (a host credential covering it).
 //!
 //! # Layout
 //! - [`ControlRequest`], [`ControlReply`], [`Status`]: the wire messages.

@@ -155,7 +155,38 @@ fn config_checks(cx: &Context) -> Vec<Check> {
         (None, Err(e)) => e.to_string(),
     };
     checks.push(passed("stack", up, false));
+    checks.push(models_check(&hub.document));
     checks
+}
+
+/// Whether agents have a model to run on: without `default_model` or an `[[agents]]` rule,
+/// every agent sleeps with its letters unread.
+fn models_check(document: &std::path::Path) -> Check {
+    let config = match crate::embedded::sequencer_config(document) {
+        Ok(config) => config,
+        Err(e) => return failed("models", e.to_string(), "fix the file it names"),
+    };
+    let rules = config.agents.len();
+    match (&config.default_model, rules) {
+        (None, 0) => Check {
+            required: false,
+            ..failed(
+                "models",
+                "no model for any agent: agents sleep with their letters unread".into(),
+                "set `default_model` and a [models.NAME] table (or [[agents]] rules) in l3m.toml",
+            )
+        },
+        (None, n) => passed(
+            "models",
+            format!("{n} [[agents]] rule(s); agents no rule matches have no model"),
+            false,
+        ),
+        (Some(model), n) => passed(
+            "models",
+            format!("default_model {model}, {n} [[agents]] rule(s)"),
+            false,
+        ),
+    }
 }
 
 /// Runs every check.

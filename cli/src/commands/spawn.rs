@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use l3m_core::budget::Fuel;
 use l3m_core::grant::{Grant, GrantFile, SpawnRequest};
-use l3m_core::names::PersonaName;
+use l3m_core::names::{AgentName, PersonaName};
 use serde::Serialize;
 
 use crate::context::{Context, agent};
@@ -82,6 +82,26 @@ pub struct SpawnOutput {
     pub acr: String,
     /// The task letter's id, when `--task` was given.
     pub task_letter: Option<String>,
+    /// Why the child may not run as expected (no model configured for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// Why `child` will not run once woken, if no model is configured for it: a sequencer that
+/// finds none leaves the agent asleep with its letters unread, and the user should hear it here
+/// rather than in a log file.
+fn no_model(document: &std::path::Path, child: &AgentName) -> Option<String> {
+    let config = match crate::embedded::sequencer_config(document) {
+        Ok(config) => config,
+        Err(e) => return Some(format!("{e}; {child} will not run until it parses")),
+    };
+    config.models_for(child).err().map(|e| {
+        format!(
+            "{e}: {child} will sleep with its letters unread. Add `default_model = \"NAME\"` \
+             and a [models.NAME] table (or an [[agents]] rule) to {}; `l3m doctor` checks it",
+            document.display()
+        )
+    })
 }
 
 /// The grant of a TOML grant file, after its allow/deny examples are checked.
@@ -166,9 +186,13 @@ pub async fn cmd_spawn(args: Args, cx: Context) -> Result<(), CliError> {
         work_branch: spawned.work_branch,
         acr: spawned.acr,
         task_letter,
+        warning: no_model(&session.hub.document, &child),
     };
     if args.json {
         return output::json(&out);
+    }
+    if let Some(warning) = &out.warning {
+        eprintln!("warning: {warning}");
     }
     println!(
         "spawned {} (work branch {}, ACR {})",

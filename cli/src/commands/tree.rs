@@ -64,10 +64,12 @@ pub fn nest(agents: &[AgentState], why: &BTreeMap<String, String>) -> Vec<Node> 
         .collect()
 }
 
-/// Why each asleep agent is stuck, from the tail of its Log.
+/// Why each asleep agent is stuck: from the tail of its Log, else because `config` gives it
+/// no model (its sequencer then never runs it).
 async fn why_stuck(
     client: &HubClient,
     agents: &[AgentState],
+    config: Option<&sequencer::Config>,
 ) -> Result<BTreeMap<String, String>, CliError> {
     let mut out = BTreeMap::new();
     for a in agents.iter().filter(|a| a.life == AgentLife::Asleep) {
@@ -78,7 +80,14 @@ async fn why_stuck(
         let tail = client
             .read_log_range(&name, len.saturating_sub(TAIL), len)
             .await?;
-        if let Some(why) = stuck(&tail.records) {
+        let no_model = || {
+            let config = config?;
+            config
+                .models_for(&name)
+                .err()
+                .map(|e| format!("{e}, so no sequencer runs it (`l3m doctor` says how to add one)"))
+        };
+        if let Some(why) = stuck(&tail.records).or_else(no_model) {
             out.insert(a.name.clone(), why);
         }
     }
@@ -89,7 +98,8 @@ async fn why_stuck(
 pub async fn cmd_tree(args: Args, cx: Context) -> Result<(), CliError> {
     let session = cx.connect().await?;
     let tree = session.client.list_agents().await?;
-    let why = why_stuck(&session.client, &tree.agents).await?;
+    let config = crate::embedded::sequencer_config(&session.hub.document).ok();
+    let why = why_stuck(&session.client, &tree.agents, config.as_ref()).await?;
     if args.json {
         return output::json(&serde_json::json!({ "roots": nest(&tree.agents, &why) }));
     }

@@ -1,7 +1,7 @@
 //! The NATS users of a local stack: one per duty, as in deploy/nats.conf, even on one machine.
 //!
-//! Without users, any local process that reaches the server could subscribe to `>` and read
-//! every request and reply, the hub secret a session is opened with among them. So `l3m up`
+//! Without users, any local process that reaches the server could subscribe to `>`, read every
+//! request and reply, and answer requests in hubd's place. So `l3m up`
 //! generates a password per user (hubd, sequencer, cli, postman) at every start, writes them to
 //! `HUB/.l3m-run/nats-users.toml` with mode 0600 (readable by the hub's owner alone), and starts
 //! nats-server with deploy/nats.conf's permissions, each password passed in the server's

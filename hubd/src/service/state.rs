@@ -601,8 +601,8 @@ impl State {
         ))
     }
 
-    /// `hubd.list-agents`. Running versus asleep needs the sequencer's session lock, which does
-    /// not exist yet, so every live agent is reported `live`.
+    /// `hubd.list-agents`: one page of agents after `after`, each live one reported running
+    /// (with its lease holder) or asleep from the leases.
     pub fn list_agents(
         &self,
         capability: &Capability,
