@@ -164,9 +164,7 @@ async fn boot_holding(
             text,
             continues: false,
         };
-        session
-            .signal(signal)
-            .map_err(|e| SequencerError::Record(e.to_string()))?;
+        session.signal(signal)?;
     } else {
         let was_live = session.owed.is_live();
         for body in owed::close_open(&session.owed, RESTARTED) {

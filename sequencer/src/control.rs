@@ -154,7 +154,7 @@ pub async fn call(
     request: &ControlRequest,
     timeout: std::time::Duration,
 ) -> Result<ControlReply, SequencerError> {
-    let op = Operation::parse(request.op()).map_err(|e| SequencerError::Record(e.to_string()))?;
+    let op = Operation::parse(request.op())?;
     let subject = client
         .subjects()
         .agent_request(Service::Sequencer, &op, agent);
@@ -170,8 +170,14 @@ pub async fn call(
         &l3m_wire::envelope::Limits::default(),
     )
     .await
-    .map_err(|e| SequencerError::Record(format!("no answer from {agent}'s sequencer: {e}")))?;
-    reply.map_err(|e| SequencerError::Record(format!("{agent}'s sequencer refused: {}", e.message)))
+    .map_err(|e| SequencerError::Control {
+        agent: agent.to_string(),
+        outcome: format!("did not answer: {e}"),
+    })?;
+    reply.map_err(|e| SequencerError::Control {
+        agent: agent.to_string(),
+        outcome: format!("refused: {}", e.message),
+    })
 }
 
 /// Serves the control ops of `agent` until `shutdown`, handing each to the writer. A rewind
@@ -186,7 +192,7 @@ pub(crate) async fn serve(
     let bus = Arc::clone(client.bus());
     let vouchers = Arc::new(Vouchers::new(client.voucher_key()));
     for op in [OP_INTERRUPT, OP_REWIND, OP_STATUS] {
-        let op = Operation::parse(op).map_err(|e| SequencerError::Record(e.to_string()))?;
+        let op = Operation::parse(op)?;
         let subject = client
             .subjects()
             .agent_request(Service::Sequencer, &op, agent);
@@ -196,7 +202,10 @@ pub(crate) async fn serve(
             l3m_wire::typed::ServeOptions::default(),
         )
         .await
-        .map_err(|e| SequencerError::Record(format!("serving {subject}: {e}")))?;
+        .map_err(|source| SequencerError::Bus {
+            what: format!("serving {subject}"),
+            source,
+        })?;
         let tx = tx.clone();
         let expected = op.as_str().to_owned();
         let (client, hub_root, agent) = (client.clone(), hub_root.to_path_buf(), agent.clone());
@@ -434,12 +443,9 @@ async fn aftermath_of(
         .undo
         .iter()
         .map(|id| {
-            id.parse().map(EntryId).map_err(|_| {
-                SequencerError::Record(format!(
-                    "the Log names undo entry {id:?} after record {to}, which is not an \
-                     undo-journal id; the rewind stops rather than skip it"
-                ))
-            })
+            id.parse()
+                .map(EntryId)
+                .map_err(|_| SequencerError::BadUndoId { id: id.clone(), to })
         })
         .collect::<Result<_, _>>()?;
     Ok((after.lasting, undo))
@@ -496,12 +502,10 @@ async fn rewind_holding(
             to,
             reason: reason.to_owned(),
         },
-    )
-    .map_err(|e| SequencerError::Record(e.to_string()))?;
+    )?;
     let (owed, tip) = append_bodies(client, agent, owed, read.tip, bodies).await?;
     let note = restore_after(client, hub_root, agent, &grant, to).await?;
-    let id = EventId::new(format!("note-{}", owed.next_seq()))
-        .map_err(|e| SequencerError::Record(e.to_string()))?;
+    let id = EventId::new(format!("note-{}", owed.next_seq()))?;
     let bodies = vec![
         RecordBody::Event {
             id: id.clone(),
@@ -579,10 +583,11 @@ pub async fn fork(
         .read_log_range(source, 0, at_seq.saturating_add(1))
         .await?;
     if (prefix.records.len() as u64) <= at_seq {
-        return Err(SequencerError::Record(format!(
-            "{source}'s Log has {} records; there is no record {at_seq} to fork at",
-            prefix.len
-        )));
+        return Err(SequencerError::NoSuchRecord {
+            source_agent: source.to_string(),
+            len: prefix.len,
+            at: at_seq,
+        });
     }
     parent
         .spawn(SpawnRequest {

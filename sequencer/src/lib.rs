@@ -100,9 +100,54 @@ pub enum SequencerError {
     /// when refused, nothing was restored and, before journaling, nothing was journaled.
     #[error("rewind: {0}")]
     Restore(#[from] l3m_ring::rewind::RestoreError),
-    /// A record could not be formed (a bad id, a record core refuses).
-    #[error("record: {0}")]
-    Record(String),
+    /// Core refused what the sequencer asked to journal (the Log is not where it thought).
+    #[error("the Log refused a record: {0}")]
+    Stale(#[from] l3m_core::owed::Stale),
+    /// An id the sequencer made is not a valid one.
+    #[error("an id made for the Log is invalid: {0}")]
+    Id(#[from] l3m_core::log::LogError),
+    /// A subject could not be formed or served.
+    #[error("subject: {0}")]
+    Subject(#[from] l3m_wire::subjects::SubjectError),
+    /// The bus failed: connecting, or serving a subject.
+    #[error("{what}: {source}")]
+    Bus {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: l3m_wire::WireError,
+    },
+    /// A running sequencer did not answer a control request, or refused it.
+    #[error("{agent}'s sequencer {outcome}")]
+    Control {
+        /// The agent.
+        agent: String,
+        /// "did not answer: …" or "refused: …".
+        outcome: String,
+    },
+    /// The Log names an undo entry that is not an undo-journal id: the rewind stops rather
+    /// than skip it (skipping would leave an edit unrestored while the notice said it was whole).
+    #[error(
+        "the Log names undo entry {id:?} after record {to}, which is not an undo-journal id; \
+         the rewind stops rather than skip it"
+    )]
+    BadUndoId {
+        /// The id as the Log holds it.
+        id: String,
+        /// The rewind's target record.
+        to: u64,
+    },
+    /// A fork asked for a record the source's Log does not have.
+    #[error("{source_agent}'s Log has {len} records; there is no record {at} to fork at")]
+    NoSuchRecord {
+        /// The agent forked from.
+        source_agent: String,
+        /// The Log's length.
+        len: u64,
+        /// The record asked for.
+        at: u64,
+    },
     /// Launching a sequencer for an agent failed.
     #[error("launching the sequencer of {agent}: {reason}")]
     Launch {

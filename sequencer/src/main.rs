@@ -197,10 +197,12 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
         },
         _ => NatsAuth::Anonymous,
     };
-    let bus: Arc<dyn Bus> =
-        Arc::new(NatsBus::connect(&conn.nats, auth).await.map_err(|e| {
-            Failure::Run(SequencerError::Record(format!("connecting to NATS: {e}")))
-        })?);
+    let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(&conn.nats, auth).await.map_err(|e| {
+        Failure::Run(SequencerError::Bus {
+            what: "connecting to NATS".into(),
+            source: e,
+        })
+    })?);
     let factory = provider_factory(
         config.clone(),
         base,

@@ -458,7 +458,7 @@ impl Session {
                 0 => format!("c{}", self.owed.next_seq()),
                 n => format!("c{}-{n}", self.owed.next_seq()),
             };
-            let call = CallId::new(id).map_err(|e| SequencerError::Record(e.to_string()))?;
+            let call = CallId::new(id)?;
             let input = PlanInput {
                 call: &call,
                 provider: &provider,
@@ -469,7 +469,7 @@ impl Session {
             match owed::plan(&self.owed, &input) {
                 Ok(bodies) => break bodies,
                 Err(Stale::CallIdReused { .. }) if n < 8 => n += 1,
-                Err(e) => return Err(SequencerError::Record(e.to_string())),
+                Err(e) => return Err(e.into()),
             }
         };
         for body in &bodies {
