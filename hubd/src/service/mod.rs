@@ -11,8 +11,10 @@
 //! # Layout
 //! - `error`: [`ServiceError`] and its reply codes.
 //! - `gate`: the pure checks on request content.
-//! - `state`: what one hubd holds in memory (the replayed ledger, the sessions) and its writes;
-//!   its children `regrant` and `airmail` hold those two operations.
+//! - `state`: what one hubd holds in memory (the replayed ledger and credentials, the sessions)
+//!   and its shared helpers; its children hold the operations by concern: `credentials`
+//!   (sessions, vouchers, issuing and revoking), `log`, `tree` (spawn, retire, collect, list,
+//!   read-grant), `acr` (branches and worktrees of an agent), `mail`, `regrant`, `airmail`.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
 //! - `announce`: the ref-move announcements, published in order after the replies.

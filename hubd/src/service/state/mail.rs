@@ -1,0 +1,195 @@
+//! Mail inside the hub: sending a letter (the sender's mail axis), reading an inbox in pages,
+//! marking a letter read.
+
+use l3m_core::duty::{Duty, RefWrite, may_write};
+use l3m_core::grant::Probe;
+use l3m_core::mail::{Address, Draft, InboxEntry, LetterId, ReadMark, Sender};
+use l3m_core::names::Entity;
+use l3m_core::refs::{self, AgentRef};
+use l3m_core::wire_format;
+use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkedRead};
+use l3m_wire::hubd::session::Capability;
+
+use crate::now_ms;
+use crate::service::error::ServiceError;
+use crate::service::gate;
+use crate::session::random_hex;
+
+use super::{Moved, State};
+
+impl State {
+    /// `hubd.send-letter`: stamped with the session's true sender, checked against the
+    /// address's vouched star and the sender's mail axis, appended to the recipient's inbox.
+    pub fn send_letter(
+        &self,
+        capability: &Capability,
+        to: &str,
+        subject: Option<String>,
+        body: String,
+    ) -> Result<(LetterSent, Moved), ServiceError> {
+        let duty = self.duty(capability)?;
+        let address = Address::parse(to)
+            .map_err(|e| ServiceError::Invalid(format!("address {to:?}: {e}")))?;
+        if let Some(office) = address.office() {
+            return Err(ServiceError::Invalid(format!(
+                "address {to:?} is at office {office}, another hub: stage it with stage-airmail"
+            )));
+        }
+        let (sender, recipient) = {
+            let tree = self.tree();
+            let ledger = &tree.ledger;
+            address
+                .check_star(|entity| match entity {
+                    Entity::Agent(a) => ledger.is_live(a),
+                    Entity::Human(h) => ledger.human_grant(h).is_some(),
+                    Entity::Service(s) => ledger.service_grant(s).is_some(),
+                })
+                .map_err(|e| ServiceError::Invalid(format!("address {to:?}: {e}")))?;
+            let (recipient, _) = address.recipient();
+            let sender = match &duty {
+                Duty::Sequencer { agent } => {
+                    // The grant as it reaches: its own covers plus the default reach of every
+                    // agent (its own subtree and its ancestors).
+                    let allowed = ledger.grant(agent).is_some_and(|g| {
+                        g.expand_own(agent).allows(&Probe::Mail(recipient.clone()))
+                    });
+                    if !allowed {
+                        return Err(ServiceError::NotAllowed {
+                            duty: duty.to_string(),
+                            action: format!("mail {recipient}"),
+                            reason: "the sender's grant does not cover the recipient on its \
+                                     `mail` axis",
+                        });
+                    }
+                    Sender::Agent {
+                        agent: agent.clone(),
+                        worktree: None,
+                        human: None,
+                    }
+                }
+                Duty::Human { human } => Sender::Human {
+                    human: human.clone(),
+                    worktree: None,
+                },
+                Duty::Postman { .. } | Duty::Host { .. } => {
+                    return Err(ServiceError::NotAllowed {
+                        duty: duty.to_string(),
+                        action: "send a letter".into(),
+                        reason: "the postman carries airmail and a host wakes agents; neither \
+                                 writes letters",
+                    });
+                }
+            };
+            (sender, recipient)
+        };
+        let Entity::Agent(agent) = recipient else {
+            return Err(ServiceError::Invalid(format!(
+                "{recipient} has no inbox in hub.git: hubd delivers to agents only"
+            )));
+        };
+        let (id, letter) = Self::stamp_letter(address, subject, body, &sender)?;
+        let entry = InboxEntry::Letter(Box::new(letter));
+        let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
+        let seq = self.append_line(&inbox, &entry, &format!("letter {id}"))?;
+        Ok((
+            LetterSent {
+                letter: id.as_str().to_owned(),
+                inbox,
+                seq,
+            },
+            (AgentRef::Inbox, agent),
+        ))
+    }
+
+    /// A letter stamped by the host: a fresh random id, the time, the session's true sender.
+    pub(in crate::service) fn stamp_letter(
+        address: Address,
+        subject: Option<String>,
+        body: String,
+        sender: &Sender,
+    ) -> Result<(LetterId, l3m_core::mail::Letter), ServiceError> {
+        let id = random_hex()
+            .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        let id = LetterId::parse(&id).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let mut draft = Draft::new(address, body);
+        draft.subject = subject;
+        let letter = l3m_core::mail::stamp(draft, sender, id.clone(), now_ms())
+            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        Ok((id, letter))
+    }
+
+    /// Appends one inbox line, retrying on a lost CAS (hubd is the inbox's only writer of
+    /// letters; a concurrent letter only moves the tip).
+    pub(in crate::service) fn append_line(
+        &self,
+        refname: &str,
+        entry: &InboxEntry,
+        summary: &str,
+    ) -> Result<u64, ServiceError> {
+        let line = entry
+            .to_line()
+            .map_err(|e| ServiceError::Internal(format!("encoding an inbox line: {e}")))?;
+        if line.len() > wire_format::MAX_STORED_LINE {
+            return Err(ServiceError::Invalid(format!(
+                "{summary} is {} bytes as stored, over the limit of {} bytes for one inbox line; \
+                 send a shorter text (control characters count escaped), or put the bulk in a \
+                 file and send its path",
+                line.len(),
+                wire_format::MAX_STORED_LINE
+            )));
+        }
+        loop {
+            let tip = self.hub.tip(refname)?;
+            match self
+                .hub
+                .append(refname, tip, std::slice::from_ref(&line), summary)
+            {
+                Ok(appended) => return Ok(appended.first_seq),
+                Err(crate::store::StoreError::Stale { .. }) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+    }
+
+    /// `hubd.read-inbox`: the agent's own sequencer, an ancestor's, or a human.
+    pub fn read_inbox(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        from: u64,
+    ) -> Result<InboxLines, ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        self.require_known(&agent)?;
+        gate::may_read(&duty, &agent, "inbox")?;
+        self.read_chain(&refs::agent_ref(&agent, AgentRef::Inbox), from, u64::MAX)
+            .map(|(entries, from, len)| InboxLines { entries, from, len })
+    }
+
+    /// `hubd.mark-read`: a read mark on the caller's own inbox.
+    pub fn mark_read(
+        &self,
+        capability: &Capability,
+        letter: &str,
+    ) -> Result<(MarkedRead, Moved), ServiceError> {
+        let duty = self.duty(capability)?;
+        let Duty::Sequencer { agent } = &duty else {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: "mark a letter read".into(),
+                reason: "a read mark goes on the reader's own inbox; only an agent has one in hub.git",
+            });
+        };
+        let inbox = refs::agent_ref(agent, AgentRef::Inbox);
+        may_write(&duty, &inbox, RefWrite::Append)?;
+        let letter = LetterId::parse(letter)
+            .map_err(|e| ServiceError::Invalid(format!("letter id: {e}")))?;
+        let entry = InboxEntry::ReadMark(ReadMark {
+            letter: letter.clone(),
+            by: Entity::Agent(agent.clone()),
+            at_ms: now_ms(),
+        });
+        let seq = self.append_line(&inbox, &entry, &format!("read {}", letter.as_str()))?;
+        Ok((MarkedRead { seq }, (AgentRef::Inbox, agent.clone())))
+    }
+}

@@ -1,0 +1,303 @@
+//! The agent tree: spawning through the ledger's gate, retiring, collecting, listing, and
+//! reading an agent's grant.
+
+use std::sync::PoisonError;
+use std::time::Instant;
+
+use l3m_core::duty::Duty;
+use l3m_core::grant::SpawnRequest;
+use l3m_core::ledger::{LedgerRow, Life};
+use l3m_core::names::AgentName;
+use l3m_core::refs::{self, AgentRef};
+use l3m_core::wire_format;
+use l3m_wire::hubd::authority::GrantView;
+use l3m_wire::hubd::session::Capability;
+use l3m_wire::hubd::tree::{AgentLife, AgentState, AgentTree, Collected, Retired, Spawned};
+
+use crate::now_ms;
+use crate::service::error::ServiceError;
+use crate::service::gate;
+use crate::session::entity_of;
+use crate::store::Tip;
+
+use super::{Moved, State, not_found};
+
+impl State {
+    pub(in crate::service) fn require_known(&self, agent: &AgentName) -> Result<(), ServiceError> {
+        match self.tree().ledger.agent(agent) {
+            Some(_) => Ok(()),
+            None => Err(not_found("agent", agent, String::new())),
+        }
+    }
+
+    /// The persona a live agent wears, as its spawn row recorded it.
+    pub(in crate::service) fn worn_persona(
+        &self,
+        agent: &AgentName,
+    ) -> Result<Option<l3m_core::names::PersonaName>, ServiceError> {
+        match self.tree().ledger.agent(agent) {
+            Some(entry) if entry.life == Life::Live => Ok(entry.persona.clone()),
+            Some(entry) => Err(not_found(
+                "agent",
+                agent,
+                format!(" as live: it is {}", entry.life),
+            )),
+            None => Err(not_found("agent", agent, String::new())),
+        }
+    }
+
+    /// `hubd.read-grant`.
+    pub fn read_grant(
+        &self,
+        capability: &Capability,
+        agent: &str,
+    ) -> Result<GrantView, ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        let tree = self.tree();
+        match tree.ledger.agent(&agent) {
+            Some(entry) if entry.life == Life::Live => {
+                gate::may_read(&duty, &agent, "grant")?;
+                let settings = self.settings.read().unwrap_or_else(PoisonError::into_inner);
+                Ok(GrantView {
+                    agent: agent.to_string(),
+                    grant: entry.grant.clone(),
+                    account: entry.account.clone(),
+                    push_urls: crate::service::settings::push_urls(&settings, &entry.grant),
+                })
+            }
+            Some(entry) => Err(not_found(
+                "agent",
+                &agent,
+                format!(" as live: it is {}", entry.life),
+            )),
+            None => Err(not_found("agent", &agent, String::new())),
+        }
+    }
+
+    /// `hubd.spawn`: the spawn gate (the ledger's fold), then the child's refs and ACR.
+    pub fn spawn(
+        &self,
+        capability: &Capability,
+        req: SpawnRequest,
+    ) -> Result<(Spawned, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        let parent = match &duty {
+            Duty::Human { .. } | Duty::Sequencer { .. } => entity_of(&duty),
+            Duty::Postman { .. } | Duty::Host { .. } => None,
+        }
+        .ok_or_else(|| ServiceError::NotAllowed {
+            duty: duty.to_string(),
+            action: format!("spawn {}", req.child),
+            reason: "only a human spawns roots, and only an agent's sequencer its children",
+        })?;
+        let persona_commit = match &req.persona {
+            None => None,
+            Some(persona) => {
+                let refname = refs::persona(persona);
+                match self.hub.tip(&refname)? {
+                    Tip::At(id) => Some(id),
+                    Tip::Absent => {
+                        return Err(ServiceError::UnknownPersona {
+                            persona: persona.to_string(),
+                            refname,
+                        });
+                    }
+                }
+            }
+        };
+        let child = req.child.clone();
+        let row = LedgerRow::Spawn {
+            parent: parent.clone(),
+            child: child.clone(),
+            grant: req.grant.clone(),
+            loan: req.loan,
+            driven: req.driven,
+            persona: req.persona.clone(),
+            at_ms: now_ms(),
+        };
+        let mut tree = self.tree();
+        self.append_ledger(&mut tree, &[row], &format!("spawn {child} by {parent}"))?;
+        let account =
+            tree.ledger.account(&child).cloned().ok_or_else(|| {
+                ServiceError::Internal(format!("{child} not live after its spawn"))
+            })?;
+        drop(tree);
+        let mut moved = vec![(AgentRef::Grants, child.clone())];
+        let grants_tip = self.write_grants(&child, &req.grant, &account)?;
+        let persona = self.fork_persona(&child, persona_commit)?;
+        moved.push((AgentRef::Persona, child.clone()));
+        let work_branch = self.fork_work_branch(&child, &parent)?;
+        self.make_acr(&child, &work_branch, persona)?;
+        Ok((
+            Spawned {
+                child: child.to_string(),
+                grants_tip: grants_tip.to_string(),
+                work_branch,
+                acr: refs::paths::acr(&child).display().to_string(),
+            },
+            moved,
+        ))
+    }
+
+    /// Writes `child`'s grants ref: its grant and its account, as JSON files.
+    pub(in crate::service) fn write_grants(
+        &self,
+        child: &AgentName,
+        grant: &l3m_core::grant::Grant,
+        account: &l3m_core::budget::Account,
+    ) -> Result<gix::ObjectId, ServiceError> {
+        let encode = |what: &str, value: serde_json::Result<String>| {
+            value.map_err(|e| ServiceError::Internal(format!("encoding {what}: {e}")))
+        };
+        let grant = encode("the grant", serde_json::to_string_pretty(grant))?;
+        let account = encode("the account", serde_json::to_string_pretty(account))?;
+        let refname = refs::agent_ref(child, AgentRef::Grants);
+        let files: [(&str, &[u8]); 2] = [
+            ("grant.json", grant.as_bytes()),
+            ("account.json", account.as_bytes()),
+        ];
+        Ok(self.hub.commit_files(
+            &refname,
+            self.hub.tip(&refname)?,
+            &files,
+            &format!("grant of {child}"),
+        )?)
+    }
+
+    /// Deletes a ref if it exists; returns whether it did.
+    pub(in crate::service) fn delete_if_present(
+        &self,
+        refname: &str,
+    ) -> Result<bool, ServiceError> {
+        match self.hub.tip(refname)? {
+            Tip::At(id) => {
+                self.hub.delete_ref(refname, id)?;
+                Ok(true)
+            }
+            Tip::Absent => Ok(false),
+        }
+    }
+
+    /// `hubd.retire`: the live subtree, deepest first: ledger rows, grants refs, ACRs.
+    pub fn retire(
+        &self,
+        capability: &Capability,
+        agent: &str,
+    ) -> Result<(Retired, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        gate::may_prune(&duty, &agent, "retire")?;
+        let mut tree = self.tree();
+        let rows = tree.ledger.retire_subtree(&agent, now_ms())?;
+        self.append_ledger(&mut tree, &rows, &format!("retire {agent} and its subtree"))?;
+        drop(tree);
+        let retired: Vec<AgentName> = rows
+            .iter()
+            .filter_map(|row| match row {
+                LedgerRow::Retire { agent, .. } => Some(agent.clone()),
+                _ => None,
+            })
+            .collect();
+        self.sessions.revoke_agents(&retired);
+        self.leases.with(|t| t.forget(&retired));
+        let mut moved = Vec::new();
+        for a in &retired {
+            if self.delete_if_present(&refs::agent_ref(a, AgentRef::Grants))? {
+                moved.push((AgentRef::Grants, a.clone()));
+            }
+            self.remove_acr(a)?;
+        }
+        self.hub.prune_worktrees()?;
+        Ok((
+            Retired {
+                agents: retired.iter().map(ToString::to_string).collect(),
+            },
+            moved,
+        ))
+    }
+
+    /// `hubd.collect`: a retired agent's memory refs and work branch go; its name is free.
+    pub fn collect(
+        &self,
+        capability: &Capability,
+        agent: &str,
+    ) -> Result<(Collected, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        gate::may_prune(&duty, &agent, "collect")?;
+        let mut tree = self.tree();
+        let row = LedgerRow::Collect {
+            agent: agent.clone(),
+            at_ms: now_ms(),
+        };
+        self.append_ledger(&mut tree, &[row], &format!("collect {agent}"))?;
+        drop(tree);
+        self.sessions.revoke_agents(std::slice::from_ref(&agent));
+        let mut moved = Vec::new();
+        for which in AgentRef::ALL {
+            if self.delete_if_present(&refs::agent_ref(&agent, which))? {
+                moved.push((which, agent.clone()));
+            }
+        }
+        self.delete_if_present(&refs::work_branch(&agent))?;
+        Ok((
+            Collected {
+                agent: agent.to_string(),
+            },
+            moved,
+        ))
+    }
+
+    /// `hubd.list-agents`: one page of agents after `after`, each live one reported running
+    /// (with its lease holder) or asleep from the leases.
+    pub fn list_agents(
+        &self,
+        capability: &Capability,
+        after: Option<&str>,
+    ) -> Result<AgentTree, ServiceError> {
+        self.duty(capability)?;
+        let after = after.map(gate::agent).transpose()?;
+        let now = Instant::now();
+        let tree = self.tree();
+        let start = match &after {
+            Some(after) => std::ops::Bound::Excluded(after),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut agents: Vec<AgentState> = tree
+            .names
+            .range((start, std::ops::Bound::Unbounded))
+            .filter_map(|name| {
+                let entry = tree.ledger.agent(name)?;
+                let holder = match entry.life {
+                    Life::Live => self
+                        .leases
+                        .with(|t| t.live(name, now).map(|l| l.holder.clone())),
+                    _ => None,
+                };
+                Some(AgentState {
+                    name: name.to_string(),
+                    parent: entry.parent.to_string(),
+                    life: match entry.life {
+                        Life::Live if holder.is_some() => AgentLife::Running,
+                        Life::Live => AgentLife::Asleep,
+                        Life::Retired { .. } => AgentLife::Retired,
+                        Life::Collected { .. } => AgentLife::Collected,
+                    },
+                    holder,
+                })
+            })
+            // One more than a page holds, to know whether another page follows.
+            .take(wire_format::PAGE_LINES as usize + 1)
+            .collect();
+        // One page: at most PAGE_LINES agents, and what one message holds (each state's text,
+        // with room for its framing).
+        let fits = wire_format::page_len(agents.iter().map(|a| {
+            a.name.len() + a.parent.len() + a.holder.as_ref().map_or(0, String::len) + 64
+        }))
+        .min(wire_format::PAGE_LINES as usize);
+        let next = (fits < agents.len()).then(|| agents[fits - 1].name.clone());
+        agents.truncate(fits);
+        Ok(AgentTree { agents, next })
+    }
+}
