@@ -16,8 +16,8 @@ use l3m_core::duty::Duty;
 use l3m_core::grant::Grant;
 use l3m_core::ledger::{Ledger, LedgerError, LedgerRow};
 use l3m_core::names::{AgentName, HumanName};
+use l3m_core::record_format::{self, LineError};
 use l3m_core::refs;
-use l3m_core::wire_format::{self, LineError};
 
 use l3m_wire::credential::{KeyFile, KeyFileError};
 
@@ -88,7 +88,7 @@ pub fn init_hub(
         at_ms,
     };
     let line =
-        wire_format::to_line(&row).map_err(|source| InitError::LedgerLine { line: 0, source })?;
+        record_format::to_line(&row).map_err(|source| InitError::LedgerLine { line: 0, source })?;
     hub.append(
         refs::LEDGER,
         Tip::Absent,
@@ -126,7 +126,7 @@ pub fn load_ledger(hub: &Hub) -> Result<(Ledger, BTreeSet<AgentName>), InitError
         .iter()
         .zip(0u64..)
         .map(|(text, line)| {
-            wire_format::from_line::<LedgerRow>(text, line as usize + 1)
+            record_format::from_line::<LedgerRow>(text, line as usize + 1)
                 .map_err(|source| InitError::LedgerLine { line, source })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -165,7 +165,7 @@ pub fn load_credentials(hub: &Hub) -> Result<Registry, InitError> {
     {
         let bad = |reason: String| InitError::CredentialRow { line, reason };
         let row: CredentialRow =
-            wire_format::from_line(text, line as usize + 1).map_err(|e| bad(e.to_string()))?;
+            record_format::from_line(text, line as usize + 1).map_err(|e| bad(e.to_string()))?;
         registry.apply(&row).map_err(|e| bad(e.to_string()))?;
     }
     Ok(registry)
@@ -193,7 +193,7 @@ pub fn issue_offline(
         at_ms,
     };
     let line =
-        wire_format::to_line(&row).map_err(|source| InitError::LedgerLine { line: 0, source })?;
+        record_format::to_line(&row).map_err(|source| InitError::LedgerLine { line: 0, source })?;
     let tip = hub.tip(refs::CREDENTIALS)?;
     hub.append(
         refs::CREDENTIALS,

@@ -3,7 +3,7 @@
 //! hubd is the only writer of `hub.git`. Its storage layer ([`store`]) holds the hub folder,
 //! commit chains appended by compare-and-swap, plain refs and the index that lets reads skip
 //! history. On top, [`service`] serves hubd's requests over a [`l3m_wire::bus::Bus`]: sessions
-//! ([`session`]), Logs, the agent tree through the ledger's gates, and mail; [`init`] creates a
+//! ([`capability`]), Logs, the agent tree through the ledger's gates, and mail; [`init`] creates a
 //! hub whose ledger starts with its human root.
 //!
 //! **Must never** run models, tools or containers, or write `hub.git` by any path other than
@@ -11,9 +11,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod capability;
 pub mod init;
 pub mod service;
-pub mod session;
 pub mod store;
 
 /// Milliseconds since the Unix epoch, now (0 if the clock is before it): hubd's one clock.

@@ -405,7 +405,7 @@ async fn a_spawn_forks_a_published_persona_and_refuses_an_unknown_one() {
 /// nothing; so no Log can hold a record its readers cannot read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_over_the_stored_line_limit_is_refused_and_nothing_is_written() {
-    use l3m_core::wire_format::MAX_STORED_LINE;
+    use l3m_core::record_format::MAX_STORED_LINE;
     let f = Fixture::start().await;
     let human = f.human().await;
     f.spawn(&human, "bob", root_grant()).await.unwrap();
@@ -577,7 +577,7 @@ async fn git_log_of_a_log_ref_reads_as_the_agents_story() {
 /// the client reads every page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_log_is_read_a_page_of_lines_at_a_time() {
-    use l3m_core::wire_format::PAGE_LINES;
+    use l3m_core::record_format::PAGE_LINES;
     let f = Fixture::start().await;
     let human = f.human().await;
     f.spawn(&human, "bob", root_grant()).await.unwrap();

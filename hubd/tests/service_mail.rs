@@ -134,7 +134,7 @@ async fn every_agent_may_mail_its_own_subtree_and_its_ancestors_but_not_a_siblin
 /// letters near the limit (more than one bus message holds) reads back whole, in pages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_of_any_allowed_size_reads_back_in_pages_and_an_oversized_letter_is_refused() {
-    use l3m_core::wire_format::{MAX_STORED_LINE, PAGE_BYTES};
+    use l3m_core::record_format::{MAX_STORED_LINE, PAGE_BYTES};
     let f = Fixture::start().await;
     let human = f.human().await;
     f.spawn(&human, "bob", root_grant()).await.unwrap();

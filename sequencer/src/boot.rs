@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::outlet::SessionOutlet;
 use crate::prompt::{self, Persona};
-use crate::session::{Input, Models, Next, Session, run_loop};
 use crate::toolbox::Toolbox;
+use crate::writer::{Input, Models, Next, Session, run_loop};
 use crate::{AgentRun, Exit, SequencerError};
 
 /// The reason boot gives for what it closes.

@@ -1,6 +1,6 @@
 //! Foreign input bounded before it is journaled: a model's reply and a tool's output.
 //!
-//! Every record must fit one stored line (`wire_format::MAX_STORED_LINE`), or hubd refuses the
+//! Every record must fit one stored line (`record_format::MAX_STORED_LINE`), or hubd refuses the
 //! append and the sequencer cannot go on. A model (or a tool reading a large file) is foreign
 //! input like any other, so both are measured here as they will be stored — JSON-escaped, where
 //! one control character becomes six bytes — before they reach a record:

@@ -50,9 +50,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::session::Input;
 use crate::toolbox::mint_tokens;
 use crate::vouchers::Vouchers;
+use crate::writer::Input;
 use crate::{SequencerError, now_ms};
 
 /// The op that interrupts the agent.

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::SequencerError;
-use crate::session::Input;
+use crate::writer::Input;
 
 /// Subscribes to the moves of the agent's inbox and grants refs: the only refs the watcher acts
 /// on. Not to its Log, which this sequencer writes itself, so its own two appends a turn do not

@@ -30,7 +30,7 @@
 //! - [`prompt`]: the system prompt, assembled purely.
 //! - [`toolbox`]: the tool table, minted effects and undo attribution.
 //! - [`bounds`]: a model's reply and a tool's output measured as stored, before a record.
-//! - `session` (private): the single-writer state and its pass.
+//! - `writer` (private): the single-writer state and its pass.
 //! - `boot` (private): lease, fold, close, prompt, budget.
 //! - `inputs` (private): inbox and grants watching; lease renewal.
 //! - [`control`]: the control subject (interrupt, rewind, status), offline rewind, fork.
@@ -50,7 +50,7 @@ pub mod vouchers;
 
 mod boot;
 mod inputs;
-mod session;
+mod writer;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use l3m_core::names::NameError;
 use l3m_wire::reply::{ErrorCode, RemoteError};
 
 use super::lease::LeaseError;
-use crate::session::Closed;
+use crate::capability::Closed;
 use crate::store::{StoreError, Tip};
 
 /// Why a request was not carried out. Every variant maps to one [`ErrorCode`].

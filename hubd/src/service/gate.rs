@@ -7,7 +7,7 @@ use l3m_core::grant::{Grant, Probe, RegrantRefusal};
 use l3m_core::ledger::{Ledger, LedgerError};
 use l3m_core::log::Record;
 use l3m_core::names::{AgentName, Entity, OfficeName};
-use l3m_core::wire_format;
+use l3m_core::record_format;
 
 use super::error::ServiceError;
 use crate::store::Tip;
@@ -56,15 +56,15 @@ pub fn records(lines: &[String], len: u64) -> Result<Vec<Record>, ServiceError> 
                 expected - len
             )));
         }
-        if line.len() > wire_format::MAX_STORED_LINE {
+        if line.len() > record_format::MAX_STORED_LINE {
             return Err(ServiceError::Invalid(format!(
                 "record {} is {} bytes, over the limit of {} bytes for one Log record",
                 expected - len,
                 line.len(),
-                wire_format::MAX_STORED_LINE
+                record_format::MAX_STORED_LINE
             )));
         }
-        let record: Record = wire_format::from_line(line, (expected - len) as usize + 1)
+        let record: Record = record_format::from_line(line, (expected - len) as usize + 1)
             .map_err(|e| ServiceError::Invalid(format!("record {}: {e}", expected - len)))?;
         if record.seq != expected {
             return Err(ServiceError::Invalid(format!(

@@ -2,7 +2,7 @@
 //!
 //! Each request passes, in order: the typed envelope layer (size, version, kind, body), the
 //! session check (its capability names a live session, its seal was made with that session's
-//! key, its number is fresh, its answer goes home: [`crate::session`]), the duty table ([`l3m_core::duty::may_write`]) for
+//! key, its number is fresh, its answer goes home: [`crate::capability`]), the duty table ([`l3m_core::duty::may_write`]) for
 //! every ref it would write, the fine gates (the ledger's fold, a grant's mail axis), and only
 //! then the store. A refusal anywhere writes nothing. After a ref moves, a
 //! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, then the reply, then

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use l3m_core::duty::Duty;
 use l3m_core::ledger::{Ledger, LedgerRow};
 use l3m_core::names::AgentName;
+use l3m_core::record_format;
 use l3m_core::refs::{self, AgentRef};
 use l3m_core::settings::Settings;
-use l3m_core::wire_format;
 use l3m_wire::bus::Bus;
 use l3m_wire::hubd::session::Capability;
 use l3m_wire::subjects::Subjects;
@@ -29,9 +29,9 @@ mod log;
 mod mail;
 mod regrant;
 mod tree;
+use crate::capability::Sessions;
 use crate::init::{InitError, load_credentials, load_ledger};
 use crate::now_ms;
-use crate::session::Sessions;
 use crate::store::Hub;
 
 /// How many times a Log read is tried while appends keep moving its tip.
@@ -158,7 +158,7 @@ impl State {
         }
         let lines = rows
             .iter()
-            .map(wire_format::to_line)
+            .map(record_format::to_line)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ServiceError::Internal(format!("encoding a ledger row: {e}")))?;
         let tip = self.hub.tip(refs::LEDGER)?;

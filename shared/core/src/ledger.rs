@@ -1,7 +1,7 @@
 //! The ledger: who exists, who is whose parent, and under which grant — as rows and their fold.
 //!
 //! The hub's ledger (`refs/l3m/ledger`) is an append-only list of [`LedgerRow`]s stored as
-//! versioned JSON lines ([`crate::wire_format`]). [`Ledger`] is the state they fold to, and
+//! versioned JSON lines ([`crate::record_format`]). [`Ledger`] is the state they fold to, and
 //! [`Ledger::apply`] re-runs every gate on every row — a spawn is admitted against the parent's
 //! *current* grant and account, a regrant against its issuer's — so a ledger that replays is a
 //! ledger whose every row was admissible when it was appended, whoever wrote it.
@@ -30,7 +30,7 @@ use crate::grant::{
     Grant, RegrantRefusal, SpawnRefusal, SpawnRequest, admit_regrant, admit_root_spawn, admit_spawn,
 };
 use crate::names::{AgentName, Entity, HumanName, PersonaName, ServiceName};
-use crate::wire_format::{self, LineError};
+use crate::record_format::{self, LineError};
 
 /// One row of the hub's ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,7 +325,7 @@ impl Ledger {
 
     /// Parses a blob of versioned JSON lines (as stored on `refs/l3m/ledger`) and replays it.
     pub fn replay_lines(blob: &str) -> Result<Self, LedgerError> {
-        let rows: Vec<LedgerRow> = wire_format::from_lines(blob)?;
+        let rows: Vec<LedgerRow> = record_format::from_lines(blob)?;
         Self::replay(&rows)
     }
 
@@ -980,11 +980,11 @@ mod tests {
             retire("alice/w", 3),
             collect("alice/w"),
         ];
-        let blob = wire_format::to_lines(&rows).unwrap();
+        let blob = record_format::to_lines(&rows).unwrap();
         let first = blob.lines().next().unwrap();
         assert!(first.contains("\"kind\":\"register-human\"") && first.contains("\"at-ms\":1"));
         assert!(first.contains("\"v\":1"), "{first}");
-        assert_eq!(wire_format::from_lines::<LedgerRow>(&blob).unwrap(), rows);
+        assert_eq!(record_format::from_lines::<LedgerRow>(&blob).unwrap(), rows);
         let l = Ledger::replay_lines(&blob).unwrap();
         assert_eq!(l, Ledger::replay(&rows).unwrap());
         assert!(
@@ -1008,7 +1008,7 @@ mod tests {
             err.to_string().contains("issuer"),
             "unknown fields are refused: {err}"
         );
-        let bad_order = wire_format::to_lines(&rows[2..]).unwrap();
+        let bad_order = record_format::to_lines(&rows[2..]).unwrap();
         let err = Ledger::replay_lines(&bad_order).unwrap_err();
         assert!(matches!(&err, LedgerError::AtRow { index: 0, .. }), "{err}");
         assert!(err.to_string().starts_with("row 0: "), "{err}");

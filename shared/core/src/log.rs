@@ -6,7 +6,7 @@
 //! interrupts and turn ends. Each record carries its `seq` (contiguous from 0 within one Log) and
 //! the caller's clock reading `at_ms`; the body says which fact it is.
 //!
-//! Records are stored as versioned JSON lines (see [`crate::wire_format`]), the body flattened
+//! Records are stored as versioned JSON lines (see [`crate::record_format`]), the body flattened
 //! beside `seq` and `at_ms` and tagged by `kind`:
 //! `{"v":1,"seq":3,"at_ms":1700000000000,"kind":"user-line","from":"human:alice","text":"hi"}`.
 //!
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::budget::Fuel;
 use crate::effects::{EffectClass, Footprint, Tier};
 use crate::names::{AgentName, Entity};
-use crate::wire_format::{self, LineError};
+use crate::record_format::{self, LineError};
 
 /// Longest id accepted, in bytes. Provider ids are a few dozen bytes; the bound keeps a hostile
 /// model from filling the Log with one id.
@@ -491,7 +491,7 @@ impl RecordBody {
 impl Record {
     /// Renders the record as one versioned JSON line.
     pub fn to_line(&self) -> Result<String, LogError> {
-        Ok(wire_format::to_line(self)?)
+        Ok(record_format::to_line(self)?)
     }
 }
 
@@ -619,7 +619,7 @@ impl Log {
     /// Reads a Log stored as JSON lines, checking every record as [`Log::push`] does.
     pub fn decode(blob: &str) -> Result<Self, LogError> {
         let mut log = Self::new();
-        for record in wire_format::from_lines::<Record>(blob)? {
+        for record in record_format::from_lines::<Record>(blob)? {
             log.push(record)?;
         }
         Ok(log)
@@ -627,7 +627,7 @@ impl Log {
 
     /// Renders the Log as JSON lines, one record per line.
     pub fn encode(&self) -> Result<String, LogError> {
-        Ok(wire_format::to_lines(&self.records)?)
+        Ok(record_format::to_lines(&self.records)?)
     }
 }
 

@@ -19,7 +19,7 @@ use l3m_core::grant::SpawnRequest;
 use l3m_core::log::Record;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::AgentName;
-use l3m_core::wire_format;
+use l3m_core::record_format;
 
 use crate::bus::{Bus, MessageStream};
 use crate::credential::{Ephemeral, KeyFile, SessionKey};
@@ -349,7 +349,7 @@ impl HubClient {
 
     /// Reads `agent`'s Log records `from..to` (`to` past the end reads to the end), page by
     /// page: hubd answers each read with as many records as fit one message
-    /// (`l3m_core::wire_format::PAGE_BYTES`), so any stored Log reads back whole.
+    /// (`l3m_core::record_format::PAGE_BYTES`), so any stored Log reads back whole.
     pub async fn read_log_range(
         &self,
         agent: &AgentName,
@@ -357,7 +357,10 @@ impl HubClient {
         to: u64,
     ) -> Result<LogRead, ClientError> {
         // hubd cuts a page shorter by bytes.
-        let ask = |at: u64| at.saturating_add(l3m_core::wire_format::PAGE_LINES).min(to);
+        let ask = |at: u64| {
+            at.saturating_add(l3m_core::record_format::PAGE_LINES)
+                .min(to)
+        };
         let mut read = self.read_log(agent, from, ask(from)).await?;
         loop {
             let next = from + read.records.len() as u64;
@@ -670,7 +673,7 @@ fn decode_lines(op: Op, lines: &[String]) -> Result<Vec<Record>, ClientError> {
         .iter()
         .enumerate()
         .map(|(i, line)| {
-            wire_format::from_line::<Record>(line, i + 1).map_err(|e| ClientError::BadReply {
+            record_format::from_line::<Record>(line, i + 1).map_err(|e| ClientError::BadReply {
                 op: op.as_str(),
                 index: i,
                 reason: e.to_string(),

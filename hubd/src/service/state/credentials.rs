@@ -3,8 +3,8 @@
 
 use l3m_core::credential::{CredentialId, CredentialRow, PublicKey, Scope};
 use l3m_core::duty::Duty;
+use l3m_core::record_format;
 use l3m_core::refs;
-use l3m_core::wire_format;
 use l3m_wire::credential::{Ephemeral, open_statement, verify};
 use l3m_wire::hubd::credential::{
     CredentialIssued, CredentialRevoked, Credentials, IssueCredential,
@@ -13,10 +13,10 @@ use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened, Vouch, Vou
 use l3m_wire::typed::Sealed;
 
 use super::State;
+use crate::capability::{Opening, inbox_of};
 use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
-use crate::session::{Opening, inbox_of};
 
 impl State {
     /// `hubd.open-session`: the credential's signature over what is asked, its registry entry
@@ -113,7 +113,7 @@ impl State {
                 detail: " as live".into(),
             });
         }
-        let nonce = crate::session::random_hex()
+        let nonce = crate::capability::random_hex()
             .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
         let voucher = Voucher {
             agent: agent.to_string(),
@@ -220,7 +220,7 @@ impl State {
         let mut registry = self.credentials();
         let mut next = registry.clone();
         next.apply(row)?;
-        let line = wire_format::to_line(row)
+        let line = record_format::to_line(row)
             .map_err(|e| ServiceError::Internal(format!("encoding a credential row: {e}")))?;
         let tip = self.hub.tip(refs::CREDENTIALS)?;
         self.hub.append(refs::CREDENTIALS, tip, &[line], summary)?;

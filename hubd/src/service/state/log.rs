@@ -2,8 +2,8 @@
 //! of a chain.
 
 use l3m_core::duty::{RefWrite, may_write};
+use l3m_core::record_format;
 use l3m_core::refs::{self, AgentRef};
-use l3m_core::wire_format;
 use l3m_wire::hubd::log::{LogAppended, LogRange};
 use l3m_wire::hubd::session::Capability;
 
@@ -108,14 +108,14 @@ impl State {
         let from = from.min(len);
         let to = to
             .min(len)
-            .min(from.saturating_add(wire_format::PAGE_LINES));
+            .min(from.saturating_add(record_format::PAGE_LINES));
         let from = from.min(to);
         let mut lines = if from == to {
             Vec::new()
         } else {
             self.hub.read_range(refname, from, to)?
         };
-        lines.truncate(wire_format::page_len(lines.iter().map(String::len)));
+        lines.truncate(record_format::page_len(lines.iter().map(String::len)));
         Ok((lines, from, len))
     }
 

@@ -5,15 +5,15 @@ use l3m_core::duty::{Duty, RefWrite, may_write};
 use l3m_core::grant::Probe;
 use l3m_core::mail::{Address, Draft, InboxEntry, LetterId, ReadMark, Sender};
 use l3m_core::names::Entity;
+use l3m_core::record_format;
 use l3m_core::refs::{self, AgentRef};
-use l3m_core::wire_format;
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkedRead};
 use l3m_wire::hubd::session::Capability;
 
+use crate::capability::random_hex;
 use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
-use crate::session::random_hex;
 
 use super::{Moved, State};
 
@@ -129,13 +129,13 @@ impl State {
         let line = entry
             .to_line()
             .map_err(|e| ServiceError::Internal(format!("encoding an inbox line: {e}")))?;
-        if line.len() > wire_format::MAX_STORED_LINE {
+        if line.len() > record_format::MAX_STORED_LINE {
             return Err(ServiceError::Invalid(format!(
                 "{summary} is {} bytes as stored, over the limit of {} bytes for one inbox line; \
                  send a shorter text (control characters count escaped), or put the bulk in a \
                  file and send its path",
                 line.len(),
-                wire_format::MAX_STORED_LINE
+                record_format::MAX_STORED_LINE
             )));
         }
         loop {

@@ -7,9 +7,9 @@ use l3m_wire::hubd::authority::Regranted;
 use l3m_wire::hubd::session::Capability;
 
 use super::{Moved, State, not_found, now_ms};
+use crate::capability::entity_of;
 use crate::service::error::ServiceError;
 use crate::service::gate;
-use crate::session::entity_of;
 
 impl State {
     /// `hubd.regrant`: only the agent's issuer (its parent); the new grant within the issuer's

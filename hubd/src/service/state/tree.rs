@@ -8,16 +8,16 @@ use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::ledger::{LedgerRow, Life};
 use l3m_core::names::AgentName;
+use l3m_core::record_format;
 use l3m_core::refs::{self, AgentRef};
-use l3m_core::wire_format;
 use l3m_wire::hubd::authority::GrantView;
 use l3m_wire::hubd::session::Capability;
 use l3m_wire::hubd::tree::{AgentLife, AgentState, AgentTree, Collected, Retired, Spawned};
 
+use crate::capability::entity_of;
 use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
-use crate::session::entity_of;
 use crate::store::Tip;
 
 use super::{Moved, State, not_found};
@@ -288,14 +288,14 @@ impl State {
                 })
             })
             // One more than a page holds, to know whether another page follows.
-            .take(wire_format::PAGE_LINES as usize + 1)
+            .take(record_format::PAGE_LINES as usize + 1)
             .collect();
         // One page: at most PAGE_LINES agents, and what one message holds (each state's text,
         // with room for its framing).
-        let fits = wire_format::page_len(agents.iter().map(|a| {
+        let fits = record_format::page_len(agents.iter().map(|a| {
             a.name.len() + a.parent.len() + a.holder.as_ref().map_or(0, String::len) + 64
         }))
-        .min(wire_format::PAGE_LINES as usize);
+        .min(record_format::PAGE_LINES as usize);
         let next = (fits < agents.len()).then(|| agents[fits - 1].name.clone());
         agents.truncate(fits);
         Ok(AgentTree { agents, next })

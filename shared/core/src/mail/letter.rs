@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::address::Address;
 use super::line::{InboxEntry, excerpt};
 use super::{TokenFault, check_token};
-use crate::wire_format::LineError;
+use crate::record_format::LineError;
 
 /// Longest letter id, in bytes.
 pub const MAX_ID_LEN: usize = 128;

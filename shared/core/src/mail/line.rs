@@ -2,7 +2,7 @@
 //!
 //! # Format
 //! `{"v":1,"kind":"letter",...}` or `{"v":1,"kind":"read-mark",...}`, written by
-//! [`wire_format::to_line`](crate::wire_format::to_line) and then hardened: every character a
+//! [`record_format::to_line`](crate::record_format::to_line) and then hardened: every character a
 //! line splitter or a terminal could act on is written as a JSON `\uXXXX` escape instead of
 //! raw. serde_json already escapes C0 controls; this adds DEL, the C1 controls (NEL among them),
 //! U+2028/U+2029 (line and paragraph separators) and the bidirectional controls, which could
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::inbox::ReadMark;
 use super::letter::{Letter, LetterError};
-use crate::wire_format;
+use crate::record_format;
 
 /// One line of an inbox ref's blob: a letter or a read mark.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,12 +29,12 @@ impl InboxEntry {
     /// Renders the entry as one hardened storage line (see the module docs), without a newline.
     /// Fails only if serialisation fails, which these plain-data types never do.
     pub fn to_line(&self) -> Result<String, LetterError> {
-        Ok(harden(&wire_format::to_line(self)?))
+        Ok(harden(&record_format::to_line(self)?))
     }
 
     /// Parses one storage line; `line` is its one-based number, used in errors.
     pub fn from_line(text: &str, line: usize) -> Result<Self, LetterError> {
-        Ok(wire_format::from_line(text, line)?)
+        Ok(record_format::from_line(text, line)?)
     }
 
     /// The entry's kind as written in its `kind` field.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsMaybeDirExt};
 use cap_std::AmbientAuthority;
 use cap_std::fs::{Dir, File, OpenOptions};
-use l3m_core::wire_format::{from_line, to_line};
+use l3m_core::record_format::{from_line, to_line};
 
 use super::{EntryId, JournalError, UndoEntry, UndoJournal, codec};
 use crate::path::HARNESS_DIR;
@@ -158,7 +158,7 @@ fn decode_entries(bytes: &[u8]) -> Result<(Vec<UndoEntry>, u64), JournalError> {
                 source,
             };
             let text = std::str::from_utf8(payload).map_err(|e| {
-                decode(l3m_core::wire_format::LineError::Malformed {
+                decode(l3m_core::record_format::LineError::Malformed {
                     line: 1,
                     reason: e.to_string(),
                 })

@@ -8,7 +8,7 @@
 //! `.l3m/`, length-prefixed and checksummed, fsynced per record, whose torn tail after a crash is
 //! detected and cut, never misread.
 //!
-//! Entries serialise as JSON lines through `l3m_core::wire_format` (bytes in base64), so the
+//! Entries serialise as JSON lines through `l3m_core::record_format` (bytes in base64), so the
 //! sequencer can mirror them to the hub's undo ref unchanged.
 
 mod codec;
@@ -16,7 +16,7 @@ mod local;
 
 use std::path::PathBuf;
 
-use l3m_core::wire_format::LineError;
+use l3m_core::record_format::LineError;
 use serde::{Deserialize, Serialize};
 
 use crate::path::RelPath;
@@ -186,7 +186,7 @@ mod base64_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use l3m_core::wire_format::{from_line, to_line};
+    use l3m_core::record_format::{from_line, to_line};
     use proptest::prelude::*;
 
     fn prior() -> impl Strategy<Value = Prior> {

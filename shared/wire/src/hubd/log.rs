@@ -8,10 +8,10 @@
 //!   message names the actual tip.
 //! - `hubd.read-log` `{ capability, agent: str, from: u64, to: u64 }` → `hubd.log-range`
 //!   `{ records: [str], from: u64, len: u64, tip: str|nil }`: records `from..min(to, len)`, cut
-//!   to one page (`l3m_core::wire_format::PAGE_BYTES` beyond the first record, at most
+//!   to one page (`l3m_core::record_format::PAGE_BYTES` beyond the first record, at most
 //!   `PAGE_LINES` records), the chain's
 //!   length, and the tip that length belongs to (what the next append expects). A record over
-//!   `l3m_core::wire_format::MAX_STORED_LINE` bytes is refused at append as `invalid`.
+//!   `l3m_core::record_format::MAX_STORED_LINE` bytes is refused at append as `invalid`.
 
 use serde::{Deserialize, Serialize};
 

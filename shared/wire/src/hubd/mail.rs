@@ -7,9 +7,9 @@
 //! - `hubd.read-inbox` `{ capability, agent: str, from: u64 }` → `hubd.inbox-lines`
 //!   `{ entries: [str], from: u64, len: u64 }`: the inbox's stored lines (letters and read
 //!   marks, `l3m_core::mail::InboxEntry`) from `from` on, as many as fit one page
-//!   (`l3m_core::wire_format::PAGE_BYTES` beyond the first line, at most `PAGE_LINES` lines); `len` is the whole inbox's, so
+//!   (`l3m_core::record_format::PAGE_BYTES` beyond the first line, at most `PAGE_LINES` lines); `len` is the whole inbox's, so
 //!   a reader asks again from where the page ended. A letter whose stored line would exceed
-//!   `l3m_core::wire_format::MAX_STORED_LINE` is refused as `invalid`, naming the limit.
+//!   `l3m_core::record_format::MAX_STORED_LINE` is refused as `invalid`, naming the limit.
 //! - `hubd.mark-read` `{ capability, letter: str }` → `hubd.marked-read` `{ seq: u64 }`: a
 //!   read mark on the caller's own inbox only.
 //! - `hubd.stage-airmail` `{ capability, to: str, subject: str|nil, body: str }` →

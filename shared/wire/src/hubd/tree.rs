@@ -10,7 +10,7 @@
 //! - `hubd.collect` `{ capability, agent: str }` → `hubd.collected` `{ agent: str }`.
 //! - `hubd.list-agents` `{ capability, after: str|nil }` → `hubd.agent-tree` `{ agents:
 //!   [AgentState], next: str|nil }`, the agents the ledger knows after `after`, in name order,
-//!   one page of them (at most `l3m_core::wire_format::PAGE_LINES`, within `PAGE_BYTES`); `next`
+//!   one page of them (at most `l3m_core::record_format::PAGE_LINES`, within `PAGE_BYTES`); `next`
 //!   is where the next page starts; each `{ name, parent, life, holder: str|nil }` with
 //!   `life` one of `running` (a sequencer holds its lease, named by `holder`), `asleep`,
 //!   `retired`, `collected`.
