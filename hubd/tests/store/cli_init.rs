@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use hubd::init::load_ledger;
 use hubd::store::{Hub, HubOptions};
 
-const ROOT_GRANT: &str = include_str!("../../deploy/root-grant.toml");
+const ROOT_GRANT: &str = include_str!("../../../deploy/root-grant.toml");
 
 fn hubd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hubd"))

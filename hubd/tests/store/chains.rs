@@ -1,11 +1,9 @@
 //! Chains and plain refs against real git: round trips, what git sees, and refused input.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_common;
-
+use crate::common::{assert_fsck_strict, disk_state, entries, git, new_hub, relaxed};
 use hubd::store::{Hub, RECORDS_FILE, StoreError, Tip};
 use l3m_core::refs::{LEDGER, SETTINGS};
-use store_common::{assert_fsck_strict, disk_state, entries, git, new_hub, relaxed};
 
 const LOG: &str = "refs/l3m/a/alice/main/_/log";
 const GRANTS: &str = "refs/l3m/a/alice/main/_/grants";
@@ -346,7 +344,7 @@ fn a_ref_locked_by_another_writer_is_refused_until_released() {
 
 fn git_command_stdin(git_dir: &std::path::Path, args: &[&str], stdin: &str) -> String {
     use std::io::Write as _;
-    let mut child = store_common::git_command(git_dir, args)
+    let mut child = crate::common::git_command(git_dir, args)
         .env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@t")
         .env("GIT_COMMITTER_NAME", "t")

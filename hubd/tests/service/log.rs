@@ -1,8 +1,7 @@
 //! Sessions, Log appends by CAS and the agent tree, through hubd over a real nats-server.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
+use crate::common::*;
 use futures_util::StreamExt;
 use l3m_core::grant::Grant;
 use l3m_core::refs::AgentRef;
@@ -13,7 +12,6 @@ use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::notify::RefMoved;
 use l3m_wire::hubd::tree::{AgentLife, AgentTree, ListAgents, Retire, Retired};
 use l3m_wire::reply::ErrorCode;
-use service_common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_append_wins_once_is_announced_and_reads_back() {

@@ -1,13 +1,11 @@
 //! Mail through hubd: the sender is the session's, the mail axis is checked, marks are own.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
+use crate::common::*;
 use l3m_core::mail::{Address, InboxEntry};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter};
 use l3m_wire::reply::ErrorCode;
-use service_common::*;
 
 fn to(name: &str) -> String {
     Address::for_agent(agent(name)).render()

@@ -7,16 +7,14 @@
 //! applied to `hub.git` just after; the last tests check that nothing reads past that gap.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::common::{assert_fsck_strict, git};
 use hubd::store::{Clock, Durability, Hub, HubOptions, JournalStop, StoreError, Tip};
-use store_common::{assert_fsck_strict, git};
 
 const LOG: &str = "refs/l3m/a/alice/_/log";
 const INBOX: &str = "refs/l3m/a/alice/_/inbox";

@@ -1,16 +1,14 @@
 //! Session leases and the computed agent state, through `HubClient` over a real nats-server.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use l3m_core::duty::Duty;
 use l3m_core::log::{Record, RecordBody};
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use l3m_wire::reply::ErrorCode;
-use service_common::*;
 
 async fn client(f: &Fixture, duty: Duty) -> HubClient {
     f.client(duty).await

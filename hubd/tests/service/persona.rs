@@ -1,15 +1,13 @@
 //! Publishing personas upstream: humans only, and only the three persona files.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
+use crate::common::*;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::names::PersonaName;
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::persona::{PersonaPublished, PersonaSource, PublishPersona};
 use l3m_wire::hubd::tree::{Spawn, Spawned};
 use l3m_wire::reply::ErrorCode;
-use service_common::*;
 
 fn git(f: &Fixture, args: &[&str], stdin: Option<&str>) -> String {
     use std::io::Write;

@@ -13,16 +13,14 @@
 //! `L3M_STORE_CRASH_SEED` the seed of the kill delays.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_common;
-
 use std::collections::{HashMap, HashSet};
 use std::io::{BufReader, Write as _};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::assert_fsck_strict;
 use hubd::store::{Durability, Hub, HubOptions, StoreError};
-use store_common::assert_fsck_strict;
 
 const CHILD_ENV: &str = "L3M_STORE_CRASH_CHILD";
 const ROUND_ENV: &str = "L3M_STORE_CRASH_ROUND";
@@ -52,6 +50,14 @@ fn acknowledged_appends_survive_sigkill_with_barriers() {
     );
 }
 
+/// `test_name` as the test harness of this binary names it: with this module's path.
+fn in_this_binary(test_name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test_name}"),
+        None => test_name.to_owned(),
+    }
+}
+
 /// The parent (or, in a re-executed child, the storm) of the test named `test_name`.
 fn storm_and_kill(test_name: &str, durability: Durability) {
     let options = HubOptions {
@@ -72,7 +78,12 @@ fn storm_and_kill(test_name: &str, durability: Durability) {
     let mut acked: Vec<(String, String)> = Vec::new();
     for round in 0..rounds {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                &in_this_binary(test_name),
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &root)
             .env(ROUND_ENV, round.to_string())
             .stdout(Stdio::piped())

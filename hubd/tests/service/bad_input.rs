@@ -1,10 +1,9 @@
 //! Every bad request gets a typed error, writes nothing, and hubd serves the next good one.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use l3m_core::duty::Duty;
 use l3m_wire::envelope::{Limits, VERSION};
 use l3m_wire::hubd::Op;
@@ -12,7 +11,6 @@ use l3m_wire::hubd::authority::{GrantView, ReadGrant};
 use l3m_wire::hubd::log::{AppendLog, LogAppended};
 use l3m_wire::hubd::session::{Capability, SessionOpened};
 use l3m_wire::reply::{ErrorCode, RemoteError, decode_reply};
-use service_common::*;
 
 /// Sends raw bytes to an operation and opens the typed error it must get back.
 async fn raw(f: &Fixture, op: Op, bytes: Vec<u8>) -> RemoteError {

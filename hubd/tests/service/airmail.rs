@@ -2,8 +2,7 @@
 //! office, stamped with the true sender, on the sender's own outbox.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
+use crate::common::*;
 use l3m_core::grant::{Grant, MailCover};
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::OfficeName;
@@ -11,7 +10,6 @@ use l3m_wire::hubd::Op;
 use l3m_wire::hubd::mail::{AirmailStaged, LetterSent, SendLetter, StageAirmail};
 use l3m_wire::hubd::session::Capability;
 use l3m_wire::reply::{ErrorCode, Reply};
-use service_common::*;
 
 const TO: &str = "office:far agent:zed*";
 

@@ -2,10 +2,9 @@
 //! what a party holding a capability, a captured request or the wrong credential cannot do.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
 use l3m_core::mail::Address;
@@ -22,7 +21,6 @@ use l3m_wire::hubd::log::{AppendLog, LogAppended};
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, ReadInbox, SendLetter};
 use l3m_wire::hubd::session::{Capability, SessionOpened, Vouch, Vouched};
 use l3m_wire::reply::{ErrorCode, RemoteError, Reply, decode_reply};
-use service_common::*;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -3,13 +3,11 @@
 //! the push remotes a grant names.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
+use crate::common::*;
 use l3m_core::duty::Duty;
 use l3m_core::grant::Grant;
 use l3m_wire::client::HubClient;
 use l3m_wire::reply::ErrorCode;
-use service_common::*;
 
 const PUSHER: &str = "spawn = \"persist\"\n[git-push]\norigin = [\"refs/heads/l3m/\"]\n";
 

@@ -1,13 +1,11 @@
 //! Compare-and-swap under contention: one winner per expected tip, no lost or interleaved batch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_common;
-
 use std::collections::HashSet;
 use std::sync::Barrier;
 
+use crate::common::{assert_fsck_strict, entries, new_hub};
 use hubd::store::{Hub, StoreError, Tip};
-use store_common::{assert_fsck_strict, entries, new_hub};
 
 const LOG: &str = "refs/l3m/a/alice/_/log";
 

@@ -3,8 +3,7 @@
 //! ancestors and humans.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
+use crate::common::*;
 use futures_util::StreamExt;
 use l3m_core::grant::{Grant, HostPattern, SpawnLevel};
 use l3m_core::refs::AgentRef;
@@ -16,7 +15,6 @@ use l3m_wire::hubd::mail::{InboxLines, ReadInbox};
 use l3m_wire::hubd::notify::RefMoved;
 use l3m_wire::hubd::session::Capability;
 use l3m_wire::reply::{ErrorCode, Reply};
-use service_common::*;
 
 /// Spawning and a host to reach: what alice, and so her root bob, holds.
 fn wide() -> Grant {

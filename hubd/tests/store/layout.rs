@@ -1,11 +1,9 @@
 //! Creating and opening hubs: the folder DESIGN §3 lays out, and clear refusals otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_common;
-
+use crate::common::{assert_fsck_strict, git, new_hub, relaxed};
 use hubd::store::{Hub, INITIAL_SETTINGS, SETTINGS_FILE, StoreError, Tip};
 use l3m_core::refs::SETTINGS;
-use store_common::{assert_fsck_strict, git, new_hub, relaxed};
 
 #[test]
 fn create_lays_out_the_hub_and_open_accepts_it() {

@@ -2,14 +2,12 @@
 //! nats-server.
 #![allow(clippy::unwrap_used)]
 
-mod service_common;
-
 use std::path::Path;
 use std::process::Command;
 
+use crate::common::*;
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::tree::{Retire, Retired};
-use service_common::*;
 
 /// Runs git in `dir` (or on the hub's git dir with `--git-dir` among `args`); asserts success.
 fn git(dir: &Path, args: &[&str]) -> String {

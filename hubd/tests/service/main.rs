@@ -1,0 +1,15 @@
+//! hubd's service tests, one binary: each module was once a test binary of its own.
+
+mod common;
+
+mod acr;
+mod airmail;
+mod authority;
+mod bad_input;
+mod credentials;
+mod lease;
+mod log;
+mod mail;
+mod nats_conf;
+mod persona;
+mod settings;
