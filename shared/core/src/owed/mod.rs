@@ -1,0 +1,476 @@
+//! What is owed now: the fold from a Log to the sequencer's duties, and the pure steps it takes.
+//!
+//! The sequencer is a thin shell around three functions over an [`Owed`] state:
+//! 1. [`journal`] turns each signal from its queue into records consistent with the Log, or
+//!    refuses it with a typed [`Stale`] reason (a reply for a call that is not open, a result
+//!    for a tool never started) so that nothing inconsistent is ever journaled;
+//! 2. [`plan`] says which records to journal now: admissions and starts of tools, the one owed
+//!    model call, the end of the turn;
+//! 3. [`close_open`] closes whatever is open. Boot and interrupt both call it, so booting after a
+//!    crash closes exactly what an interrupt would (`boot_close_eq_interrupt_close`), and there
+//!    is no separate resume procedure.
+//!
+//! Every record is appended (by compare-and-swap) before the activity it authorizes starts, so
+//! [`Owed`] is also what a fresh process reads back: at most one call is open and it is the last
+//! call started (`open_call_is_last_call`), and each tool use starts at most once (`start_once`).
+//!
+//! # The life of a tool use
+//! A reply names it (*proposed*). [`plan`] admits it with `tool-call` if the tool table has it,
+//! or answers it at once with an error `tool-result` (no such tool, an id already used). A tame
+//! admitted use is started (`tool-started`) in the same plan; a wild one waits for `review`
+//! rounds: `safe` lets it start, `unsafe` gets it an error result carrying the reason and the
+//! alternative, `unclear` keeps it waiting. When the last use of a reply has its result, a model
+//! call is owed.
+//!
+//! # When a model call is owed
+//! After a user line, a shown event, or all tool results of a reply; never while a call is open,
+//! a tool use is unresolved, or an event awaits its hook decision. A retryable failure owes the
+//! call again (attempt + 1, up to the caller's limit, after which the turn ends). Fuel: the
+//! `left` of the last `budget-change`, less one model call per call started since; with no model
+//! calls or no bytes left the agent stops with `out-of-fuel`. Interrupts, rewinds, turn ends,
+//! out-of-fuel and a new epoch end the turn: nothing more is owed until new input. A rewind and
+//! a new epoch also drop what the old conversation was waiting for (unstarted tool uses,
+//! undecided events), as the view does; running tools and an open call are activities in the
+//! world and stay until closed (a journaled rewind closes them first).
+//!
+//! # Layout
+//! - this module: the fold ([`Owed`] and what it answers);
+//! - `journal`: [`journal`], [`Stale`], [`Signal`], [`close_open`];
+//! - `plan`: [`plan`], [`PlanInput`], [`ToolTable`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::budget::Fuel;
+use crate::effects::{Footprint, Tier};
+use crate::log::{
+    CallId, Disposition, EffectNote, EventId, EventSource, FuelUnit, Record, RecordBody, ToolUse,
+    ToolUseId, Usage, Verdict,
+};
+use crate::names::Entity;
+
+/// The model call that is open, or the one whose retryable failure is owed a retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenCall {
+    /// Its id.
+    pub id: CallId,
+    /// The provider it went to.
+    pub provider: String,
+    /// The model asked.
+    pub model: String,
+    /// Its attempt number, from 1.
+    pub attempt: u32,
+}
+
+/// How far an unstarted tool use has got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// Named in a reply; neither admitted nor refused yet.
+    Proposed,
+    /// Admitted with this tier: a tame use may start, a wild one waits for review.
+    Admitted {
+        /// The tier its footprint gives.
+        tier: Tier,
+    },
+    /// A wild use reviewed safe: it may start.
+    Approved,
+    /// A wild use reviewed unsafe: it gets an error result instead of running.
+    Declined {
+        /// The reviewer's reason.
+        reason: String,
+        /// The reviewer's alternative, if any.
+        alternative: Option<String>,
+    },
+}
+
+/// A tool use of the latest reply that has not started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTool {
+    /// The use's id.
+    pub id: ToolUseId,
+    /// The tool it names.
+    pub name: String,
+    /// How far it has got.
+    pub stage: Stage,
+}
+
+/// An event journaled without a hook decision yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecided {
+    /// The event.
+    pub id: EventId,
+    /// Where it came from: what the hook decides by.
+    pub source: EventSource,
+}
+
+/// What the Log says is open and owed. Fold it with [`Owed::apply`] or [`Owed::from_records`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Owed {
+    next_seq: u64,
+    now: Now,
+    seen: Seen,
+    /// What this Log has spent; a rewind gives none of it back.
+    spent: Fuel,
+    /// Whether the last record was a `call-started` (its `budget-change` follows it).
+    after_call: bool,
+}
+
+/// The part of the state that changes turn by turn; small, so [`plan`] can work on a copy.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Now {
+    open: Option<OpenCall>,
+    last_call: Option<CallId>,
+    retry: Option<OpenCall>,
+    pending: Vec<PendingTool>,
+    running: Vec<ToolUseId>,
+    wants_call: bool,
+    live: bool,
+    undecided: Vec<Undecided>,
+    fuel: Option<Fuel>,
+    /// The latest reply's tool uses, whole (their inputs are what a started tool runs with).
+    uses: Vec<ToolUse>,
+}
+
+/// Every id the Log has used, so none is used twice.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Seen {
+    calls: HashSet<CallId>,
+    tool_uses: HashSet<ToolUseId>,
+    started: HashSet<ToolUseId>,
+    events: HashSet<EventId>,
+}
+
+impl Owed {
+    /// The state after `records`.
+    pub fn from_records(records: &[Record]) -> Self {
+        let mut owed = Self::default();
+        for record in records {
+            owed.apply(record);
+        }
+        owed
+    }
+
+    /// Folds in the next record.
+    pub fn apply(&mut self, record: &Record) {
+        match &record.body {
+            RecordBody::CallStarted { .. } => {
+                self.spent.model_calls = self.spent.model_calls.saturating_add(1);
+            }
+            RecordBody::BudgetChange { left, .. } if self.after_call => {
+                if let Some(before) = self.now.fuel {
+                    let charged = before.bytes.saturating_sub(left.bytes);
+                    self.spent.bytes = self.spent.bytes.saturating_add(charged);
+                }
+            }
+            _ => {}
+        }
+        self.after_call = matches!(record.body, RecordBody::CallStarted { .. });
+        self.next_seq = record.seq.saturating_add(1);
+        self.seen.note(&record.body);
+        self.now.apply(&record.body);
+    }
+
+    /// The seq the next record will carry.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The model call that is open, if any.
+    pub fn open_call(&self) -> Option<&OpenCall> {
+        self.now.open.as_ref()
+    }
+
+    /// The last model call started.
+    pub fn last_call(&self) -> Option<&CallId> {
+        self.now.last_call.as_ref()
+    }
+
+    /// The call whose retryable failure is owed a retry, if any.
+    pub fn retrying(&self) -> Option<&OpenCall> {
+        self.now.retry.as_ref()
+    }
+
+    /// Tool uses of the latest reply that have not started, in the reply's order.
+    pub fn pending(&self) -> &[PendingTool] {
+        &self.now.pending
+    }
+
+    /// Wild tool uses waiting for a reviewer's verdict: the sequencer asks the reviewer.
+    pub fn awaiting_review(&self) -> impl Iterator<Item = &ToolUseId> {
+        self.now.pending.iter().filter_map(|t| match t.stage {
+            Stage::Admitted { tier: Tier::Wild } => Some(&t.id),
+            _ => None,
+        })
+    }
+
+    /// Tool uses started and not finished.
+    pub fn running(&self) -> &[ToolUseId] {
+        &self.now.running
+    }
+
+    /// Events journaled without a hook decision yet, with where each came from: the sequencer
+    /// runs the hook on each. A rewind retracts them with the conversation.
+    pub fn undecided_events(&self) -> &[Undecided] {
+        &self.now.undecided
+    }
+
+    /// Whether a turn is under way (something came in and the turn has not ended).
+    pub fn is_live(&self) -> bool {
+        self.now.live
+    }
+
+    /// Whether a model call is owed now (before fuel and attempt limits, which [`plan`] applies).
+    pub fn call_owed(&self) -> bool {
+        self.now.call_owed()
+    }
+
+    /// Whether the turn is over and its `turn-end` is owed.
+    pub fn turn_end_owed(&self) -> bool {
+        self.now.turn_end_owed()
+    }
+
+    /// What this Log has spent: one model call per `call-started`, and the bytes charged with
+    /// it (the drop in bytes left from the budget change before to the one journaled with the
+    /// call). Rewinds give nothing back: what was spent was spent.
+    pub fn spent(&self) -> Fuel {
+        self.spent
+    }
+
+    /// The fuel left as the Log says: the last `budget-change`, less the calls started since.
+    /// `None` before any budget was journaled.
+    pub fn fuel_left(&self) -> Option<Fuel> {
+        self.now.fuel
+    }
+
+    /// Tool use `id` of the latest reply, whole; `None` once a rewind or a fresh prompt
+    /// retracted that reply.
+    pub fn tool_use(&self, id: &ToolUseId) -> Option<&ToolUse> {
+        self.now.uses.iter().find(|u| u.id == *id)
+    }
+
+    /// The unit of fuel that would stop a model call now, if any.
+    pub fn fuel_short(&self) -> Option<FuelUnit> {
+        self.now.fuel_short()
+    }
+}
+
+impl Now {
+    fn unresolved(&self) -> bool {
+        !self.pending.is_empty() || !self.running.is_empty()
+    }
+
+    fn call_owed(&self) -> bool {
+        self.open.is_none() && self.wants_call && !self.unresolved() && self.undecided.is_empty()
+    }
+
+    fn turn_end_owed(&self) -> bool {
+        self.live
+            && self.open.is_none()
+            && !self.wants_call
+            && !self.unresolved()
+            && self.undecided.is_empty()
+    }
+
+    fn fuel_short(&self) -> Option<FuelUnit> {
+        let fuel = self.fuel?;
+        if fuel.model_calls == 0 {
+            Some(FuelUnit::ModelCalls)
+        } else if fuel.bytes == 0 {
+            Some(FuelUnit::Bytes)
+        } else {
+            None
+        }
+    }
+
+    /// Nothing more is owed until new input.
+    fn end_turn(&mut self) {
+        self.live = false;
+        self.wants_call = false;
+        self.retry = None;
+    }
+
+    /// New input: the model is owed a call, from a first attempt.
+    fn input(&mut self) {
+        self.live = true;
+        self.wants_call = true;
+        self.retry = None;
+    }
+
+    fn resolve(&mut self, id: &ToolUseId) {
+        let before = self.pending.len() + self.running.len();
+        self.pending.retain(|t| t.id != *id);
+        self.running.retain(|r| r != id);
+        let resolved = self.pending.len() + self.running.len() < before;
+        if resolved && !self.unresolved() && self.live {
+            self.wants_call = true;
+        }
+    }
+
+    fn pending_mut(&mut self, id: &ToolUseId) -> Option<&mut PendingTool> {
+        self.pending.iter_mut().find(|t| t.id == *id)
+    }
+
+    fn apply(&mut self, body: &RecordBody) {
+        match body {
+            RecordBody::SystemPrompt {
+                continues: false, ..
+            } => {
+                self.end_turn();
+                self.pending.clear();
+                self.uses.clear();
+                self.undecided.clear();
+            }
+            RecordBody::UserLine { .. } => self.input(),
+            RecordBody::CallStarted {
+                call,
+                provider,
+                model,
+                attempt,
+                ..
+            } => {
+                self.open = Some(OpenCall {
+                    id: call.clone(),
+                    provider: provider.clone(),
+                    model: model.clone(),
+                    attempt: *attempt,
+                });
+                self.last_call = Some(call.clone());
+                self.wants_call = false;
+                self.retry = None;
+                self.live = true;
+                if let Some(fuel) = &mut self.fuel {
+                    fuel.model_calls = fuel.model_calls.saturating_sub(1);
+                }
+            }
+            RecordBody::AssistantReply {
+                call, tool_uses, ..
+            } => {
+                if self.open.as_ref().is_some_and(|o| o.id == *call) {
+                    self.open = None;
+                }
+                self.pending = tool_uses
+                    .iter()
+                    .map(|u| PendingTool {
+                        id: u.id.clone(),
+                        name: u.name.clone(),
+                        stage: Stage::Proposed,
+                    })
+                    .collect();
+                self.uses = tool_uses.clone();
+            }
+            RecordBody::CallFailed {
+                call, retryable, ..
+            } => {
+                if self.open.as_ref().is_some_and(|o| o.id == *call) {
+                    let failed = self.open.take();
+                    if *retryable {
+                        self.retry = failed;
+                        self.wants_call = true;
+                    }
+                }
+            }
+            RecordBody::ToolCall { id, tier, .. } => {
+                if let Some(tool) = self.pending_mut(id)
+                    && tool.stage == Stage::Proposed
+                {
+                    tool.stage = Stage::Admitted { tier: *tier };
+                }
+            }
+            RecordBody::Review { call, verdict, .. } => {
+                if let Some(tool) = self.pending_mut(call)
+                    && tool.stage == (Stage::Admitted { tier: Tier::Wild })
+                {
+                    match verdict {
+                        Verdict::Safe => tool.stage = Stage::Approved,
+                        Verdict::Unsafe {
+                            reason,
+                            alternative,
+                        } => {
+                            tool.stage = Stage::Declined {
+                                reason: reason.clone(),
+                                alternative: alternative.clone(),
+                            }
+                        }
+                        Verdict::Unclear => {}
+                    }
+                }
+            }
+            RecordBody::ToolStarted { id } => {
+                self.pending.retain(|t| t.id != *id);
+                if !self.running.contains(id) {
+                    self.running.push(id.clone());
+                }
+            }
+            RecordBody::ToolResult { id, .. } => self.resolve(id),
+            RecordBody::Event { id, source, .. } => {
+                if !self.undecided.iter().any(|u| u.id == *id) {
+                    self.undecided.push(Undecided {
+                        id: id.clone(),
+                        source: source.clone(),
+                    });
+                }
+            }
+            RecordBody::HookDecision { event, disposition } => {
+                if let Some(i) = self.undecided.iter().position(|u| u.id == *event) {
+                    self.undecided.remove(i);
+                    if *disposition == Disposition::Show {
+                        self.input();
+                    }
+                }
+            }
+            RecordBody::BudgetChange { left, .. } => self.fuel = Some(*left),
+            // The retracted conversation's unstarted tool uses and undecided events go with it
+            // (a letter stays in the inbox; only its notice here is retracted).
+            RecordBody::Rewind { .. } => {
+                self.end_turn();
+                self.pending.clear();
+                self.uses.clear();
+                self.undecided.clear();
+            }
+            RecordBody::Interrupted {
+                closed_call,
+                closed_tools,
+                ..
+            } => {
+                if self.open.as_ref().map(|o| &o.id) == closed_call.as_ref() {
+                    self.open = None;
+                }
+                self.pending.retain(|t| !closed_tools.contains(&t.id));
+                self.running.retain(|r| !closed_tools.contains(r));
+                self.end_turn();
+            }
+            RecordBody::TurnEnd | RecordBody::OutOfFuel { .. } => self.end_turn(),
+            RecordBody::SystemPrompt { .. }
+            | RecordBody::GrantChange { .. }
+            | RecordBody::Compaction { .. } => {}
+        }
+    }
+}
+
+impl Seen {
+    fn note(&mut self, body: &RecordBody) {
+        match body {
+            RecordBody::CallStarted { call, .. } => {
+                self.calls.insert(call.clone());
+            }
+            RecordBody::AssistantReply { tool_uses, .. } => {
+                self.tool_uses
+                    .extend(tool_uses.iter().map(|u| u.id.clone()));
+            }
+            RecordBody::ToolStarted { id } => {
+                self.started.insert(id.clone());
+            }
+            RecordBody::Event { id, .. } => {
+                self.events.insert(id.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
+mod journal;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+pub use journal::{NEW_EPOCH, Signal, Stale, close_open, journal};
+pub use plan::{PlanInput, ToolTable, plan};

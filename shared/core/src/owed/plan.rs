@@ -1,0 +1,144 @@
+//! Planning: which records to journal now, from the tool table and what is owed.
+
+use super::*;
+
+/// The tools offered to the model, by name, with their footprints.
+pub trait ToolTable {
+    /// The footprint of the tool called `name`, if the table has it.
+    fn footprint(&self, name: &str) -> Option<&Footprint>;
+}
+
+impl ToolTable for BTreeMap<String, Footprint> {
+    fn footprint(&self, name: &str) -> Option<&Footprint> {
+        self.get(name)
+    }
+}
+
+impl ToolTable for HashMap<String, Footprint> {
+    fn footprint(&self, name: &str) -> Option<&Footprint> {
+        self.get(name)
+    }
+}
+
+/// What [`plan`] needs from the caller: a fresh call id (used only if a call is owed), where the
+/// call goes, the retry limit, and the tool table.
+#[derive(Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// A call id never used in this Log.
+    pub call: &'a CallId,
+    /// The provider for the call.
+    pub provider: &'a str,
+    /// The model for the call.
+    pub model: &'a str,
+    /// Attempts allowed per owed call (at least 1); past it the turn ends.
+    pub max_attempts: u32,
+    /// The tool table.
+    pub tools: &'a dyn ToolTable,
+}
+
+impl std::fmt::Debug for PlanInput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanInput")
+            .field("call", self.call)
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("max_attempts", &self.max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The records to journal now, in order: admissions, refusals and starts of the latest reply's
+/// tool uses; then the owed model call (or `out-of-fuel`, or `turn-end` once attempts run out);
+/// or the owed `turn-end`. Journal them all, then start what they name.
+pub fn plan(state: &Owed, input: &PlanInput<'_>) -> Result<Vec<RecordBody>, Stale> {
+    let mut now = state.now.clone();
+    let mut out = Vec::new();
+    // Each record moves a tool use a stage on, opens the call, or ends the turn, so this stops.
+    while let Some(body) = next_record(&now, &state.seen, input)? {
+        now.apply(&body);
+        out.push(body);
+    }
+    Ok(out)
+}
+
+fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<RecordBody>, Stale> {
+    for tool in &now.pending {
+        let id = tool.id.clone();
+        let body = match &tool.stage {
+            Stage::Proposed if seen.started.contains(&id) => refusal(
+                id,
+                format!(
+                    "(l3m) tool use id {} was already used; this use was not run",
+                    tool.id
+                ),
+            ),
+            Stage::Proposed => match input.tools.footprint(&tool.name) {
+                Some(footprint) => RecordBody::ToolCall {
+                    id,
+                    name: tool.name.clone(),
+                    tier: footprint.tier(),
+                    footprint: footprint.clone(),
+                },
+                None => refusal(
+                    id,
+                    format!("(l3m) no tool named {:?} is offered to you", tool.name),
+                ),
+            },
+            Stage::Admitted { tier: Tier::Tame } | Stage::Approved => {
+                RecordBody::ToolStarted { id }
+            }
+            Stage::Admitted { tier: Tier::Wild } => continue,
+            Stage::Declined {
+                reason,
+                alternative,
+            } => refusal(id, declined(reason, alternative.as_deref())),
+        };
+        return Ok(Some(body));
+    }
+    if now.call_owed() {
+        if let Some(unit) = now.fuel_short() {
+            return Ok(Some(RecordBody::OutOfFuel { unit }));
+        }
+        let attempt = now
+            .retry
+            .as_ref()
+            .map_or(1, |r| r.attempt.saturating_add(1));
+        if attempt > input.max_attempts {
+            return Ok(Some(RecordBody::TurnEnd));
+        }
+        if seen.calls.contains(input.call) {
+            return Err(Stale::CallIdReused {
+                call: input.call.clone(),
+            });
+        }
+        let fallback_of = now
+            .retry
+            .as_ref()
+            .filter(|r| r.provider != input.provider || r.model != input.model)
+            .map(|r| r.id.clone());
+        return Ok(Some(RecordBody::CallStarted {
+            call: input.call.clone(),
+            provider: input.provider.to_owned(),
+            model: input.model.to_owned(),
+            attempt,
+            fallback_of,
+        }));
+    }
+    Ok(now.turn_end_owed().then_some(RecordBody::TurnEnd))
+}
+
+fn refusal(id: ToolUseId, output: String) -> RecordBody {
+    RecordBody::ToolResult {
+        id,
+        output,
+        is_error: true,
+        effects: vec![],
+    }
+}
+
+fn declined(reason: &str, alternative: Option<&str>) -> String {
+    match alternative {
+        Some(alt) => format!("(l3m) declined by review: {reason}; instead: {alt}"),
+        None => format!("(l3m) declined by review: {reason}"),
+    }
+}

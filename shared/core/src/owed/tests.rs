@@ -1,0 +1,337 @@
+//! The fold and the steps, record by record.
+
+use super::*;
+use crate::effects::EffectClass;
+use crate::log::Log;
+
+struct Session {
+    log: Log,
+    owed: Owed,
+    tools: BTreeMap<String, Footprint>,
+    calls: u32,
+}
+
+impl Session {
+    fn new() -> Self {
+        let mut s = Self {
+            log: Log::new(),
+            owed: Owed::default(),
+            tools: BTreeMap::from([
+                ("read".to_owned(), Footprint::of([EffectClass::FsRead])),
+                ("sh".to_owned(), Footprint::of([EffectClass::Shell])),
+            ]),
+            calls: 0,
+        };
+        s.signal(Signal::Prompt {
+            text: "p".into(),
+            continues: false,
+        })
+        .unwrap();
+        s
+    }
+
+    fn write(&mut self, bodies: Vec<RecordBody>) -> Vec<RecordBody> {
+        for body in &bodies {
+            let record = self.log.append(0, body.clone()).unwrap().clone();
+            self.owed.apply(&record);
+        }
+        bodies
+    }
+
+    fn signal(&mut self, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
+        let bodies = journal(&self.owed, signal)?;
+        Ok(self.write(bodies))
+    }
+
+    fn pass(&mut self) -> Vec<RecordBody> {
+        self.calls += 1;
+        let call = CallId::new(format!("c{}", self.calls)).unwrap();
+        let input = PlanInput {
+            call: &call,
+            provider: "p",
+            model: "m",
+            max_attempts: 2,
+            tools: &self.tools,
+        };
+        let bodies = plan(&self.owed, &input).unwrap();
+        self.write(bodies)
+    }
+
+    fn open(&self) -> CallId {
+        self.owed.open_call().unwrap().id.clone()
+    }
+}
+
+fn line() -> Signal {
+    Signal::UserLine {
+        from: Entity::parse("human:alice").unwrap(),
+        text: "go".into(),
+    }
+}
+
+fn reply(call: CallId, tools: &[(&str, &str)]) -> Signal {
+    Signal::ModelReply {
+        call,
+        text: String::new(),
+        tool_uses: tools
+            .iter()
+            .map(|(id, name)| ToolUse {
+                id: ToolUseId::new(*id).unwrap(),
+                name: (*name).into(),
+                input: serde_json::Value::Null,
+            })
+            .collect(),
+        usage: Usage::default(),
+        stop_reason: "tool_use".into(),
+    }
+}
+
+fn tid(s: &str) -> ToolUseId {
+    ToolUseId::new(s).unwrap()
+}
+
+fn finished(id: &str) -> Signal {
+    Signal::ToolFinished {
+        id: tid(id),
+        output: "ok".into(),
+        is_error: false,
+        effects: vec![],
+    }
+}
+
+#[test]
+fn a_turn_admits_starts_reviews_and_ends() {
+    let mut s = Session::new();
+    s.signal(line()).unwrap();
+    assert!(matches!(
+        s.pass()[..],
+        [RecordBody::CallStarted { attempt: 1, .. }]
+    ));
+    let call = s.open();
+    s.signal(reply(call, &[("t1", "read"), ("t2", "sh"), ("t3", "nope")]))
+        .unwrap();
+    let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
+    assert_eq!(
+        kinds,
+        ["tool-call", "tool-started", "tool-call", "tool-result"]
+    );
+    assert_eq!(s.owed.awaiting_review().collect::<Vec<_>>(), [&tid("t2")]);
+    assert!(s.pass().is_empty());
+    s.signal(Signal::Review {
+        tool: tid("t2"),
+        round: 1,
+        verdict: Verdict::Unsafe {
+            reason: "rm -rf".into(),
+            alternative: Some("use the file tools".into()),
+        },
+        by: "svc:reviewer".into(),
+    })
+    .unwrap();
+    assert!(matches!(
+        &s.pass()[..],
+        [RecordBody::ToolResult { is_error: true, output, .. }] if output.contains("instead: use the file tools")
+    ));
+    s.signal(finished("t1")).unwrap();
+    assert_eq!(
+        s.signal(finished("t1")),
+        Err(Stale::ToolAlreadyClosed { id: tid("t1") })
+    );
+    assert_eq!(
+        s.signal(finished("t9")),
+        Err(Stale::ToolNotStarted { id: tid("t9") })
+    );
+    assert!(matches!(s.pass()[..], [RecordBody::CallStarted { .. }]));
+    let call = s.open();
+    s.signal(reply(call, &[])).unwrap();
+    assert_eq!(s.pass(), vec![RecordBody::TurnEnd]);
+    assert!(s.pass().is_empty());
+}
+
+#[test]
+fn stale_replies_reused_ids_retries_and_fallbacks() {
+    let mut s = Session::new();
+    s.signal(line()).unwrap();
+    s.pass();
+    let first = s.open();
+    let stale = CallId::new("old").unwrap();
+    assert_eq!(
+        s.signal(reply(stale.clone(), &[])),
+        Err(Stale::CallNotOpen {
+            call: stale,
+            open: Some(first.clone())
+        })
+    );
+    s.signal(Signal::ModelFailed {
+        call: first.clone(),
+        error: "529".into(),
+        retryable: true,
+    })
+    .unwrap();
+    assert_eq!(s.owed.retrying().map(|r| &r.id), Some(&first));
+    let started = s.pass();
+    assert!(matches!(
+        &started[..],
+        [RecordBody::CallStarted {
+            attempt: 2,
+            fallback_of: None,
+            ..
+        }]
+    ));
+    let second = s.open();
+    s.signal(reply(second, &[("t1", "read")])).unwrap();
+    s.pass();
+    s.signal(finished("t1")).unwrap();
+    s.pass();
+    let third = s.open();
+    let failed = s.signal(reply(third, &[("t1", "read")])).unwrap();
+    assert!(matches!(
+        &failed[..],
+        [RecordBody::CallFailed {
+            retryable: true,
+            ..
+        }]
+    ));
+    // The limit is two attempts: the retry after this failure is attempt 2, then the turn ends.
+    s.pass();
+    let fourth = s.open();
+    s.signal(Signal::ModelFailed {
+        call: fourth,
+        error: "529".into(),
+        retryable: true,
+    })
+    .unwrap();
+    assert_eq!(s.pass(), vec![RecordBody::TurnEnd]);
+}
+
+#[test]
+fn plan_refuses_a_reused_call_id_and_reports_a_fallback() {
+    let mut s = Session::new();
+    s.signal(line()).unwrap();
+    s.pass();
+    let first = s.open();
+    s.signal(Signal::ModelFailed {
+        call: first.clone(),
+        error: "timeout".into(),
+        retryable: true,
+    })
+    .unwrap();
+    let input = PlanInput {
+        call: &first,
+        provider: "p",
+        model: "m",
+        max_attempts: 3,
+        tools: &s.tools,
+    };
+    assert_eq!(
+        plan(&s.owed, &input),
+        Err(Stale::CallIdReused {
+            call: first.clone()
+        })
+    );
+    let fresh = CallId::new("fresh").unwrap();
+    let other = PlanInput {
+        call: &fresh,
+        model: "other",
+        ..input
+    };
+    assert!(matches!(
+        &plan(&s.owed, &other).unwrap()[..],
+        [RecordBody::CallStarted { fallback_of: Some(f), .. }] if *f == first
+    ));
+}
+
+#[test]
+fn out_of_fuel_stops_the_agent() {
+    let mut s = Session::new();
+    s.signal(Signal::BudgetChanged {
+        left: Fuel {
+            model_calls: 1,
+            bytes: 10,
+            wakes: 0,
+        },
+        summary: "loan".into(),
+    })
+    .unwrap();
+    s.signal(line()).unwrap();
+    s.pass();
+    let call = s.open();
+    s.signal(reply(call, &[])).unwrap();
+    s.pass();
+    s.signal(line()).unwrap();
+    assert_eq!(s.owed.fuel_short(), Some(FuelUnit::ModelCalls));
+    assert_eq!(
+        s.pass(),
+        vec![RecordBody::OutOfFuel {
+            unit: FuelUnit::ModelCalls
+        }]
+    );
+    assert!(!s.owed.is_live());
+}
+
+#[test]
+fn events_wait_for_decisions_and_bad_signals_are_refused() {
+    let mut s = Session::new();
+    let e = EventId::new("e1").unwrap();
+    let event = Signal::Event {
+        id: e.clone(),
+        source: EventSource::Notice,
+        text: "hi".into(),
+    };
+    s.signal(event.clone()).unwrap();
+    assert_eq!(
+        s.signal(event),
+        Err(Stale::DuplicateEvent { id: e.clone() })
+    );
+    assert!(s.pass().is_empty());
+    let show = Signal::Decision {
+        event: e.clone(),
+        disposition: Disposition::Show,
+    };
+    s.signal(show.clone()).unwrap();
+    assert_eq!(s.signal(show), Err(Stale::EventNotUndecided { event: e }));
+    assert!(matches!(s.pass()[..], [RecordBody::CallStarted { .. }]));
+    let next = s.owed.next_seq();
+    assert_eq!(
+        s.signal(Signal::Rewind {
+            to: next,
+            reason: String::new()
+        }),
+        Err(Stale::RewindOutOfLog {
+            to: next,
+            next_seq: next
+        })
+    );
+    assert_eq!(
+        s.signal(Signal::Compact {
+            from: 2,
+            to: 1,
+            summary: String::new()
+        }),
+        Err(Stale::SpanOutOfLog {
+            from: 2,
+            to: 1,
+            next_seq: next
+        })
+    );
+    assert_eq!(
+        s.signal(Signal::Review {
+            tool: tid("t1"),
+            round: 1,
+            verdict: Verdict::Safe,
+            by: String::new()
+        }),
+        Err(Stale::NotUnderReview { tool: tid("t1") })
+    );
+    let closed = s
+        .signal(Signal::Rewind {
+            to: 1,
+            reason: "undo".into(),
+        })
+        .unwrap();
+    assert_eq!(
+        closed.iter().map(RecordBody::kind).collect::<Vec<_>>(),
+        ["interrupted", "rewind"]
+    );
+    assert!(s.owed.open_call().is_none());
+    assert!(close_open(&s.owed, "boot").is_empty());
+}
