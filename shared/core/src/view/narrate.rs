@@ -1,0 +1,38 @@
+//! The harness's neutral wording for what it tells the model.
+
+use super::{EventSource, Fuel};
+
+pub const NO_RESULT: &str = "(l3m) no result was recorded for this tool use";
+pub const REWOUND: &str =
+    "(l3m) the conversation was rewound to before this tool use finished; it was not run again";
+
+pub fn interrupted(reason: &str) -> String {
+    format!("(l3m) interrupted before this tool use finished: {reason}")
+}
+
+pub fn event(source: &EventSource, text: &str) -> String {
+    match source {
+        EventSource::Letter { letter_id, from } => {
+            format!("(l3m) letter {letter_id} from {from}: {text}")
+        }
+        EventSource::Vigil { vigil } => format!("(l3m) vigil {vigil} fired: {text}"),
+        EventSource::ChildDone { child } => format!("(l3m) child {child} is done: {text}"),
+        EventSource::ProgramDone { program } => {
+            format!("(l3m) program {program} finished: {text}")
+        }
+        EventSource::Deadline => format!("(l3m) deadline reached: {text}"),
+        EventSource::Notice => format!("(l3m) notice: {text}"),
+    }
+}
+
+pub fn grants(summary: &str) -> String {
+    format!("(l3m) your grants changed: {summary}")
+}
+
+pub fn budget(summary: &str, left: &Fuel) -> String {
+    format!("(l3m) your budget changed: {summary} (left: {left})")
+}
+
+pub fn summary(summary: &str) -> String {
+    format!("(l3m) summary of earlier conversation: {summary}")
+}
