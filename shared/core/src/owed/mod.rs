@@ -36,7 +36,7 @@
 //! # Layout
 //! - this module: the fold ([`Owed`] and what it answers);
 //! - `journal`: [`journal`], [`Stale`], [`Signal`], [`close_open`];
-//! - `plan`: [`plan`], [`PlanInput`], [`ToolTable`].
+//! - `plan`: [`plan`], [`PlanInput`], [`Footprints`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -473,4 +473,4 @@ mod plan;
 mod tests;
 
 pub use journal::{NEW_EPOCH, Signal, Stale, close_open, journal};
-pub use plan::{PlanInput, ToolTable, plan};
+pub use plan::{Footprints, PlanInput, plan};

@@ -2,19 +2,20 @@
 
 use super::*;
 
-/// The tools offered to the model, by name, with their footprints.
-pub trait ToolTable {
+/// The footprints of the tools offered to the model, by name (l3m-tools' `ToolTable` is the
+/// table that builds and runs them; this is only what planning reads of it).
+pub trait Footprints {
     /// The footprint of the tool called `name`, if the table has it.
     fn footprint(&self, name: &str) -> Option<&Footprint>;
 }
 
-impl ToolTable for BTreeMap<String, Footprint> {
+impl Footprints for BTreeMap<String, Footprint> {
     fn footprint(&self, name: &str) -> Option<&Footprint> {
         self.get(name)
     }
 }
 
-impl ToolTable for HashMap<String, Footprint> {
+impl Footprints for HashMap<String, Footprint> {
     fn footprint(&self, name: &str) -> Option<&Footprint> {
         self.get(name)
     }
@@ -33,7 +34,7 @@ pub struct PlanInput<'a> {
     /// Attempts allowed per owed call (at least 1); past it the turn ends.
     pub max_attempts: u32,
     /// The tool table.
-    pub tools: &'a dyn ToolTable,
+    pub tools: &'a dyn Footprints,
 }
 
 impl std::fmt::Debug for PlanInput<'_> {
