@@ -177,8 +177,11 @@ fn duration_ms(text: &str) -> Result<u64, CliError> {
             "--expires {text:?} is not a duration: a positive number and d, h or m (e.g. 30d)"
         ))
     };
-    let split = text.len().checked_sub(1).ok_or_else(bad)?;
-    let (number, unit) = text.split_at(split);
+    // The unit is the last character, whatever its width: a split inside one would panic.
+    let (number, unit) = match text.char_indices().last() {
+        Some((at, _)) => text.split_at(at),
+        None => return Err(bad()),
+    };
     let number: u64 = number.parse().map_err(|_| bad())?;
     let unit_ms: u64 = match unit {
         "d" => 86_400_000,
@@ -217,7 +220,7 @@ mod tests {
     fn durations_read_as_a_person_writes_them() {
         assert_eq!(duration_ms("30d").unwrap(), 30 * 86_400_000);
         assert_eq!(duration_ms("2h").unwrap(), 7_200_000);
-        for bad in ["", "d", "0d", "3w", "-1d", "99999999999999999d"] {
+        for bad in ["", "d", "0d", "3w", "-1d", "99999999999999999d", "5é", "é"] {
             assert!(duration_ms(bad).is_err(), "{bad}");
         }
     }

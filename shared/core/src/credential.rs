@@ -131,12 +131,15 @@ impl PublicKey {
         let bad = || CredentialError::BadKey {
             input: text.chars().take(80).collect(),
         };
-        if text.len() != 64 {
+        // Bytes, not string slices: a multi-byte character must be refused, not split.
+        let digits = text.as_bytes();
+        if digits.len() != 64 {
             return Err(bad());
         }
+        let nibble = |d: u8| char::from(d).to_digit(16).ok_or_else(bad);
         let mut key = [0u8; 32];
-        for (i, byte) in key.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        for (byte, pair) in key.iter_mut().zip(digits.chunks_exact(2)) {
+            *byte = u8::try_from(nibble(pair[0])? * 16 + nibble(pair[1])?).map_err(|_| bad())?;
         }
         Ok(PublicKey(key))
     }
@@ -454,6 +457,23 @@ mod tests {
             registry.apply(&rows[0]),
             Err(CredentialError::Duplicate { id: one })
         );
+    }
+
+    #[test]
+    fn a_key_is_64_hex_digits_and_anything_else_is_refused_without_a_panic() {
+        let hex = "ab".repeat(32);
+        assert_eq!(PublicKey::parse(&hex).unwrap().to_string(), hex);
+        // 64 bytes with a two-byte character at 61..63: slicing by digit pairs would split it.
+        let split = format!("{}éa", "a".repeat(61));
+        for bad in [
+            split.as_str(),
+            "",
+            &"g".repeat(64),
+            &"a".repeat(63),
+            &"+1".repeat(32),
+        ] {
+            assert!(PublicKey::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
