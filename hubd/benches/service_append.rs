@@ -239,7 +239,7 @@ impl Service {
         .unwrap();
         Session {
             capability: opened.capability,
-            key: ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key),
+            key: ephemeral.with_hub(&opened.hub_key),
             next: std::cell::Cell::new(0),
         }
     }

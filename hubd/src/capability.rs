@@ -254,7 +254,7 @@ mod tests {
             Ephemeral::generate().unwrap(),
             Ephemeral::generate().unwrap(),
         );
-        let key = a.agree(&b.public, &a.public, &b.public);
+        let key = a.with_hub(&b.public);
         let opening = Opening {
             duty,
             credential: CredentialId::from_random([credential; 8]),

@@ -9,7 +9,7 @@ use l3m_wire::envelope::{Limits, VERSION};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::authority::{GrantView, ReadGrant};
 use l3m_wire::hubd::log::{AppendLog, LogAppended};
-use l3m_wire::hubd::session::{Capability, SessionOpened};
+use l3m_wire::hubd::session::Capability;
 use l3m_wire::reply::{ErrorCode, RemoteError, decode_reply};
 
 /// Sends raw bytes to an operation and opens the typed error it must get back.
@@ -155,10 +155,7 @@ async fn an_unknown_agent_is_not_found() {
         agent: agent("zed"),
     };
     let (open, _) = f.open_request(&f.host_key, zed);
-    let e = f
-        .call::<_, SessionOpened>(Op::OpenSession, &open)
-        .await
-        .unwrap_err();
+    let e = f.open(&open).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
     assert_eq!(f.refs(), before);
     still_serving(&f, &bob).await;
@@ -199,10 +196,7 @@ async fn a_forged_capability_is_refused() {
         },
     );
     open.signature[0] ^= 1;
-    let e = f
-        .call::<_, SessionOpened>(Op::OpenSession, &open)
-        .await
-        .unwrap_err();
+    let e = f.open(&open).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Refused);
     assert_eq!(f.refs(), before);
     still_serving(&f, &bob).await;

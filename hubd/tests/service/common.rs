@@ -14,13 +14,16 @@ use l3m_core::names::{AgentName, HumanName};
 use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::credential::{Ephemeral, KeyFile, SessionKey};
 use l3m_wire::envelope::{Limits, Message};
-use l3m_wire::hubd::Op;
 use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{Spawn, Spawned};
+use l3m_wire::hubd::{InSession, Op};
 use l3m_wire::reply::Reply;
 use l3m_wire::subjects::{HubId, Subjects};
 use l3m_wire::test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for hubd's answer.
+const CALL_WITHIN: Duration = Duration::from_secs(20);
 
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -143,30 +146,43 @@ impl Fixture {
         self.dir.path().join("HUB").join("hub.git")
     }
 
-    /// Sends `req` as `op`; a request naming a session opened through [`Fixture::session`] is
-    /// sealed with its key, anything else goes unsealed.
-    pub async fn call<Req: Message, Resp: Message>(&self, op: Op, req: &Req) -> Reply<Resp> {
-        let capability = serde_json::to_value(req)
-            .ok()
-            .and_then(|v| v.get("capability")?.as_str().map(str::to_owned));
-        let sealing = capability.and_then(|c| {
+    /// Sends `req` as `op`, sealed with its session's key when the session was opened through
+    /// [`Fixture::session`]; a capability the fixture does not know goes unsealed.
+    pub async fn call<Req: Message + InSession, Resp: Message>(
+        &self,
+        op: Op,
+        req: &Req,
+    ) -> Reply<Resp> {
+        let sealing = {
             let mut sessions = self.sessions.lock().unwrap();
-            let (key, next) = sessions.get_mut(&c)?;
-            *next += 1;
-            Some((key.clone(), *next - 1))
-        });
-        let (subject, timeout, limits) = (
-            op.subject(&self.subjects),
-            Duration::from_secs(20),
-            Limits::default(),
-        );
+            sessions.get_mut(&req.capability().0).map(|(key, next)| {
+                *next += 1;
+                (key.clone(), *next - 1)
+            })
+        };
+        let (subject, limits) = (op.subject(&self.subjects), Limits::default());
         let bus = self.bus.as_ref();
         match sealing {
             Some((key, n)) => {
-                l3m_wire::typed::call_sealed(bus, &subject, req, timeout, &limits, (&key, n)).await
+                l3m_wire::typed::call_sealed(bus, &subject, req, CALL_WITHIN, &limits, (&key, n))
+                    .await
             }
-            None => l3m_wire::typed::call(bus, &subject, req, timeout, &limits).await,
+            None => l3m_wire::typed::call(bus, &subject, req, CALL_WITHIN, &limits).await,
         }
+        .unwrap()
+    }
+
+    /// Sends an open-session request (the one request outside a session, never sealed).
+    pub async fn open(&self, req: &OpenSession) -> Reply<SessionOpened> {
+        let subject = Op::OpenSession.subject(&self.subjects);
+        l3m_wire::typed::call(
+            self.bus.as_ref(),
+            &subject,
+            req,
+            CALL_WITHIN,
+            &Limits::default(),
+        )
+        .await
         .unwrap()
     }
 
@@ -191,8 +207,8 @@ impl Fixture {
     /// Opens a session for `duty` with `credential`; later calls naming it are sealed.
     pub async fn session_with(&self, credential: &KeyFile, duty: Duty) -> Reply<Capability> {
         let (request, ephemeral) = self.open_request(credential, duty);
-        let opened: SessionOpened = self.call(Op::OpenSession, &request).await?;
-        let key = ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key);
+        let opened = self.open(&request).await?;
+        let key = ephemeral.with_hub(&opened.hub_key);
         self.sessions
             .lock()
             .unwrap()

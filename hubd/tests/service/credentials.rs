@@ -19,7 +19,7 @@ use l3m_wire::hubd::credential::{
 };
 use l3m_wire::hubd::log::{AppendLog, LogAppended};
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, ReadInbox, SendLetter};
-use l3m_wire::hubd::session::{Capability, SessionOpened, Vouch, Vouched};
+use l3m_wire::hubd::session::{Capability, Vouch, Vouched};
 use l3m_wire::reply::{ErrorCode, RemoteError, Reply, decode_reply};
 
 fn now_ms() -> u64 {
@@ -99,9 +99,9 @@ async fn a_captured_capability_is_useless_without_its_session_key() {
     refused(send_raw(&f, unsealed).await, ErrorCode::Refused, "no seal");
     // The attacker's own session key (a host credential of its own) does not seal for bob.
     let (mine, _) = f.open_request(&f.host_key, seq("bob"));
-    let opened: SessionOpened = f.call(Op::OpenSession, &mine).await.unwrap();
+    let opened = f.open(&mine).await.unwrap();
     let stranger = Ephemeral::generate().unwrap();
-    let wrong = stranger.agree(&opened.hub_key, &stranger.public, &opened.hub_key);
+    let wrong = stranger.with_hub(&opened.hub_key);
     let forged = encode_sealed(&append(&bob, "bob"), &Limits::default(), &wrong, 0).unwrap();
     refused(send_raw(&f, forged).await, ErrorCode::Refused, "seal");
     assert_eq!(f.refs(), before, "nothing was written");
@@ -114,8 +114,8 @@ async fn a_captured_capability_is_useless_without_its_session_key() {
 async fn a_captured_request_cannot_be_replayed() {
     let (f, _) = setup().await;
     let (open, ephemeral) = f.open_request(&f.host_key, seq("bob"));
-    let opened: SessionOpened = f.call(Op::OpenSession, &open).await.unwrap();
-    let key = ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key);
+    let opened = f.open(&open).await.unwrap();
+    let key = ephemeral.with_hub(&opened.hub_key);
     let bytes = encode_sealed(
         &append(&opened.capability, "bob"),
         &Limits::default(),
@@ -128,7 +128,7 @@ async fn a_captured_request_cannot_be_replayed() {
     refused(send_raw(&f, bytes).await, ErrorCode::Refused, "used before");
     assert_eq!(f.refs(), after_first);
     // Replaying the open request opens a session whose key only the first opener can derive.
-    let replayed: SessionOpened = f.call(Op::OpenSession, &open).await.unwrap();
+    let replayed = f.open(&open).await.unwrap();
     let guess = encode_sealed(
         &append(&replayed.capability, "bob"),
         &Limits::default(),
@@ -172,7 +172,7 @@ async fn a_credential_opens_only_its_scope() {
     }
     let (mut open, _) = f.open_request(&host_b, seq("bob"));
     open.duty = seq("bob/kid");
-    let reply = f.call::<_, SessionOpened>(Op::OpenSession, &open).await;
+    let reply = f.open(&open).await;
     refused(reply, ErrorCode::Refused, "does not prove possession");
     assert_eq!(f.refs(), before, "opening writes nothing");
 }

@@ -131,16 +131,16 @@ pub struct HubClient {
     subjects: Subjects,
     credential: KeyFile,
     duty: Duty,
-    capability: Capability,
     session: Arc<Keyed>,
     timeout: Duration,
     limits: Limits,
 }
 
-/// The session key and the next request number, shared by every clone of one session, and
-/// the key hubd signs vouchers with.
+/// One open session, shared by every clone of the client: its capability, its key, the next
+/// request number, and the key hubd signs vouchers with.
 #[derive(Debug)]
 struct Keyed {
+    capability: Capability,
     key: SessionKey,
     next: AtomicU64,
     voucher_key: [u8; 32],
@@ -155,58 +155,31 @@ impl HubClient {
         credential: &KeyFile,
         duty: Duty,
     ) -> Result<HubClient, ClientError> {
-        let mut client = HubClient {
+        let subjects = Subjects::new(hub);
+        let (timeout, limits) = (DEFAULT_TIMEOUT, Limits::default());
+        let session = handshake(&bus, &subjects, credential, &duty, timeout, &limits).await?;
+        Ok(HubClient {
             bus,
-            subjects: Subjects::new(hub),
+            subjects,
             credential: credential.clone(),
             duty,
-            capability: Capability(String::new()),
-            session: Arc::new(Keyed {
-                key: SessionKey::derive(&[0; 32], &[0; 32], &[0; 32]),
-                next: AtomicU64::new(0),
-                voucher_key: [0; 32],
-            }),
-            timeout: DEFAULT_TIMEOUT,
-            limits: Limits::default(),
-        };
-        client.reopen().await?;
-        Ok(client)
+            session,
+            timeout,
+            limits,
+        })
     }
 
     /// Opens a fresh session with the same credential and duty (after hubd restarted).
     pub async fn reopen(&mut self) -> Result<(), ClientError> {
-        let ephemeral =
-            Ephemeral::generate().map_err(|e| ClientError::Credential(e.to_string()))?;
-        let request = OpenSession {
-            credential: self.credential.id.to_string(),
-            duty: self.duty.clone(),
-            client_key: ephemeral.public,
-            signature: self.credential.sign_open(
-                self.subjects.hub().as_str(),
-                &self.duty,
-                &ephemeral.public,
-            ),
-        };
-        let subject = Op::OpenSession.subject(&self.subjects);
-        let opened: SessionOpened = crate::typed::call(
-            self.bus.as_ref(),
-            &subject,
-            &request,
+        self.session = handshake(
+            &self.bus,
+            &self.subjects,
+            &self.credential,
+            &self.duty,
             self.timeout,
             &self.limits,
         )
-        .await
-        .map_err(|source| ClientError::Wire { subject, source })?
-        .map_err(|error| ClientError::Refused {
-            op: Op::OpenSession.as_str(),
-            error,
-        })?;
-        self.capability = opened.capability;
-        self.session = Arc::new(Keyed {
-            key: ephemeral.agree(&opened.hub_key, &ephemeral.public, &opened.hub_key),
-            next: AtomicU64::new(0),
-            voucher_key: opened.voucher_key,
-        });
+        .await?;
         Ok(())
     }
 
@@ -280,7 +253,7 @@ impl HubClient {
     }
 
     fn cap(&self) -> Capability {
-        self.capability.clone()
+        self.session.capability.clone()
     }
 
     /// Appends `records` to `agent`'s Log if its tip is still `expected_tip`.
@@ -666,6 +639,40 @@ impl HubClient {
             .await
             .map_err(|source| ClientError::Wire { subject, source })
     }
+}
+
+/// Opens a session: signs what is asked with `credential` and a fresh key, and derives the
+/// session key from hubd's answer.
+async fn handshake(
+    bus: &Arc<dyn Bus>,
+    subjects: &Subjects,
+    credential: &KeyFile,
+    duty: &Duty,
+    timeout: Duration,
+    limits: &Limits,
+) -> Result<Arc<Keyed>, ClientError> {
+    let ephemeral = Ephemeral::generate().map_err(|e| ClientError::Credential(e.to_string()))?;
+    let request = OpenSession {
+        credential: credential.id.to_string(),
+        duty: duty.clone(),
+        client_key: ephemeral.public,
+        signature: credential.sign_open(subjects.hub().as_str(), duty, &ephemeral.public),
+    };
+    let subject = Op::OpenSession.subject(subjects);
+    let opened: SessionOpened =
+        crate::typed::call(bus.as_ref(), &subject, &request, timeout, limits)
+            .await
+            .map_err(|source| ClientError::Wire { subject, source })?
+            .map_err(|error| ClientError::Refused {
+                op: Op::OpenSession.as_str(),
+                error,
+            })?;
+    Ok(Arc::new(Keyed {
+        capability: opened.capability,
+        key: ephemeral.with_hub(&opened.hub_key),
+        next: AtomicU64::new(0),
+        voucher_key: opened.voucher_key,
+    }))
 }
 
 fn decode_lines(op: Op, lines: &[String]) -> Result<Vec<Record>, ClientError> {

@@ -5,8 +5,8 @@
 //! its credential's Ed25519 key, the hub's id, the credential id, the duty it asks for and its
 //! fresh public key ([`open_statement`]). hubd checks the signature against the public key it
 //! registered, answers with its own fresh X25519 public key, and both sides derive the session
-//! key from the shared secret ([`SessionKey::derive`]). Replaying an open request gets the
-//! replayer a session whose key only the original client can derive.
+//! key from the shared secret ([`Ephemeral::with_hub`], [`Ephemeral::with_client`]). Replaying
+//! an open request gets the replayer a session whose key only the original client can derive.
 //!
 //! Every later request is sealed: a keyed BLAKE3 MAC over a per-session counter, the message
 //! kind and its body ([`SessionKey::seal`]). A capability seen on the bus is therefore useless
@@ -270,9 +270,19 @@ impl Ephemeral {
         Ok(Ephemeral { secret, public })
     }
 
-    /// The session key shared with the holder of `theirs`; `client` and `hub` are the two
-    /// public keys in that order (the same on both sides).
-    pub fn agree(&self, theirs: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
+    /// The client's session key, once hubd answered with its key `hub`.
+    pub fn with_hub(&self, hub: &[u8; 32]) -> SessionKey {
+        self.agree(hub, &self.public, hub)
+    }
+
+    /// hubd's session key for the client that sent `client`.
+    pub fn with_client(&self, client: &[u8; 32]) -> SessionKey {
+        self.agree(client, client, &self.public)
+    }
+
+    /// The key shared with the holder of `theirs`, bound to both public keys in the order
+    /// client, hub (the same on both sides).
+    fn agree(&self, theirs: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
         let shared = self
             .secret
             .diffie_hellman(&x25519_dalek::PublicKey::from(*theirs));
@@ -302,7 +312,7 @@ pub struct Seal {
 
 impl SessionKey {
     /// Derives the session key from the X25519 shared secret and both public keys.
-    pub fn derive(shared: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
+    fn derive(shared: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
         let mut hasher = blake3::Hasher::new_derive_key("l3m session key v1");
         hasher.update(shared).update(client).update(hub);
         SessionKey(*hasher.finalize().as_bytes())
@@ -368,15 +378,15 @@ mod tests {
             Ephemeral::generate().unwrap(),
             Ephemeral::generate().unwrap(),
         );
-        let a = client.agree(&hub.public, &client.public, &hub.public);
-        let b = hub.agree(&client.public, &client.public, &hub.public);
+        let a = client.with_hub(&hub.public);
+        let b = hub.with_client(&client.public);
         let seal = a.seal(3, "hubd.append-log", b"body");
         assert!(b.verifies(&seal, "hubd.append-log", b"body"));
         assert!(!b.verifies(&seal, "hubd.append-log", b"bodY"));
         assert!(!b.verifies(&seal, "hubd.read-log", b"body"));
         assert!(!b.verifies(&Seal { n: 4, ..seal }, "hubd.append-log", b"body"));
         let stranger = Ephemeral::generate().unwrap();
-        let c = stranger.agree(&hub.public, &client.public, &hub.public);
+        let c = stranger.with_hub(&hub.public);
         assert!(!c.verifies(&seal, "hubd.append-log", b"body"));
     }
 

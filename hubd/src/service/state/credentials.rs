@@ -46,7 +46,7 @@ impl State {
         self.check_exists(&req.duty)?;
         let ephemeral = Ephemeral::generate()
             .map_err(|e| ServiceError::Internal(format!("making a session key: {e}")))?;
-        let key = ephemeral.agree(&req.client_key, &req.client_key, &ephemeral.public);
+        let key = ephemeral.with_client(&req.client_key);
         let capability = self
             .sessions
             .open(Opening {
