@@ -135,6 +135,21 @@ pub struct Status {
 }
 
 impl ControlRequest {
+    /// The request with who asked (as hubd vouched for them) added to its reason, so the Log
+    /// records the true sender, not only what the sender wrote.
+    pub fn asked_by(self, by: &str) -> ControlRequest {
+        match self {
+            ControlRequest::Interrupt { reason } => ControlRequest::Interrupt {
+                reason: format!("{reason} (asked by {by})"),
+            },
+            ControlRequest::Rewind { to, reason } => ControlRequest::Rewind {
+                to,
+                reason: format!("{reason} (asked by {by})"),
+            },
+            ControlRequest::Status => ControlRequest::Status,
+        }
+    }
+
     /// The control op this request is sent on.
     pub fn op(&self) -> &'static str {
         match self {
@@ -217,7 +232,7 @@ pub(crate) async fn serve(
                 let (client, hub_root, agent) = (client.clone(), hub_root.clone(), agent.clone());
                 let admitted =
                     vouchers.admit(&req.body.vouched, agent.as_str(), &expected, now_ms());
-                let req = req.body.request;
+                let req = req.body.request.asked_by(&req.body.vouched.voucher.by);
                 async move {
                     admitted.map_err(|e| RemoteError::new(ErrorCode::Refused, e.to_string()))?;
                     let named = match &req {

@@ -610,6 +610,7 @@ async fn an_interrupt_closes_a_running_tool_and_its_late_result_is_dropped() {
         &r.body,
         RecordBody::Interrupted { closed_tools, reason, .. }
             if closed_tools.len() == 1 && reason.contains("escape")
+                && reason.contains("(asked by human:alice)")
     )));
     assert!(
         !log.iter()

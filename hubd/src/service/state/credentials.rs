@@ -161,8 +161,9 @@ impl State {
             at_ms: now_ms(),
         };
         let summary = format!("issue {id} for the {} ({})", req.scope, req.label);
-        let registry = self.append_credential(&row, &summary)?;
-        let credential = registry
+        self.append_credential(&row, &summary)?;
+        let credential = self
+            .credentials()
             .get(&id)
             .cloned()
             .ok_or_else(|| ServiceError::Internal(format!("{id} is not in the registry")))?;
@@ -182,7 +183,7 @@ impl State {
             by,
             at_ms: now_ms(),
         };
-        drop(self.append_credential(&row, &format!("revoke {id}"))?);
+        self.append_credential(&row, &format!("revoke {id}"))?;
         let sessions = self.sessions.revoke_credential(&id) as u64;
         Ok(CredentialRevoked {
             id: id.to_string(),
@@ -210,13 +211,9 @@ impl State {
         }
     }
 
-    /// Applies `row` to a copy of the registry, appends it, then installs the copy; returns the
-    /// registry, still locked.
-    fn append_credential(
-        &self,
-        row: &CredentialRow,
-        summary: &str,
-    ) -> Result<std::sync::MutexGuard<'_, l3m_core::credential::Registry>, ServiceError> {
+    /// Applies `row` to a copy of the registry, appends it, then installs the copy; the lock is
+    /// held throughout, so rows reach the chain in the order the registry applied them.
+    fn append_credential(&self, row: &CredentialRow, summary: &str) -> Result<(), ServiceError> {
         let mut registry = self.credentials();
         let mut next = registry.clone();
         next.apply(row)?;
@@ -225,7 +222,7 @@ impl State {
         let tip = self.hub.tip(refs::CREDENTIALS)?;
         self.hub.append(refs::CREDENTIALS, tip, &[line], summary)?;
         *registry = next;
-        Ok(registry)
+        Ok(())
     }
 
     fn credentials(&self) -> std::sync::MutexGuard<'_, l3m_core::credential::Registry> {
