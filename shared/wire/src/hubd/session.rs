@@ -5,7 +5,7 @@
 //!   → `hubd.session-opened` `{ capability: str, duty: Duty, hub_key: bin 32 }`. `duty` is
 //!   `l3m_core::duty::Duty` (a map tagged by `duty`). `signature` is the credential's Ed25519
 //!   signature over [`crate::credential::open_statement`]; both keys are fresh X25519 keys, and
-//!   the session key derives from them ([`crate::credential::Ephemeral::agree`]).
+//!   the session key derives from them ([`crate::credential::Ephemeral::with_hub`]).
 //! - `hubd.vouch` `{ capability, agent: str, action: str }` → `hubd.vouched` `{ voucher:
 //!   { agent, action, by, expires_ms, nonce }, signature: bin 64 }`: hubd's word, signed with
 //!   `voucher_key`, that the caller (a human, or a strict ancestor's sequencer) may send
