@@ -1,8 +1,8 @@
 //! Durable append latency: `Hub::append` against the git CLI and a raw `write + fsync`.
 //!
 //! The same append is run every way, in blocks taking turns (see [`common`]):
-//! - `hub (fsync)`: `Hub::append` with `Durability::Fsync` (the write-ahead journal);
-//! - `hub (barriers)`: the same with `Durability::Barriers`, the journal's predecessor;
+//! - `hub (fsync)`: `Hub::append` with `Durability::Fsync` (the write-ahead log);
+//! - `hub (barriers)`: the same with `Durability::Barriers`, the WAL's predecessor;
 //! - `hub (relaxed)`: the same without fsync (the CPU and syscall cost alone);
 //! - `git cli (fsync)` and `raw write+fsync`: the references of [`common`].
 //!

@@ -74,21 +74,21 @@ struct ServeArgs {
     #[arg(long, requires = "nats_user", value_name = "VAR")]
     nats_password_env: Option<String>,
     /// When a write is acknowledged. `fsync` (the default): once it survives a power cut,
-    /// by one fdatasync of hubd's write-ahead journal (hubd/journal/), which the next start
-    /// replays. `barriers`: once its files and then its ref are fsynced, no journal (two to
+    /// by one fdatasync of hubd's write-ahead log (hubd/wal/), which the next start
+    /// replays. `barriers`: once its files and then its ref are fsynced, no WAL (two to
     /// three times as slow; hub.git is whole after a power cut without replay). `relaxed`:
     /// without any fsync, safe only against a crashed process (for throwaway hubs). Whatever
-    /// is chosen, a journal left by an earlier run is replayed first.
+    /// is chosen, a WAL left by an earlier run is replayed first.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
     durability: DurabilityArg,
 }
 
-/// Make a hub whole and durable after a crash, without serving it: replay what hubd's journal
-/// holds into hub.git, fsync everything, and empty the journal.
+/// Make a hub whole and durable after a crash, without serving it: replay what hubd's WAL
+/// holds into hub.git, fsync everything, and empty the WAL.
 ///
 /// `hubd serve` does the same when it starts; run this first to read a hub with plain git
 /// after a power cut while hubd is down (until then the newest writes may be missing from
-/// hub.git or torn, though every acknowledged one is in the journal).
+/// hub.git or torn, though every acknowledged one is in the WAL).
 #[derive(Debug, clap::Args)]
 struct RecoverArgs {
     /// The hub folder.
@@ -181,7 +181,7 @@ fn recover(args: RecoverArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let replayed = Hub::open(&args.hub, options)?.replayed();
     println!(
-        "replayed {replayed} journaled write(s) into {}/hub.git; the journal is empty",
+        "replayed {replayed} logged write(s) into {}/hub.git; the WAL is empty",
         args.hub.display()
     );
     println!(

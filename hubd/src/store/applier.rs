@@ -1,6 +1,6 @@
 //! The applier: puts chain appends into `hub.git` after they were acknowledged.
 //!
-//! With the journal a chain append is durable once its frame is (see `journal`), so
+//! With the WAL a chain append is durable once its frame is (see `WAL`), so
 //! [`Hub::append`](super::Hub::append) returns then and hands the rest — naming its objects,
 //! moving its ref — to this thread, which runs only on a CPU nothing else wants, so that the
 //! reply goes out first. On a 2-vCPU machine that file work was a third of an append's round
@@ -92,7 +92,7 @@ impl Applier {
     }
 
     /// Returns once every move handed over so far is applied (or has failed, which stopped
-    /// the journal).
+    /// the WAL).
     pub(crate) fn settle(&self) {
         let mut state = self.queue.lock();
         let target = state.handed_over;
@@ -143,7 +143,7 @@ impl Queue {
     /// Applies a move [`Queue::take`] gave out, then lets the next one be taken.
     fn apply(&self, move_: Unapplied) {
         if let Err(error) = self.disk.apply(&self.refs, move_) {
-            // The failed move stopped the journal, which says so; this says which move.
+            // The failed move stopped the WAL, which says so; this says which move.
             tracing::error!(%error, "an acknowledged append could not be applied to hub.git");
         }
         let mut state = self.lock();
@@ -243,8 +243,8 @@ mod tests {
             };
             let (new, _) = chain_commit(tip, &records, format!("entry {n}"), time).unwrap();
             let commit = new.commit;
-            let Staged::Journaled(move_) = disk.stage(log, tip, new).unwrap() else {
-                panic!("a small append is journaled");
+            let Staged::Logged(move_) = disk.stage(log, tip, new).unwrap() else {
+                panic!("a small append is logged");
             };
             applier.hand_over(move_);
             tip = Tip::At(commit);

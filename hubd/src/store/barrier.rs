@@ -1,6 +1,6 @@
 //! Durability barriers: making several files durable for the price of one.
 //!
-//! What an fsync costs is mostly the filesystem's journal commit and the disk's cache flush.
+//! What an fsync costs is mostly the filesystem's WAL commit and the disk's cache flush.
 //! Fsyncing four files one after the other costs one commit and then a flush per further file
 //! (ext4 flushes again for a file whose data an earlier commit already carried). Issued at the
 //! same time, the fsyncs wait on the same commit and share its flush. Measured on the hub's

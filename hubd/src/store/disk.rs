@@ -13,9 +13,9 @@
 //!    could reach having been written.
 //! 2. **Objects.** Each loose object's bytes go into a file not yet named, and the file is
 //!    named (an object already there is kept: same id, same bytes).
-//! 3. **Durable.** [`Durability::Fsync`]: one journal frame holding the ref, its expected and
-//!    new value and the objects is written *before* step 2, and step 2 runs while the journal's
-//!    flusher makes it durable (see `journal`); the write waits for it here.
+//! 3. **Durable.** [`Durability::Fsync`]: one WAL frame holding the ref, its expected and
+//!    new value and the objects is written *before* step 2, and step 2 runs while the WAL's
+//!    flusher makes it durable (see `WAL`); the write waits for it here.
 //!    [`Durability::Barriers`]: the objects are fsynced together with the lock (`barrier`),
 //!    and directories this write created have their parents fsynced.
 //! 4. **Publish.** The lock takes the ref's place: swapped with it (`RENAME_EXCHANGE`), the
@@ -23,55 +23,55 @@
 //! 5. **Barrier 2** ([`Durability::Barriers`] only). The ref's directory is fsynced; only then does
 //!    the write return `Ok`.
 //!
-//! A chain append with the journal is split in two ([`Disk::stage`], [`Disk::apply`]): step 3
+//! A chain append with the WAL is split in two ([`Disk::stage`], [`Disk::apply`]): step 3
 //! alone, acknowledged; then steps 1, 2 and 4, by the applier after the reply. Its
 //! compare-and-swap is on the chain index (see `hub`), so the lock taken later finds the ref at
-//! the expected value unless a writer outside hubd moved it, which stops the journal.
+//! the expected value unless a writer outside hubd moved it, which stops the WAL.
 //!
-//! With the journal nothing under `hub.git` is fsynced on the write path, and the filesystem
+//! With the WAL nothing under `hub.git` is fsynced on the write path, and the filesystem
 //! is trusted for nothing but `fdatasync` and `syncfs`: after a crash of the machine the newest
 //! objects may be missing or torn and the newest refs old or torn, in any combination, and the
-//! replay at the next open (or `hubd recover`) rewrites each journaled object whose bytes are
-//! not exactly right and walks each journaled ref forward. Until that replay `hub.git` may not
+//! replay at the next open (or `hubd recover`) rewrites each in the WAL object whose bytes are
+//! not exactly right and walks each in the WAL ref forward. Until that replay `hub.git` may not
 //! pass `git fsck`; a crashed *process* leaves it whole, since every file is complete in the
 //! page cache before it is named.
 //!
 //! With the barriers a crash at any point leaves the ref either at its old value or at a commit
 //! whose objects are all on disk; at worst some unreachable objects and a stale lock remain,
 //! which [`Hub::open`](super::Hub::open) and `git gc` clean up. A new name in an already
-//! existing directory is made durable by the fsync of the file itself on journaling
-//! filesystems (ext4, xfs): the journal commit that persists the file persists every namespace
+//! existing directory is made durable by the fsync of the file itself on logging
+//! filesystems (ext4, xfs): the WAL commit that persists the file persists every namespace
 //! operation before it. That is the one filesystem assumption the barriers make.
 //!
 //! # What was measured
 //! `cargo bench -p hubd --bench store_append` (ext4 on virtio, 2 shared cores). With the
-//! barriers, before the journal: a durable append 0.75–0.95 ms at p50 on a quiet day,
+//! barriers, before the WAL: a durable append 0.75–0.95 ms at p50 on a quiet day,
 //! 5.4–5.9× a raw `write + fsync` of the same bytes — two ordered barriers, each at least one
-//! filesystem journal commit, persisting four new files.
+//! filesystem WAL commit, persisting four new files.
 //!
-//! With the journal, what was left was CPU: a relaxed append (no fsync at all) cost 650 µs,
+//! With the WAL, what was left was CPU: a relaxed append (no fsync at all) cost 650 µs,
 //! 1.4× the raw `fsync`. Half of it was the final `rename(<ref>.lock, <ref>)`: replacing a
 //! file makes ext4 allocate the new one's blocks on the spot (`auto_da_alloc`) and evict the
 //! old inode; and every inode freed that way slowed each later inode creation, which scans
 //! past recently freed inodes. Swapping instead of replacing, and recycling the old inode for
 //! the next object, took the relaxed append to 290–360 µs. Starting each file's writeback
-//! before the frame (so that an ordered ext4 journal would keep `hub.git` whole without replay)
+//! before the frame (so that an ordered ext4 WAL would keep `hub.git` whole without replay)
 //! cost another 650 µs and was dropped: the replay repairs what it would have protected, and
-//! the disk this was measured on keeps no filesystem journal at all. In a benchmark folder
-//! away from recently deleted files (see `l3m_wire::test_support::bench_dir`), the journal's
+//! the disk this was measured on keeps no filesystem WAL at all. In a benchmark folder
+//! away from recently deleted files (see `l3m_wire::test_support::bench_dir`), the WAL's
 //! single-entry append then measured 0.54 ms at p50 against 0.25 ms for a raw `write + fsync`
 //! of the same bytes in the same run (2.2×; 1.6× for batches of 16), 0.21 ms relaxed, and
 //! 29× the git CLI's rate (25× for 16).
 //!
-//! Naming the objects while the journal's flusher runs the `fdatasync` (instead of before the
-//! frame) then took the journaled append to 0.48 ms at p50 against 0.33 ms for the raw
+//! Naming the objects while the WAL's flusher runs the `fdatasync` (instead of before the
+//! frame) then took the in the WAL append to 0.48 ms at p50 against 0.33 ms for the raw
 //! `write + fsync` (1.46×; 1.40× for batches of 16), in a run with 2.8% CPU steal. The gain is
 //! smaller than the file work it hides because on this 2-vCPU guest the flusher is often woken
 //! on the writer's CPU, and part of the device's time is taken from the guest's own CPUs.
 //!
 //! Acknowledging a chain append once its frame is durable, with the file work left to the
 //! applier, then took the store's single-entry append to 1.08–1.19× the raw `write + fsync`
-//! (0.93–0.98× for 16: the journal overwrites preallocated blocks, the reference extends its
+//! (0.93–0.98× for 16: the WAL overwrites preallocated blocks, the reference extends its
 //! file), in runs with 0.2–9.8% CPU steal on a machine whose `fsync` costs 130–210 µs.
 //!
 //! What helped before, in order: spares made ahead of time (inode creation off the write path),
@@ -88,21 +88,21 @@ use gix::refs::Target;
 use gix::refs::transaction::{Change as RefChange, PreviousValue, RefEdit, RefLog};
 
 use super::barrier::{Syncer, sync_dir, sync_parents_of};
-use super::journal::{self, Change, Journal, Journaled};
 use super::object::{LooseObject, NewCommit};
 use super::recycle::{self, Recycler};
 use super::spare::{SparePool, link_into_place};
+use super::wal::{self, Change, Logged, Wal};
 use super::{StoreError, Tip};
 
 /// Whether an acknowledged write is on stable storage, and how it gets there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// A write returns only once it survives a crash of the machine: its journal frame is made
+    /// A write returns only once it survives a crash of the machine: its WAL frame is made
     /// durable by one `fdatasync`, and its objects and ref reach `hub.git` without fsync, to
-    /// be replayed from the journal after a crash (see `journal`).
+    /// be replayed from the WAL after a crash (see `WAL`).
     #[default]
     Fsync,
-    /// A write returns only after its objects and then its ref are fsynced, with no journal:
+    /// A write returns only after its objects and then its ref are fsynced, with no WAL:
     /// `hub.git` is whole after a crash without any replay, at two to three times the cost.
     Barriers,
     /// The same writes and renames without any fsync: safe against a crashed process, not
@@ -122,8 +122,8 @@ impl Durability {
 enum Mode {
     Relaxed,
     Barriers(Syncer),
-    /// The journal, and the barriers for a write too large for a journal frame.
-    Journal(Journal, Syncer),
+    /// The WAL, and the barriers for a write too large for a WAL frame.
+    Wal(Wal, Syncer),
 }
 
 /// The writing half of the store: where `hub.git` is, how durable writes are, and the spares.
@@ -134,16 +134,18 @@ pub(crate) struct Disk {
     mode: Mode,
     spares: SparePool,
     recycled: Recycler,
-    /// How many journal frames opening replayed.
+    /// How many WAL frames opening replayed.
     replayed: usize,
 }
 
-/// hubd's journal folder inside `hub.git`.
-const JOURNAL_DIR: &str = "hubd/journal";
+/// hubd's WAL folder inside `hub.git`.
+const WAL_DIR: &str = "hubd/wal";
+/// Where builds before the rename kept it; a WAL found there is moved, never left unreplayed.
+const LEGACY_WAL_DIR: &str = "hubd/journal";
 
 impl Disk {
     /// Starts writing into the bare repository at `git_dir`, first replaying what a crashed
-    /// hubd journaled (`repo` tells which objects exist).
+    /// hubd in the WAL (`repo` tells which objects exist).
     ///
     /// All 256 fan-out directories of `objects/` are made here, once, so that no write pays
     /// for creating one (a directory is an inode too) and fsyncing its parent.
@@ -168,12 +170,13 @@ impl Disk {
             mode: Mode::Relaxed,
             git_dir,
         };
-        let journal_dir = disk.git_dir.join(JOURNAL_DIR);
-        let recovered = journal::recover(&journal_dir)?;
+        let wal_dir = disk.git_dir.join(WAL_DIR);
+        adopt_legacy_wal(&disk.git_dir.join(LEGACY_WAL_DIR), &wal_dir)?;
+        let recovered = wal::recover(&wal_dir)?;
         if !recovered.changes.is_empty() {
             tracing::info!(
                 frames = recovered.changes.len(),
-                "replaying the journal of a hubd that stopped without a checkpoint"
+                "replaying the WAL of a hubd that stopped without a checkpoint"
             );
         }
         for change in &recovered.changes {
@@ -181,7 +184,7 @@ impl Disk {
         }
         disk.replayed = recovered.changes.len();
         disk.mode = if durability == Durability::Fsync {
-            Mode::Journal(Journal::start(&journal_dir, recovered)?, Syncer::start()?)
+            Mode::Wal(Wal::start(&wal_dir, recovered)?, Syncer::start()?)
         } else {
             // What was replayed had been acknowledged as durable: `retire` keeps that promise
             // before it drops the segments.
@@ -194,10 +197,10 @@ impl Disk {
         Ok(disk)
     }
 
-    /// Whether the journal has stopped taking writes (see [`StoreError::JournalBroken`]).
-    pub(crate) fn journal_stopped(&self) -> bool {
+    /// Whether the WAL has stopped taking writes (see [`StoreError::WalBroken`]).
+    pub(crate) fn wal_stopped(&self) -> bool {
         match &self.mode {
-            Mode::Journal(journal, _) => journal.is_stopped(),
+            Mode::Wal(wal, _) => wal.is_stopped(),
             Mode::Relaxed | Mode::Barriers(_) => false,
         }
     }
@@ -207,7 +210,7 @@ impl Disk {
         &self.git_dir
     }
 
-    /// How many journaled writes opening found and replayed (each applied or found done).
+    /// How many in the WAL writes opening found and replayed (each applied or found done).
     pub(crate) fn replayed(&self) -> usize {
         self.replayed
     }
@@ -232,34 +235,34 @@ impl Disk {
                 let filled = self.fill_objects(new)?;
                 self.with_barriers(syncer, lock, &ref_path, filled, created_dirs)
             }
-            Mode::Journal(journal, syncer) => {
+            Mode::Wal(wal, syncer) => {
                 let change = Change::Publish {
                     refname,
                     expected,
                     new,
                 };
-                let Some(pending) = journal.begin(&change)? else {
+                let Some(pending) = wal.begin(&change)? else {
                     let filled = self.fill_objects(new)?;
                     return self.with_barriers(syncer, lock, &ref_path, filled, created_dirs);
                 };
                 // While the frame's `fdatasync` runs, the objects go into place: no ref reaches
                 // them yet, and a crash leaves them to replay or `git gc`. A failure from here
-                // on drops `pending`, which stops the journal (see `journal`).
+                // on drops `pending`, which stops the WAL (see `WAL`).
                 self.place_objects(new, &mut created_dirs)?;
-                let journaled = pending.durable()?;
+                let logged = pending.durable()?;
                 lock.commit(&ref_path, &self.recycled)?;
-                journaled.applied();
+                logged.applied();
                 Ok(())
             }
         }
     }
 
-    /// Journals the move of `refname` from `expected` to `new.commit` and returns once it is
+    /// Logs the move of `refname` from `expected` to `new.commit` and returns once it is
     /// durable, leaving `hub.git` untouched: [`Disk::apply`] puts it there.
     ///
     /// For the writes of one process-wide writer who knows `expected` is current (the chain
     /// index, under the chain's lock): unlike [`Disk::publish`] no ref is locked or read, so a
-    /// move journaled after this one may be staged before this one is applied. Moves must be
+    /// move in the WAL after this one may be staged before this one is applied. Moves must be
     /// applied in the order they were staged.
     pub(crate) fn stage(
         &self,
@@ -267,28 +270,28 @@ impl Disk {
         expected: Tip,
         new: NewCommit,
     ) -> Result<Staged, StoreError> {
-        let Mode::Journal(journal, _) = &self.mode else {
-            return Ok(Staged::Unjournaled(new));
+        let Mode::Wal(wal, _) = &self.mode else {
+            return Ok(Staged::Direct(new));
         };
         let change = Change::Publish {
             refname,
             expected,
             new: &new,
         };
-        match journal.record(&change)? {
-            Some(journaled) => Ok(Staged::Journaled(Unapplied {
+        match wal.record(&change)? {
+            Some(logged) => Ok(Staged::Logged(Unapplied {
                 refname: refname.to_owned(),
                 expected,
                 new,
-                journaled,
+                logged,
             })),
-            None => Ok(Staged::Unjournaled(new)),
+            None => Ok(Staged::Direct(new)),
         }
     }
 
     /// Puts a staged move into `hub.git`: steps 1, 2 and 4, the frame being durable already.
     ///
-    /// A failure stops the journal (the move was acknowledged; only replay may complete it).
+    /// A failure stops the WAL (the move was acknowledged; only replay may complete it).
     pub(crate) fn apply(
         &self,
         refs: &gix::refs::file::Store,
@@ -298,7 +301,7 @@ impl Disk {
             refname,
             expected,
             new,
-            journaled,
+            logged,
         } = unapplied;
         let mut created_dirs = Vec::new();
         // Stale only if a writer outside hubd moved the ref; replay decides what stays.
@@ -306,7 +309,7 @@ impl Disk {
             self.lock_at(refs, &refname, expected, new.commit, &mut created_dirs)?;
         self.place_objects(&new, &mut created_dirs)?;
         lock.commit(&ref_path, &self.recycled)?;
-        journaled.applied();
+        logged.applied();
         Ok(())
     }
 
@@ -334,7 +337,7 @@ impl Disk {
     }
 
     /// Step 2 without a barrier: `new`'s objects filled and named. An object found already
-    /// there is kept as it is, unsynced: without a journal nothing is fsynced, and with one the
+    /// there is kept as it is, unsynced: without a WAL nothing is fsynced, and with one the
     /// frame holds its bytes, which replay rewrites if a crash tears them before the next
     /// checkpoint's `syncfs`.
     fn place_objects(
@@ -379,15 +382,15 @@ impl Disk {
         sync_dir(parent_of(ref_path)?)
     }
 
-    /// Applies one recovered journal frame if its ref is still where the frame found it.
+    /// Applies one recovered WAL frame if its ref is still where the frame found it.
     fn replay(
         &self,
         refs: &gix::refs::file::Store,
         repo: &gix::Repository,
-        change: &journal::Recorded,
+        change: &wal::Recorded,
     ) -> Result<(), StoreError> {
         match change {
-            journal::Recorded::Publish {
+            wal::Recorded::Publish {
                 refname,
                 expected,
                 new,
@@ -405,7 +408,7 @@ impl Disk {
                 let at_expected = match read_tip(refs, refname) {
                     Ok(tip) => tip == *expected,
                     // A loose ref that does not parse was torn by the crash (its name reached
-                    // the disk, its bytes did not): the journal wrote it last, so it walks on.
+                    // the disk, its bytes did not): the WAL wrote it last, so it walks on.
                     Err(StoreError::Git { .. }) if ref_path.is_file() => {
                         tracing::warn!(refname, "replaying over a torn ref");
                         true
@@ -418,7 +421,7 @@ impl Disk {
                 }
                 Ok(())
             }
-            journal::Recorded::Delete { refname, expected } => {
+            wal::Recorded::Delete { refname, expected } => {
                 if read_tip(refs, refname)? == Tip::At(*expected) {
                     delete_ref(refs, refname, *expected)?;
                 }
@@ -449,21 +452,21 @@ impl Disk {
         refname: &str,
         expected: ObjectId,
     ) -> Result<(), StoreError> {
-        let journaled = match &self.mode {
-            Mode::Journal(journal, _) => journal.record(&Change::Delete { refname, expected })?,
+        let logged = match &self.mode {
+            Mode::Wal(wal, _) => wal.record(&Change::Delete { refname, expected })?,
             Mode::Relaxed | Mode::Barriers(_) => None,
         };
-        let was_journaled = journaled.is_some();
+        let was_logged = logged.is_some();
         let deleted = delete_ref(refs, refname, expected);
         // A delete lost to another writer settles its frame too: replay skips it unless the ref
-        // comes back to `expected`, as if the delete had lost the race before journaling.
-        if let Some(journaled) = journaled
+        // comes back to `expected`, as if the delete had lost the race before logging.
+        if let Some(logged) = logged
             && matches!(deleted, Ok(()) | Err(StoreError::Stale { .. }))
         {
-            journaled.applied();
+            logged.applied();
         }
         deleted?;
-        if !was_journaled && matches!(self.mode, Mode::Barriers(_) | Mode::Journal(..)) {
+        if !was_logged && matches!(self.mode, Mode::Barriers(_) | Mode::Wal(..)) {
             // Git removes the directories a delete leaves empty, so the removal is made durable
             // in the nearest directory that still exists.
             let path = self.git_dir.join(refname);
@@ -569,21 +572,21 @@ impl Disk {
 /// What [`Disk::stage`] did with a move.
 #[derive(Debug)]
 pub(crate) enum Staged {
-    /// Durable in the journal, not yet in `hub.git`.
-    Journaled(Unapplied),
-    /// Not journaled (no journal, or too large for a frame): the caller publishes it.
-    Unjournaled(NewCommit),
+    /// Durable in the WAL, not yet in `hub.git`.
+    Logged(Unapplied),
+    /// Not in the WAL (no WAL, or too large for a frame): the caller publishes it.
+    Direct(NewCommit),
 }
 
-/// A move acknowledged as durable by its journal frame, waiting for [`Disk::apply`].
+/// A move acknowledged as durable by its WAL frame, waiting for [`Disk::apply`].
 ///
-/// Dropped without being applied, it stops the journal (see [`Journaled`]).
+/// Dropped without being applied, it stops the WAL (see [`Logged`]).
 #[derive(Debug)]
 pub(crate) struct Unapplied {
     refname: String,
     expected: Tip,
     new: NewCommit,
-    journaled: Journaled,
+    logged: Logged,
 }
 
 /// An object's bytes in a file not yet under its name, and the name it will get.
@@ -764,4 +767,15 @@ fn parent_of(path: &Path) -> Result<&Path, StoreError> {
         refname: path.display().to_string(),
         reason: "a ref needs a parent directory".into(),
     })
+}
+
+/// Moves a WAL an older build left under its old folder name to `wal_dir`, so that its
+/// acknowledged frames are replayed rather than forgotten after an upgrade.
+fn adopt_legacy_wal(legacy: &Path, wal_dir: &Path) -> Result<(), StoreError> {
+    if !legacy.is_dir() || wal_dir.exists() {
+        return Ok(());
+    }
+    std::fs::rename(legacy, wal_dir)
+        .map_err(StoreError::io("move the old journal folder to", wal_dir))?;
+    sync_parents_of(&[wal_dir.to_path_buf()])
 }

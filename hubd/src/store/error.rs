@@ -170,17 +170,17 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// The journal stopped earlier (a frame not written, not made durable, or not applied to
+    /// The WAL stopped earlier (a frame not written, not made durable, or not applied to
     /// `hub.git`), so `hub.git` may not match it; writes are refused until hubd restarts and
-    /// replays the journal.
+    /// replays the WAL.
     #[error(
-        "the write-ahead journal in {dir} stopped earlier ({why}); restart hubd to replay it before writing again"
+        "the write-ahead log in {dir} stopped earlier ({why}); restart hubd to replay it before writing again"
     )]
-    JournalBroken {
-        /// The journal's folder.
+    WalBroken {
+        /// The WAL's folder.
         dir: PathBuf,
         /// What stopped it.
-        why: super::JournalStop,
+        why: super::WalStop,
     },
     /// A filesystem call failed.
     #[error("{op} {path}: {source}")]

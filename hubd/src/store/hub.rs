@@ -99,7 +99,7 @@ fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Hub {
     root: PathBuf,
     repo: gix::ThreadSafeRepository,
-    /// Applies journaled chain appends after they are acknowledged. Declared before `disk`
+    /// Applies in the WAL chain appends after they are acknowledged. Declared before `disk`
     /// and the process lock, so that dropping the hub drains it first.
     applier: Applier,
     disk: Arc<Disk>,
@@ -167,7 +167,7 @@ impl Hub {
         Ok(hub)
     }
 
-    /// How many journaled writes of an earlier run this open replayed: non-zero only after
+    /// How many in the WAL writes of an earlier run this open replayed: non-zero only after
     /// hubd (or its machine) stopped before a checkpoint.
     pub fn replayed(&self) -> usize {
         self.disk.replayed()
@@ -220,7 +220,7 @@ impl Hub {
     /// A chain not at `expected` is [`StoreError::Stale`] with the actual tip, and nothing is
     /// written. The in-memory index moves only once the append is durable.
     ///
-    /// With [`Durability::Fsync`] this returns once the append's journal frame is durable, and
+    /// With [`Durability::Fsync`] this returns once the append's WAL frame is durable, and
     /// the ref moves in `hub.git` just after (see `applier`): every read through this `Hub`
     /// sees it at once, plain `git` once it is applied, or after [`Hub::settle`].
     pub fn append(
@@ -245,11 +245,11 @@ impl Hub {
         let (new, records_id) = chain_commit(expected, &records, message, self.now())?;
         let commit = new.commit;
         let written = match self.disk.stage(refname, expected, new) {
-            Ok(Staged::Journaled(unapplied)) => {
+            Ok(Staged::Logged(unapplied)) => {
                 self.applier.hand_over(unapplied);
                 Ok(())
             }
-            Ok(Staged::Unjournaled(new)) => self.publish(refname, expected, &new),
+            Ok(Staged::Direct(new)) => self.publish(refname, expected, &new),
             Err(err) => Err(err),
         };
         match written {
@@ -558,10 +558,10 @@ impl Hub {
 
     /// Brings `index` up to what `hub.git` holds for the chain `refname` now.
     ///
-    /// `hub.git` is the truth unless the journal has stopped: then acknowledged appends it
-    /// could not apply live only in the journal until replay, and the index keeps them.
+    /// `hub.git` is the truth unless the WAL has stopped: then acknowledged appends it
+    /// could not apply live only in the WAL until replay, and the index keeps them.
     fn resync(&self, refname: &str, index: &mut ChainIndex) -> Result<(), StoreError> {
-        if self.disk.journal_stopped() {
+        if self.disk.wal_stopped() {
             return Ok(());
         }
         let tip = self.disk_tip(refname)?;

@@ -14,17 +14,17 @@
 //! - `index`: per chain, which commit holds which entry sequence numbers ([`ChainIndex`]).
 //! - `read`: walking a chain once at open, and reading objects back.
 //! - `disk`: placing objects and moving refs durably by compare-and-swap ([`Durability`]).
-//! - `journal`: the write-ahead journal that makes a write durable with one `fdatasync`, and
+//! - `WAL`: the write-ahead log that makes a write durable with one `fdatasync`, and
 //!   its replay after a crash.
-//! - `applier`: the thread that puts journaled chain appends into `hub.git` after the reply.
-//! - `barrier`: fsyncing many files for the price of one (where there is no journal).
+//! - `applier`: the thread that puts in the WAL chain appends into `hub.git` after the reply.
+//! - `barrier`: fsyncing many files for the price of one (where there is no WAL).
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
 //! - `recycle`: the inodes of replaced ref values, reused for objects instead of freed.
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
 //! - `worktree`: linked worktrees of `hub.git` (the ACRs' checkouts), through the git CLI.
 //!
 //! # Chains
-//! The ledger and each agent's Log, inbox, outbox, undo journal and cards are chains. Each
+//! The ledger and each agent's Log, inbox, outbox, undo chain and cards are chains. Each
 //! commit's tree holds only that append's entries, as one blob `records.jsonl` (one entry per
 //! line); its parent is the previous tip; its message is a one-line human summary. So the cost
 //! of an append does not grow with history, and `git log --oneline <chain>` reads as its story.
@@ -32,13 +32,13 @@
 //!
 //! # Durability
 //! With [`Durability::Fsync`] a write returns `Ok` only once it would survive a crash of the
-//! machine: its journal frame is on disk. Opening the hub replays what the journal holds, so
+//! machine: its WAL frame is on disk. Opening the hub replays what the WAL holds, so
 //! after any crash, once reopened, no ref points at a missing object and every acknowledged
 //! write is there. A chain append is acknowledged at that point and reaches `hub.git` a moment
 //! later: every read through the [`Hub`] waits for it, plain `git` may not see it until
 //! [`Hub::settle`] (or closing the hub) returns. [`Durability::Barriers`] fsyncs the objects
 //! and then the ref instead, so that `hub.git` is whole even before a reopen, at about twice
-//! the cost. See `disk`, `journal` and `applier` for the protocols and what was measured.
+//! the cost. See `disk`, `WAL` and `applier` for the protocols and what was measured.
 //!
 //! # Example
 //! ```
@@ -65,7 +65,6 @@ mod error;
 mod hub;
 mod index;
 mod input;
-mod journal;
 mod layout;
 mod object;
 mod read;
@@ -73,6 +72,7 @@ mod recycle;
 mod refname;
 mod spare;
 mod tip;
+mod wal;
 mod worktree;
 mod zlib;
 
@@ -80,9 +80,9 @@ pub use disk::Durability;
 pub use error::StoreError;
 pub use hub::{Appended, Clock, Hub, HubOptions};
 pub use index::{ChainIndex, Span};
-pub use journal::JournalStop;
 pub use layout::{INITIAL_SETTINGS, SETTINGS_FILE};
 pub use object::{IDENTITY_EMAIL, IDENTITY_NAME, RECORDS_FILE};
 pub use refname::{RefKind, classify};
 pub use tip::Tip;
+pub use wal::WalStop;
 pub use worktree::Checkout;

@@ -13,7 +13,7 @@
 //!
 //! Only objects take recycled files, never ref locks: an object's name is its content's hash,
 //! so a recycled file whose new bytes did not reach the disk before a crash is found and
-//! rewritten by the journal's replay, while a ref holding a stale value would look valid.
+//! rewritten by the WAL's replay, while a ref holding a stale value would look valid.
 //!
 //! A file is rewritten in place, so one with another name somewhere (a hard-linked backup of
 //! the hub, as `cp -al` or rsnapshot make) is never reused: its name here is dropped and the

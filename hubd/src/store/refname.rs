@@ -1,7 +1,7 @@
 //! Which refs the store may touch, and whether each is a commit chain or a plain ref. Pure.
 //!
 //! The hub's ref layout (DESIGN §3) decides the kind: the ledger, the credentials, and an agent's Log, inbox,
-//! outbox, undo journal and cards are append-only chains; everything else (settings, personas,
+//! outbox, undo chain and cards are append-only chains; everything else (settings, personas,
 //! blessings, mirrors, grants, claims, persona branches, work branches) is a plain ref whose
 //! commits hold whole trees. A refname outside that layout is refused.
 

@@ -140,22 +140,22 @@ fn bad_input_is_named_and_writes_nothing() {
 }
 
 #[test]
-fn recover_replays_the_journal_and_leaves_it_empty() {
+fn recover_replays_the_wal_and_leaves_it_empty() {
     let (dir, grant, hub) = folder_with_root_grant();
     assert!(init(&hub, "alice", &grant).status.success());
-    // A hubd that stopped before its first checkpoint leaves what `init` wrote journaled.
-    let journal = hub.join("hub.git/hubd/journal");
-    assert!(std::fs::read_dir(&journal).unwrap().count() > 0);
+    // A hubd that stopped before its first checkpoint leaves what `init` wrote in the WAL.
+    let wal = hub.join("hub.git/hubd/wal");
+    assert!(std::fs::read_dir(&wal).unwrap().count() > 0);
 
     let out = hubd(&["recover", "--hub", hub.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("journaled write(s)"), "{stdout}");
+    assert!(stdout.contains("logged write(s)"), "{stdout}");
     assert!(
         !stdout.contains("replayed 0 "),
         "init's writes are replayed: {stdout}"
     );
-    assert_eq!(std::fs::read_dir(&journal).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&wal).unwrap().count(), 0);
 
     let again = hubd(&["recover", "--hub", hub.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("replayed 0 "));

@@ -5,9 +5,9 @@
 //! kills it with SIGKILL at pseudo-random moments, restarts it on the same hub, and finally
 //! checks the hub with `git fsck --strict` and `Hub::open`.
 //!
-//! It runs twice: once with the write-ahead journal (`Durability::Fsync`, where a killed
-//! writer may leave a journaled move for the next open to replay) and once with the two fsync
-//! barriers and no journal (`Durability::Barriers`).
+//! It runs twice: once with the write-ahead log (`Durability::Fsync`, where a killed
+//! writer may leave a in the WAL move for the next open to replay) and once with the two fsync
+//! barriers and no WAL (`Durability::Barriers`).
 //!
 //! `L3M_STORE_CRASH_ROUNDS` sets the number of kills per run (default 30);
 //! `L3M_STORE_CRASH_SEED` the seed of the kill delays.
@@ -35,9 +35,9 @@ const CHAINS: [&str; 3] = [
 const MAX_CHILD_APPENDS: usize = 100_000;
 
 #[test]
-fn acknowledged_appends_survive_sigkill_with_the_journal() {
+fn acknowledged_appends_survive_sigkill_with_the_wal() {
     storm_and_kill(
-        "acknowledged_appends_survive_sigkill_with_the_journal",
+        "acknowledged_appends_survive_sigkill_with_the_wal",
         Durability::Fsync,
     );
 }

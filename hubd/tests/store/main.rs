@@ -7,5 +7,5 @@ mod chains;
 mod cli_init;
 mod crash;
 mod delete;
-mod journal;
 mod layout;
+mod wal;

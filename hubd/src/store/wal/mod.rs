@@ -1,7 +1,7 @@
-//! The write-ahead journal: a durable write for the price of one `fdatasync`.
+//! The write-ahead log: a durable write for the price of one `fdatasync`.
 //!
 //! A ref move is durable once its objects and its new value are on stable storage — not
-//! necessarily as files under `hub.git`. So with the journal a write of a plain ref goes, in
+//! necessarily as files under `hub.git`. So with the WAL a write of a plain ref goes, in
 //! order, once it holds the ref's lock and has found the ref at its expected value (see `disk`):
 //! 1. one *frame* (ref, expected value, new value, the compressed objects) appended to the
 //!    current segment file and handed to the flusher thread, whose one `fdatasync` serves every
@@ -9,32 +9,32 @@
 //! 2. while that runs, its objects written and named, which no ref reaches yet;
 //! 3. once the frame is durable, the ref moved into place — with no further fsync.
 //!
-//! A chain append stops after its frame is durable ([`Journal::record`]), and is acknowledged
+//! A chain append stops after its frame is durable ([`Wal::record`]), and is acknowledged
 //! then: its expected value is the chain index's, which is current under the chain's lock, and
 //! the applier names its objects and moves its ref after the reply (see `applier`).
 //!
-//! A frame that is journaled must also be applied: a later write of the same ref expects the
-//! value this one leaves, and replay walks frames in order. So once a write has journaled its
-//! frame, a failure to apply it stops the journal ([`JournalStop::Apply`]) exactly as a failed
+//! A frame that is in the WAL must also be applied: a later write of the same ref expects the
+//! value this one leaves, and replay walks frames in order. So once a write has in the WAL its
+//! frame, a failure to apply it stops the WAL ([`WalStop::Apply`]) exactly as a failed
 //! `fdatasync` does: nothing more is acknowledged until hubd restarts and replays.
 //!
 //! Segments are preallocated and zero-filled before use, so step 1 overwrites blocks that
 //! already exist: `fdatasync` then writes the data and flushes the disk cache, and never waits
-//! on a filesystem journal commit. That is the cost of the raw `write + fsync` floor, or less.
+//! on a filesystem WAL commit. That is the cost of the raw `write + fsync` floor, or less.
 //!
 //! After a crash, [`recover`] reads back every whole frame (each carries a CRC and the next
-//! sequence number; the first torn or missing one ends the journal) and the disk layer replays
+//! sequence number; the first torn or missing one ends the WAL) and the disk layer replays
 //! them: each object is rewritten unless its file holds exactly its bytes, and each frame moves
 //! its ref only where the ref is still at the frame's expected value, or torn. Frames of one
-//! ref are journaled in the order their writes happened (under that ref's lock), so from
+//! ref are in the WAL in the order their writes happened (under that ref's lock), so from
 //! whatever prefix of the writes the disk kept, replay walks each ref forward to its last
-//! acknowledged value; a write that was journaled but never acknowledged is completed, exactly
+//! acknowledged value; a write that was in the WAL but never acknowledged is completed, exactly
 //! as if its reply had been lost. Nothing is assumed of the order in which the filesystem
 //! writes `hub.git` back.
 //!
 //! A full segment is retired by a *checkpoint* on the background thread: once every frame in it
 //! has been applied, `syncfs` makes `hub.git` durable, and the segment is deleted. So a frame
-//! is dropped only after everything it describes is on disk as files. A stopped journal retires
+//! is dropped only after everything it describes is on disk as files. A stopped WAL retires
 //! nothing: a frame it could not apply is replay's.
 
 use std::collections::BTreeSet;
@@ -57,16 +57,16 @@ use flush::Flush;
 pub(crate) use frame::{Change, Recorded};
 use frame::{Frames, HEADER_BYTES, encode, frame};
 
-/// The size of one segment. A frame that does not fit in an empty segment is not journaled;
+/// The size of one segment. A frame that does not fit in an empty segment is not in the WAL;
 /// the disk layer makes that write durable with its own barriers instead.
 pub(crate) const SEGMENT_BYTES: u64 = 1 << 20;
 const SEGMENT_SUFFIX: &str = ".seg";
 /// How long the background thread waits before retrying a chore that failed.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
-/// The journal of one open hub.
+/// The WAL of one open hub.
 #[derive(Debug)]
-pub(crate) struct Journal {
+pub(crate) struct Wal {
     shared: Arc<Shared>,
     /// Keeps a spare segment ready and checkpoints full ones.
     background: Option<JoinHandle<()>>,
@@ -85,31 +85,31 @@ struct Shared {
     tail: Mutex<Tail>,
     /// What the flusher thread has made durable and what it is asked for.
     flush: Flush,
-    /// Set once the journal can no longer be trusted to match `hub.git`: nothing more is
+    /// Set once the WAL can no longer be trusted to match `hub.git`: nothing more is
     /// acknowledged until hubd restarts and replays.
-    broken: OnceLock<JournalStop>,
+    broken: OnceLock<WalStop>,
     chores: Mutex<Chores>,
     wake: Condvar,
 }
 
-/// Why the journal stopped accepting writes (see [`StoreError::JournalBroken`]).
+/// Why the WAL stopped accepting writes (see [`StoreError::WalBroken`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JournalStop {
+pub enum WalStop {
     /// Writing a frame failed: bytes may have reached the segment, so no frame may follow.
     Write,
     /// An `fdatasync` failed: what reached the disk is unknown.
     Sync,
-    /// A journaled write could not be applied to `hub.git`: replay must apply it before any
+    /// A in the WAL write could not be applied to `hub.git`: replay must apply it before any
     /// later write of its ref.
     Apply,
 }
 
-impl std::fmt::Display for JournalStop {
+impl std::fmt::Display for WalStop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            JournalStop::Write => "a journal frame could not be written",
-            JournalStop::Sync => "the journal could not be made durable",
-            JournalStop::Apply => "a journaled write could not be applied to hub.git",
+            WalStop::Write => "a WAL frame could not be written",
+            WalStop::Sync => "the WAL could not be made durable",
+            WalStop::Apply => "a logged write could not be applied to hub.git",
         })
     }
 }
@@ -120,9 +120,9 @@ struct Tail {
     file: Arc<File>,
     /// Where the next frame goes in `file`.
     offset: u64,
-    /// Journal bytes written over all segments (the position of the next frame's end, less it).
+    /// Wal bytes written over all segments (the position of the next frame's end, less it).
     written: u64,
-    /// Everything before this many journal bytes is durable (up to the last segment switch).
+    /// Everything before this many WAL bytes is durable (up to the last segment switch).
     durable_at_switch: u64,
     /// The sequence number of `file`'s first frame, which names it.
     first_seq: u64,
@@ -142,35 +142,35 @@ struct Chores {
 /// A frame written, its `fdatasync` requested but maybe not done: the write may name its
 /// objects meanwhile, then waits with [`Pending::durable`] before it moves its ref.
 ///
-/// Dropped without being made durable and applied, it stops the journal ([`JournalStop::Apply`]).
+/// Dropped without being made durable and applied, it stops the WAL ([`WalStop::Apply`]).
 #[derive(Debug)]
-#[must_use = "a journaled frame must be applied, or the journal stops"]
+#[must_use = "a logged frame must be applied, or the WAL stops"]
 pub(crate) struct Pending {
     end: u64,
-    journaled: Journaled,
+    logged: Logged,
 }
 
 impl Pending {
     /// Returns once the frame is durable; the write may then move its ref.
-    pub(crate) fn durable(self) -> Result<Journaled, StoreError> {
-        let Pending { end, journaled } = self;
-        journaled.shared.flush_here(end)?;
-        Ok(journaled)
+    pub(crate) fn durable(self) -> Result<Logged, StoreError> {
+        let Pending { end, logged } = self;
+        logged.shared.flush_here(end)?;
+        Ok(logged)
     }
 }
 
 /// A frame written and durable; whoever holds it moves its ref (the write itself, or the
-/// applier after the write was acknowledged), then calls [`Journaled::applied`]. Until then a
-/// checkpoint waits; dropped without it, the journal stops ([`JournalStop::Apply`]).
+/// applier after the write was acknowledged), then calls [`Logged::applied`]. Until then a
+/// checkpoint waits; dropped without it, the WAL stops ([`WalStop::Apply`]).
 #[derive(Debug)]
-#[must_use = "a journaled frame must be applied, or the journal stops"]
-pub(crate) struct Journaled {
+#[must_use = "a logged frame must be applied, or the WAL stops"]
+pub(crate) struct Logged {
     shared: Arc<Shared>,
     seq: u64,
     applied: bool,
 }
 
-impl Journaled {
+impl Logged {
     /// The change is in `hub.git` (or can no longer be replayed over anything): the frame is
     /// settled.
     pub(crate) fn applied(mut self) {
@@ -178,24 +178,24 @@ impl Journaled {
     }
 }
 
-impl Drop for Journaled {
+impl Drop for Logged {
     fn drop(&mut self) {
         if !self.applied {
             // Stopped first: a checkpoint woken by the settling below must not retire the
             // frame that replay still has to apply.
-            self.shared.stop(JournalStop::Apply);
+            self.shared.stop(WalStop::Apply);
         }
         lock(&self.shared.unapplied).remove(&self.seq);
         self.shared.settled.notify_all();
     }
 }
 
-impl Journal {
-    /// Continues the journal in `dir` after what `recovered` found there (and the caller has
+impl Wal {
+    /// Continues the WAL in `dir` after what `recovered` found there (and the caller has
     /// replayed): its replayed segments are retired by the first checkpoint, so opening a hub
     /// never waits for `hub.git` to reach the disk.
-    pub(crate) fn start(dir: &Path, recovered: Recovered) -> Result<Journal, StoreError> {
-        fs::create_dir_all(dir).map_err(StoreError::io("create the journal folder", dir))?;
+    pub(crate) fn start(dir: &Path, recovered: Recovered) -> Result<Wal, StoreError> {
+        fs::create_dir_all(dir).map_err(StoreError::io("create the WAL folder", dir))?;
         remove_segments(dir, &recovered.unused)?;
         let next_seq = recovered.next_seq;
         let file = name_segment(dir, zeroed_segment(dir)?, next_seq)?;
@@ -219,15 +219,15 @@ impl Journal {
             }),
             wake: Condvar::new(),
         });
-        let mut journal = Journal {
+        let mut wal = Wal {
             shared,
             background: None,
             flusher: None,
         };
-        // Should the second thread fail to start, dropping `journal` stops the first.
-        journal.background = Some(journal.spawn("hubd-journal", Shared::do_chores)?);
-        journal.flusher = Some(journal.spawn("hubd-flusher", Shared::flush_frames)?);
-        Ok(journal)
+        // Should the second thread fail to start, dropping `WAL` stops the first.
+        wal.background = Some(wal.spawn("hubd-wal", Shared::do_chores)?);
+        wal.flusher = Some(wal.spawn("hubd-flusher", Shared::flush_frames)?);
+        Ok(wal)
     }
 
     fn spawn(&self, name: &str, run: fn(&Shared)) -> Result<JoinHandle<()>, StoreError> {
@@ -235,10 +235,7 @@ impl Journal {
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || run(&shared))
-            .map_err(StoreError::io(
-                "start a journal thread for",
-                &self.shared.dir,
-            ))
+            .map_err(StoreError::io("start a WAL thread for", &self.shared.dir))
     }
 
     /// Writes `change`'s frame and asks the flusher to make it durable, or returns `None` if
@@ -254,19 +251,19 @@ impl Journal {
         Ok(Some(pending))
     }
 
-    /// Whether the journal has stopped taking writes, until hubd restarts and replays it.
+    /// Whether the WAL has stopped taking writes, until hubd restarts and replays it.
     pub(crate) fn is_stopped(&self) -> bool {
         self.shared.broken.get().is_some()
     }
 
-    /// [`Journal::begin`] and [`Pending::durable`] in one, for a write with nothing to do
+    /// [`Wal::begin`] and [`Pending::durable`] in one, for a write with nothing to do
     /// meanwhile: the `fdatasync` runs on the calling thread (see `flush`).
-    pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Journaled>, StoreError> {
-        let Some(Pending { end, journaled }) = self.write(change)? else {
+    pub(crate) fn record(&self, change: &Change<'_>) -> Result<Option<Logged>, StoreError> {
+        let Some(Pending { end, logged }) = self.write(change)? else {
             return Ok(None);
         };
         self.shared.flush_here(end)?;
-        Ok(Some(journaled))
+        Ok(Some(logged))
     }
 
     /// Writes `change`'s frame at the tail, unless it is larger than a segment.
@@ -279,7 +276,7 @@ impl Journal {
         let (seq, end) = self.shared.append(&payload)?;
         Ok(Some(Pending {
             end,
-            journaled: Journaled {
+            logged: Logged {
                 shared: Arc::clone(&self.shared),
                 seq,
                 applied: false,
@@ -288,7 +285,7 @@ impl Journal {
     }
 }
 
-impl Drop for Journal {
+impl Drop for Wal {
     fn drop(&mut self) {
         lock(&self.shared.chores).stop = true;
         self.shared.wake.notify_all();
@@ -306,7 +303,7 @@ impl Drop for Journal {
 impl Shared {
     fn check_not_broken(&self) -> Result<(), StoreError> {
         match self.broken.get() {
-            Some(why) => Err(StoreError::JournalBroken {
+            Some(why) => Err(StoreError::WalBroken {
                 dir: self.dir.clone(),
                 why: *why,
             }),
@@ -314,18 +311,18 @@ impl Shared {
         }
     }
 
-    /// Stops the journal for `why` (the first reason stays) and wakes every writer waiting for
+    /// Stops the WAL for `why` (the first reason stays) and wakes every writer waiting for
     /// the flusher, so that they report it.
-    fn stop(&self, why: JournalStop) {
+    fn stop(&self, why: WalStop) {
         let first = self.broken.set(why).is_ok();
         if first {
-            tracing::error!(dir = %self.dir.display(), %why, "the journal stopped; restart hubd to replay it");
+            tracing::error!(dir = %self.dir.display(), %why, "the WAL stopped; restart hubd to replay it");
         }
         self.wake_waiters();
     }
 
     /// Writes one frame at the tail, switching segments first if it does not fit; returns its
-    /// sequence number and the journal position of its end.
+    /// sequence number and the WAL position of its end.
     fn append(&self, payload: &[u8]) -> Result<(u64, u64), StoreError> {
         let mut tail = lock(&self.tail);
         let frame = frame(tail.next_seq, payload);
@@ -335,9 +332,9 @@ impl Shared {
         let at = tail.offset;
         if let Err(source) = tail.file.write_all_at(&frame, at) {
             // Bytes may have reached the file; a later frame must not follow them.
-            self.stop(JournalStop::Write);
+            self.stop(WalStop::Write);
             return Err(StoreError::Io {
-                op: "write a journal frame to",
+                op: "write a WAL frame to",
                 path: self.dir.clone(),
                 source,
             });
@@ -371,7 +368,7 @@ impl Shared {
         Ok(())
     }
 
-    /// Makes every frame written so far durable; returns the journal position they end at.
+    /// Makes every frame written so far durable; returns the WAL position they end at.
     fn sync_tail(&self) -> Result<u64, StoreError> {
         let (file, written, durable_at_switch) = {
             let tail = lock(&self.tail);
@@ -387,9 +384,9 @@ impl Shared {
     fn sync_data(&self, file: &File) -> Result<(), StoreError> {
         self.check_not_broken()?;
         file.sync_data().map_err(|source| {
-            self.stop(JournalStop::Sync);
+            self.stop(WalStop::Sync);
             StoreError::Io {
-                op: "fdatasync the journal in",
+                op: "fdatasync the WAL in",
                 path: self.dir.clone(),
                 source,
             }
@@ -427,7 +424,7 @@ impl Shared {
                     Ok(file) => lock(&self.chores).spare = Some(file),
                     // Meanwhile a switch makes its own spare, and reports what fails.
                     Err(error) => {
-                        tracing::warn!(%error, "could not prepare a journal segment");
+                        tracing::warn!(%error, "could not prepare a WAL segment");
                         failed = true;
                     }
                 }
@@ -435,20 +432,20 @@ impl Shared {
             if !full.is_empty()
                 && let Err(error) = self.checkpoint(&full)
             {
-                tracing::warn!(%error, "a journal checkpoint failed; it will be retried");
+                tracing::warn!(%error, "a WAL checkpoint failed; it will be retried");
                 lock(&self.chores).full.extend(full);
                 failed = true;
             }
         }
     }
 
-    /// Waits until every frame journaled so far has been applied, makes `hub.git` durable, and
-    /// deletes the `full` segments, whose frames are all older. A stopped journal keeps them:
+    /// Waits until every frame in the WAL so far has been applied, makes `hub.git` durable, and
+    /// deletes the `full` segments, whose frames are all older. A stopped WAL keeps them:
     /// some frame in them may not be applied, and only replay may retire it.
     fn checkpoint(&self, full: &[PathBuf]) -> Result<(), StoreError> {
-        let journaled = lock(&self.tail).next_seq;
+        let logged = lock(&self.tail).next_seq;
         let mut unapplied = lock(&self.unapplied);
-        while unapplied.first().is_some_and(|&seq| seq < journaled) {
+        while unapplied.first().is_some_and(|&seq| seq < logged) {
             unapplied = self
                 .settled
                 .wait(unapplied)
@@ -471,19 +468,19 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Recovered {
     /// Every whole frame, oldest first.
     pub(crate) changes: Vec<Recorded>,
-    /// The sequence number the journal continues with.
+    /// The sequence number the WAL continues with.
     pub(crate) next_seq: u64,
     /// The segments the changes came from: deleted only once `hub.git` is durable.
     replayed: Vec<PathBuf>,
-    /// Segments holding nothing to replay (empty, or after the end of the journal): deleted
+    /// Segments holding nothing to replay (empty, or after the end of the WAL): deleted
     /// before anything is written, so that no later frame can hide behind them.
     unused: Vec<PathBuf>,
-    /// The journal folder they are in.
+    /// The WAL folder they are in.
     dir: PathBuf,
 }
 
 impl Recovered {
-    /// For a hub that writes without a journal: makes `hub.git` durable (so nothing replayed
+    /// For a hub that writes without a WAL: makes `hub.git` durable (so nothing replayed
     /// is lost) and deletes every segment.
     pub(crate) fn retire(self) -> Result<(), StoreError> {
         if !self.replayed.is_empty() {
@@ -506,7 +503,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered, StoreError> {
             recovered.unused.push(path);
             continue;
         }
-        let bytes = fs::read(&path).map_err(StoreError::io("read the journal segment", &path))?;
+        let bytes = fs::read(&path).map_err(StoreError::io("read the WAL segment", &path))?;
         let mut replayed_any = false;
         for (seq, change) in (Frames {
             bytes: &bytes,
@@ -535,7 +532,7 @@ fn remove_segments<'a>(
 ) -> Result<(), StoreError> {
     let mut removed = false;
     for segment in segments {
-        fs::remove_file(segment).map_err(StoreError::io("remove a journal segment", segment))?;
+        fs::remove_file(segment).map_err(StoreError::io("remove a WAL segment", segment))?;
         removed = true;
     }
     if removed {
@@ -549,11 +546,11 @@ fn segments(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(StoreError::io("list the journal folder", dir)(error)),
+        Err(error) => return Err(StoreError::io("list the WAL folder", dir)(error)),
     };
     let mut found = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(StoreError::io("list the journal folder", dir))?;
+        let entry = entry.map_err(StoreError::io("list the WAL folder", dir))?;
         let name = entry.file_name();
         let seq = name
             .to_str()
@@ -581,16 +578,16 @@ fn zeroed_segment(dir: &Path) -> Result<File, StoreError> {
         Mode::from_raw_mode(0o600),
     )
     .map(File::from)
-    .map_err(|errno| StoreError::io("create a journal segment in", dir)(errno.into()))?;
+    .map_err(|errno| StoreError::io("create a WAL segment in", dir)(errno.into()))?;
     let zeros = vec![0u8; 1 << 16];
     let mut at = 0;
     while at < SEGMENT_BYTES {
         file.write_all_at(&zeros, at)
-            .map_err(StoreError::io("zero-fill a journal segment in", dir))?;
+            .map_err(StoreError::io("zero-fill a WAL segment in", dir))?;
         at += zeros.len() as u64;
     }
     file.sync_all()
-        .map_err(StoreError::io("fsync a new journal segment in", dir))?;
+        .map_err(StoreError::io("fsync a new wal segment in", dir))?;
     Ok(file)
 }
 
@@ -598,14 +595,14 @@ fn zeroed_segment(dir: &Path) -> Result<File, StoreError> {
 fn name_segment(dir: &Path, file: File, first_seq: u64) -> Result<File, StoreError> {
     let path = segment_path(dir, first_seq);
     super::spare::link_into_place(&file, &path)
-        .map_err(StoreError::io("name the journal segment", &path))?;
+        .map_err(StoreError::io("name the WAL segment", &path))?;
     sync_dir(dir)?;
     Ok(file)
 }
 
 /// Makes everything written to the filesystem holding `dir` durable.
 fn syncfs(dir: &Path) -> Result<(), StoreError> {
-    let folder = File::open(dir).map_err(StoreError::io("open the journal folder", dir))?;
+    let folder = File::open(dir).map_err(StoreError::io("open the WAL folder", dir))?;
     rustix::fs::syncfs(&folder)
         .map_err(|errno| StoreError::io("syncfs the filesystem of", dir)(errno.into()))
 }
@@ -646,7 +643,7 @@ mod tests {
             next_seq: 3,
             ..Recovered::default()
         };
-        let journal = Journal::start(dir.path(), fresh).unwrap();
+        let wal = Wal::start(dir.path(), fresh).unwrap();
         let big = Recorded::Publish {
             refname: "refs/l3m/a/x/_/log".into(),
             expected: Tip::Absent,
@@ -659,15 +656,14 @@ mod tests {
             },
         };
         for _ in 0..25 {
-            journal
-                .record(&big.as_change())
+            wal.record(&big.as_change())
                 .unwrap()
                 .expect("a frame that fits")
                 .applied();
         }
         // Ten frames fit in a segment, so 25 frames fill two and start a third; checkpoints
         // may have retired the full ones, never the third.
-        drop(journal);
+        drop(wal);
         let left = segments(dir.path()).unwrap();
         assert!((1..=3).contains(&left.len()), "{left:?}");
         let recovered = recover(dir.path()).unwrap();
@@ -684,10 +680,10 @@ mod tests {
                 }],
             },
         };
-        let journal = Journal::start(dir.path(), recovered).unwrap();
+        let wal = Wal::start(dir.path(), recovered).unwrap();
         assert!(
-            journal.record(&huge.as_change()).unwrap().is_none(),
-            "too big to journal"
+            wal.record(&huge.as_change()).unwrap().is_none(),
+            "too big to wal"
         );
         wait_for_one_segment(dir.path());
         let recovered = recover(dir.path()).unwrap();

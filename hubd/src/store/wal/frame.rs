@@ -1,4 +1,4 @@
-//! One journal frame: a [`Change`] encoded with its sequence number and a CRC. Pure.
+//! One WAL frame: a [`Change`] encoded with its sequence number and a CRC. Pure.
 //!
 //! A frame is `l3mj`, the payload's length (u32), the sequence number (u64), a CRC-32 of those
 //! two and the payload, then the payload: a kind byte and length-prefixed fields, little-endian.
@@ -13,7 +13,7 @@ const MAGIC: [u8; 4] = *b"l3mj";
 /// Magic, payload length, sequence number, CRC.
 pub(crate) const HEADER_BYTES: usize = 4 + 4 + 8 + 4;
 
-/// A ref move to journal.
+/// A ref move to WAL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Change<'a> {
     /// `refname` moves from `expected` to `new.commit`, `new.objects` being written first.
@@ -34,7 +34,7 @@ pub(crate) enum Change<'a> {
     },
 }
 
-/// A [`Change`] read back from the journal.
+/// A [`Change`] read back from the WAL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Recorded {
     /// See [`Change::Publish`].
@@ -294,7 +294,7 @@ pub(crate) mod tests {
         }
 
         #[test]
-        fn a_torn_or_flipped_frame_ends_the_journal_there(
+        fn a_torn_or_flipped_frame_ends_the_wal_there(
             changes in proptest::collection::vec(change(), 1..6),
             cut in any::<prop::sample::Index>(),
             flip in any::<u8>(),

@@ -1,4 +1,4 @@
-//! Making the journal's frames durable: by the flusher thread, or on the writer's own thread.
+//! Making the WAL's frames durable: by the flusher thread, or on the writer's own thread.
 //!
 //! Every writer ends in [`Shared::flush_here`]: it waits for the sync running, if any, and runs
 //! the next itself if that did not cover its frame. One `fdatasync` thus serves every frame
@@ -14,19 +14,19 @@
 //!
 //! The waits are plain condition variables: the flusher sleeps until a position past what is
 //! durable is wanted, and writers sleep until their frame's end is durable, the sync running
-//! has ended, or the journal stops.
+//! has ended, or the WAL stops.
 
 use std::sync::{Condvar, Mutex, PoisonError};
 
 use super::{Shared, StoreError, lock};
 
-/// What is durable and what is wanted, in journal positions (bytes over all segments).
+/// What is durable and what is wanted, in WAL positions (bytes over all segments).
 #[derive(Debug, Default)]
 pub(super) struct Flush {
     state: Mutex<Positions>,
     /// Wakes the flusher: a position past `durable` is wanted, or it should stop.
     wanted: Condvar,
-    /// Wakes the writers: `durable` moved, or the journal stopped.
+    /// Wakes the writers: `durable` moved, or the WAL stopped.
     flushed: Condvar,
 }
 
@@ -36,7 +36,7 @@ struct Positions {
     durable: u64,
     /// The furthest position a writer waits for.
     wanted: u64,
-    /// Set when the journal closes: the flusher ends. Nothing waits on it: every writer syncs
+    /// Set when the WAL closes: the flusher ends. Nothing waits on it: every writer syncs
     /// what the flusher has not ([`Shared::flush_here`]).
     stop: bool,
     /// Whether a sync is running (on the flusher or a writer's thread).
@@ -56,7 +56,7 @@ impl Shared {
         self.flush.wanted.notify_one();
     }
 
-    /// Returns once everything up to `end` is durable, or the journal has stopped: waits for
+    /// Returns once everything up to `end` is durable, or the WAL has stopped: waits for
     /// the sync running, if any, then syncs on this thread if that did not cover `end`. A
     /// writer that asked the flusher first usually finds its sync running or done; one that
     /// did not saves the hand-off to the flusher and back.
@@ -85,7 +85,7 @@ impl Shared {
     /// Runs the sync this thread claimed by setting `syncing`, records what it made durable
     /// and wakes the writers, and the flusher, which may have waited for it with more wanted.
     fn sync_claimed(&self) -> Result<(), StoreError> {
-        // A failure stops the journal (see `sync_data`), which wakes the writers too.
+        // A failure stops the WAL (see `sync_data`), which wakes the writers too.
         let synced = self.sync_tail();
         let mut at = lock(&self.flush.state);
         at.syncing = false;
@@ -98,13 +98,13 @@ impl Shared {
         synced.map(drop)
     }
 
-    /// Everything before this journal position is durable.
+    /// Everything before this WAL position is durable.
     #[cfg(test)]
     pub(super) fn durable_position(&self) -> u64 {
         lock(&self.flush.state).durable
     }
 
-    /// Wakes every writer waiting in [`Shared::flush_here`], to see that the journal stopped.
+    /// Wakes every writer waiting in [`Shared::flush_here`], to see that the WAL stopped.
     pub(super) fn wake_waiters(&self) {
         // Taking the lock orders this after any waiter's check of `broken`.
         let _at = lock(&self.flush.state);
@@ -145,16 +145,16 @@ mod tests {
     use std::sync::Arc;
 
     use super::super::frame::tests::id;
-    use super::super::{Change, Journal, JournalStop, Recovered, recover};
+    use super::super::{Change, Recovered, Wal, WalStop, recover};
     use crate::store::StoreError;
 
     #[test]
     fn concurrent_writers_are_each_made_durable_and_read_back_in_sequence() {
         let dir = tempfile::tempdir().unwrap();
-        let journal = Arc::new(Journal::start(dir.path(), Recovered::default()).unwrap());
+        let wal = Arc::new(Wal::start(dir.path(), Recovered::default()).unwrap());
         let writers: Vec<_> = (0..4u8)
             .map(|writer| {
-                let journal = Arc::clone(&journal);
+                let wal = Arc::clone(&wal);
                 std::thread::spawn(move || {
                     for _ in 0..25 {
                         let change = Change::Delete {
@@ -163,13 +163,13 @@ mod tests {
                         };
                         // Half the writers sync on their own thread, half through the flusher.
                         if writer % 2 == 0 {
-                            journal.record(&change).unwrap().unwrap().applied();
+                            wal.record(&change).unwrap().unwrap().applied();
                             continue;
                         }
-                        let pending = journal.begin(&change).unwrap().unwrap();
+                        let pending = wal.begin(&change).unwrap().unwrap();
                         let end = pending.end;
                         pending.durable().unwrap().applied();
-                        assert!(journal.shared.durable_position() >= end);
+                        assert!(wal.shared.durable_position() >= end);
                     }
                 })
             })
@@ -177,37 +177,34 @@ mod tests {
         for writer in writers {
             writer.join().unwrap();
         }
-        drop(Arc::into_inner(journal).expect("every writer is done"));
+        drop(Arc::into_inner(wal).expect("every writer is done"));
         let recovered = recover(dir.path()).unwrap();
         assert_eq!(recovered.changes.len(), 100);
         assert_eq!(recovered.next_seq, 100);
     }
 
     #[test]
-    fn a_stopped_journal_wakes_the_writers_waiting_on_it() {
+    fn a_stopped_wal_wakes_the_writers_waiting_on_it() {
         let dir = tempfile::tempdir().unwrap();
-        let journal = Arc::new(Journal::start(dir.path(), Recovered::default()).unwrap());
+        let wal = Arc::new(Wal::start(dir.path(), Recovered::default()).unwrap());
         // A sync that never ends, and a position no frame reaches: only the stop can end the
         // wait.
-        super::lock(&journal.shared.flush.state).syncing = true;
+        super::lock(&wal.shared.flush.state).syncing = true;
         let waiter = {
-            let journal = Arc::clone(&journal);
-            std::thread::spawn(move || journal.shared.flush_here(u64::MAX))
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || wal.shared.flush_here(u64::MAX))
         };
-        journal.shared.stop(JournalStop::Sync);
+        wal.shared.stop(WalStop::Sync);
         match waiter.join().unwrap() {
-            Err(StoreError::JournalBroken { why, .. }) => assert_eq!(why, JournalStop::Sync),
-            other => panic!("the waiter should learn the journal stopped, got {other:?}"),
+            Err(StoreError::WalBroken { why, .. }) => assert_eq!(why, WalStop::Sync),
+            other => panic!("the waiter should learn the WAL stopped, got {other:?}"),
         }
         let change = Change::Delete {
             refname: "refs/l3m/x",
             expected: id(1),
         };
         assert!(
-            matches!(
-                journal.begin(&change),
-                Err(StoreError::JournalBroken { .. })
-            ),
+            matches!(wal.begin(&change), Err(StoreError::WalBroken { .. })),
             "and no frame is written after"
         );
     }

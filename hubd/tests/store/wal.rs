@@ -1,9 +1,9 @@
-//! The write-ahead journal brings back what a crashed machine's disk lost.
+//! The write-ahead log brings back what a crashed machine's disk lost.
 //!
 //! A power cut can leave `hub.git` as it was some writes ago (renames not yet committed by the
-//! filesystem, objects not yet written back) while every acknowledged journal frame is on disk.
+//! filesystem, objects not yet written back) while every acknowledged WAL frame is on disk.
 //! These tests make exactly that state by hand — refs rolled back to a snapshot, later objects
-//! deleted or torn — and open the hub again. Appends are acknowledged once journaled and
+//! deleted or torn — and open the hub again. Appends are acknowledged once in the WAL and
 //! applied to `hub.git` just after; the last tests check that nothing reads past that gap.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::common::{assert_fsck_strict, git};
-use hubd::store::{Clock, Durability, Hub, HubOptions, JournalStop, StoreError, Tip};
+use hubd::store::{Clock, Durability, Hub, HubOptions, StoreError, Tip, WalStop};
 
 const LOG: &str = "refs/l3m/a/alice/_/log";
 const INBOX: &str = "refs/l3m/a/alice/_/inbox";
 
-fn journaled() -> HubOptions {
+fn logged() -> HubOptions {
     HubOptions {
         durability: Durability::Fsync,
         clock: Clock::Fixed(1_700_000_000),
@@ -108,7 +108,7 @@ impl Snapshot {
 }
 
 fn segments(git_dir: &Path) -> usize {
-    fs::read_dir(git_dir.join("hubd/journal")).unwrap().count()
+    fs::read_dir(git_dir.join("hubd/wal")).unwrap().count()
 }
 
 /// Waits (up to a minute: this is about a background thread, not speed) until the first
@@ -126,9 +126,9 @@ fn entries(hub: &Hub, chain: &str) -> Vec<String> {
 }
 
 #[test]
-fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
+fn acknowledged_writes_lost_by_the_disk_come_back_from_the_wal() {
     let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, journaled()).unwrap();
+    let hub = Hub::create(&root, logged()).unwrap();
     append_range(&hub, LOG, 0, 4);
     hub.settle();
     let before = Snapshot::take(&git_dir);
@@ -155,7 +155,7 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
         "the disk holds the log as the snapshot saw it"
     );
 
-    let hub = Hub::open(&root, journaled()).unwrap();
+    let hub = Hub::open(&root, logged()).unwrap();
     let expected: Vec<String> = (0..10).map(|i| entry(LOG, i)).collect();
     assert_eq!(entries(&hub, LOG), expected);
     assert_eq!(
@@ -178,22 +178,22 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_journal() {
     // The replayed hub keeps working, and a second open has nothing left to replay.
     append_range(&hub, LOG, 10, 12);
     drop(hub);
-    let hub = Hub::open(&root, journaled()).unwrap();
+    let hub = Hub::open(&root, logged()).unwrap();
     assert_eq!(hub.len(LOG).unwrap(), 12);
     assert_fsck_strict(&git_dir);
 }
 
 #[test]
-fn a_ref_torn_by_the_crash_is_walked_forward_from_the_journal() {
+fn a_ref_torn_by_the_crash_is_walked_forward_from_the_wal() {
     let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, journaled()).unwrap();
+    let hub = Hub::create(&root, logged()).unwrap();
     append_range(&hub, LOG, 0, 5);
     let last = hub.tip(LOG).unwrap();
     drop(hub);
 
     // The ref's name survived and its bytes did not, as on a disk that keeps no order.
     fs::write(git_dir.join(LOG), b"").unwrap();
-    let hub = Hub::open(&root, journaled()).unwrap();
+    let hub = Hub::open(&root, logged()).unwrap();
     assert_eq!(hub.tip(LOG).unwrap(), last);
     assert_eq!(
         entries(&hub, LOG),
@@ -205,7 +205,7 @@ fn a_ref_torn_by_the_crash_is_walked_forward_from_the_journal() {
 #[test]
 fn replay_leaves_a_ref_that_moved_elsewhere_alone() {
     let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, journaled()).unwrap();
+    let hub = Hub::create(&root, logged()).unwrap();
     append_range(&hub, LOG, 0, 3);
     append_range(&hub, INBOX, 0, 1);
     let Tip::At(elsewhere) = hub.tip(INBOX).unwrap() else {
@@ -216,16 +216,16 @@ fn replay_leaves_a_ref_that_moved_elsewhere_alone() {
     // Someone points the log at a commit of another chain behind hubd's back; every frame of
     // the log expected another value, so none of them applies.
     git(&git_dir, &["update-ref", LOG, &elsewhere.to_string()]);
-    let hub = Hub::open(&root, journaled()).unwrap();
+    let hub = Hub::open(&root, logged()).unwrap();
     assert_eq!(hub.tip(LOG).unwrap(), Tip::At(elsewhere));
     assert_eq!(entries(&hub, LOG), [entry(INBOX, 0)]);
     assert_fsck_strict(&git_dir);
 }
 
 #[test]
-fn a_barriers_hub_replays_a_journal_left_by_an_earlier_run() {
+fn a_barriers_hub_replays_a_wal_left_by_an_earlier_run() {
     let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, journaled()).unwrap();
+    let hub = Hub::create(&root, logged()).unwrap();
     let before = Snapshot::take(&git_dir);
     append_range(&hub, LOG, 0, 3);
     drop(hub);
@@ -233,7 +233,7 @@ fn a_barriers_hub_replays_a_journal_left_by_an_earlier_run() {
 
     let options = HubOptions {
         durability: Durability::Barriers,
-        ..journaled()
+        ..logged()
     };
     let hub = Hub::open(&root, options).unwrap();
     assert_eq!(
@@ -243,20 +243,40 @@ fn a_barriers_hub_replays_a_journal_left_by_an_earlier_run() {
     assert_eq!(
         segments(&git_dir),
         0,
-        "a hub without a journal keeps no segments"
+        "a hub without a wal keeps no segments"
     );
     assert_fsck_strict(&git_dir);
 }
 
-/// An append whose frame is journaled (and so acknowledged) but that cannot be applied to
-/// `hub.git` must stop the journal: a later write of the same ref would expect the old value,
+/// A WAL an older build left under `hubd/journal` (its name before the rename) is replayed.
+#[test]
+fn a_wal_under_the_old_folder_name_is_replayed() {
+    let (_dir, root, git_dir) = hub_folder();
+    let hub = Hub::create(&root, logged()).unwrap();
+    let before = Snapshot::take(&git_dir);
+    append_range(&hub, LOG, 0, 3);
+    drop(hub);
+    before.roll_back(&git_dir, usize::MAX);
+    std::fs::rename(git_dir.join("hubd/wal"), git_dir.join("hubd/journal")).unwrap();
+
+    let hub = Hub::open(&root, logged()).unwrap();
+    assert_eq!(
+        entries(&hub, LOG),
+        (0..3).map(|i| entry(LOG, i)).collect::<Vec<_>>()
+    );
+    assert!(!git_dir.join("hubd/journal").exists());
+    assert_fsck_strict(&git_dir);
+}
+
+/// An append whose frame is in the WAL (and so acknowledged) but that cannot be applied to
+/// `hub.git` must stop the WAL: a later write of the same ref would expect the old value,
 /// and replay, which walks frames in order, would then apply the failed write and drop the
 /// acknowledged one.
 #[test]
-fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
+fn a_logged_write_that_cannot_be_applied_stops_the_wal_until_replay() {
     // Learn the id of the commit that will fail, from a twin hub with the same clock.
     let (_twin_dir, twin_root, _) = hub_folder();
-    let twin = Hub::create(&twin_root, journaled()).unwrap();
+    let twin = Hub::create(&twin_root, logged()).unwrap();
     append_range(&twin, LOG, 0, 4);
     let Tip::At(doomed) = twin.tip(LOG).unwrap() else {
         panic!("the twin's log exists");
@@ -264,11 +284,11 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
     drop(twin);
 
     let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, journaled()).unwrap();
+    let hub = Hub::create(&root, logged()).unwrap();
     append_range(&hub, LOG, 0, 3);
     let before = hub.tip(LOG).unwrap();
     // The commit's fan-out folder becomes a file, so naming the commit fails after its frame
-    // has been journaled.
+    // has been in the WAL.
     let fan_out = git_dir.join("objects").join(&doomed.to_string()[..2]);
     let aside = fan_out.with_extension("aside");
     fs::rename(&fan_out, &aside).unwrap();
@@ -277,17 +297,17 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
     let acknowledged = hub
         .append(LOG, before, &[entry(LOG, 3)], "entry 3")
         .unwrap();
-    assert_eq!(acknowledged.commit, doomed, "durable once journaled");
+    assert_eq!(acknowledged.commit, doomed, "durable once logged");
     // The applier fails to name the commit into a file.
     hub.settle();
     let refused = hub.append(INBOX, Tip::Absent, &[entry(INBOX, 0)], "entry 0");
     match refused {
-        Err(StoreError::JournalBroken { why, .. }) => assert_eq!(why, JournalStop::Apply),
-        other => panic!("a stopped journal takes no write, got {other:?}"),
+        Err(StoreError::WalBroken { why, .. }) => assert_eq!(why, WalStop::Apply),
+        other => panic!("a stopped wal takes no write, got {other:?}"),
     }
     let next = hub.append(LOG, acknowledged.tip(), &[entry(LOG, 4)], "entry 4");
     assert!(
-        matches!(next, Err(StoreError::JournalBroken { .. })),
+        matches!(next, Err(StoreError::WalBroken { .. })),
         "nor the next append of the chain: {next:?}"
     );
     assert_eq!(
@@ -304,11 +324,11 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
 
     fs::remove_file(&fan_out).unwrap();
     fs::rename(&aside, &fan_out).unwrap();
-    let hub = Hub::open(&root, journaled()).unwrap();
+    let hub = Hub::open(&root, logged()).unwrap();
     assert_eq!(
         hub.tip(LOG).unwrap(),
         Tip::At(doomed),
-        "replay completes the journaled write"
+        "replay completes the logged write"
     );
     assert_eq!(
         entries(&hub, LOG),
@@ -329,7 +349,7 @@ fn a_journaled_write_that_cannot_be_applied_stops_the_journal_until_replay() {
 #[test]
 fn closing_the_hub_puts_every_acknowledged_append_into_hub_git() {
     let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, journaled()).unwrap();
+    let hub = Hub::create(&root, logged()).unwrap();
     append_range(&hub, LOG, 0, 20);
     append_range(&hub, INBOX, 0, 20);
     drop(hub);
@@ -345,7 +365,7 @@ fn closing_the_hub_puts_every_acknowledged_append_into_hub_git() {
 fn reads_through_the_hub_never_lag_an_acknowledged_append() {
     const APPENDS: usize = 50;
     let (_dir, root, _git_dir) = hub_folder();
-    let hub = Arc::new(Hub::create(&root, journaled()).unwrap());
+    let hub = Arc::new(Hub::create(&root, logged()).unwrap());
     let acknowledged = Arc::new(AtomicUsize::new(0));
     let reader = {
         let (hub, acknowledged) = (Arc::clone(&hub), Arc::clone(&acknowledged));
