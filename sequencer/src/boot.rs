@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::outlet::SessionOutlet;
 use crate::prompt::{self, Persona};
 use crate::toolbox::Toolbox;
+use crate::undo::HubUndo;
 use crate::writer::{Input, Models, Next, Session, run_loop};
 use crate::{AgentRun, Exit, SequencerError};
 
@@ -135,7 +136,15 @@ async fn boot_holding(
         client.clone(),
         tokio::runtime::Handle::current(),
     ));
-    let toolbox = Arc::new(Toolbox::build(tools(), &grant, agent, &acr, Some(outlet))?);
+    let undo = Arc::new(HubUndo::open(client.clone(), agent.clone()).await?);
+    let toolbox = Arc::new(Toolbox::build(
+        tools(),
+        &grant,
+        agent,
+        &acr,
+        Some(outlet),
+        undo,
+    )?);
     let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
     let text = prompt::assemble(
         agent,

@@ -28,7 +28,7 @@
 //! - [`Forecast`], [`forecast`], [`restore_after`], [`rewind_offline`], [`fork`].
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use l3m_core::aftermath::aftermath;
@@ -38,8 +38,9 @@ use l3m_core::grant::{Grant, SpawnRequest};
 use l3m_core::log::{Disposition, EffectNote, EventId, EventSource, Record, RecordBody};
 use l3m_core::names::AgentName;
 use l3m_core::owed::{self, Owed, Signal};
-use l3m_ring::journal::{EntryId, LocalJournal};
+use l3m_core::refs::paths;
 use l3m_ring::rewind::{self, Restore};
+use l3m_ring::undo::EntryId;
 use l3m_wire::client::HubClient;
 use l3m_wire::envelope::Message;
 use l3m_wire::hubd::authority::GrantView;
@@ -51,6 +52,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::toolbox::mint_tokens;
+use crate::undo::HubUndo;
 use crate::vouchers::Vouchers;
 use crate::writer::Input;
 use crate::{SequencerError, now_ms};
@@ -385,7 +387,7 @@ fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 
-/// Forecasts a rewind of `agent` to record `to`, changing nothing: what the undo journal would
+/// Forecasts a rewind of `agent` to record `to`, changing nothing: what the undo chain would
 /// restore (planned by the ring against the files and branches as they are now) and what the
 /// Log says no rewind takes back. Fails, naming the cause, when the restore would not hold.
 pub async fn forecast(
@@ -395,53 +397,42 @@ pub async fn forecast(
     grant: &GrantView,
     to: u64,
 ) -> Result<Forecast, SequencerError> {
-    rewind_to(client, hub_root, agent, grant, to, Apply::No).await
+    let (after, undo) = aftermath_of(client, agent, to).await?;
+    if undo.is_empty() {
+        return Ok(Forecast::new(to, Restore::default(), after));
+    }
+    let entries = crate::undo::entries(client, agent).await?;
+    let tokens = mint_tokens(grant, agent, &hub_root.join(paths::acr(agent)))?;
+    let restore = rewind::plan(&tokens, &entries, &undo)?;
+    Ok(Forecast::new(to, restore, after))
 }
 
-/// Restores the files and branches that tame tool results after record `to` changed, and says
-/// what it restored and what it could not undo.
+/// Restores the files and branches that tame tool results after record `to` changed, recording
+/// the branch moves back into `into` (the agent's one undo chain), and says what it restored
+/// and what it could not undo.
 pub async fn restore_after(
     client: &HubClient,
+    into: &Arc<HubUndo>,
     hub_root: &Path,
     agent: &AgentName,
     grant: &GrantView,
     to: u64,
 ) -> Result<String, SequencerError> {
-    let done = rewind_to(client, hub_root, agent, grant, to, Apply::Yes).await?;
-    Ok(done.narrate(true))
-}
-
-/// Whether [`rewind_to`] carries out its plan.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Apply {
-    No,
-    Yes,
-}
-
-/// The one path of [`forecast`] and [`restore_after`]: the aftermath of `to`, then the ring's
-/// plan over the undo journal — only planned, or planned and carried out.
-async fn rewind_to(
-    client: &HubClient,
-    hub_root: &Path,
-    agent: &AgentName,
-    grant: &GrantView,
-    to: u64,
-    apply: Apply,
-) -> Result<Forecast, SequencerError> {
     let (after, undo) = aftermath_of(client, agent, to).await?;
-    if undo.is_empty() {
-        return Ok(Forecast::new(to, Restore::default(), after));
-    }
-    let (acr, journal) = open_journal(hub_root, agent)?;
-    let entries = journal
-        .entries()
-        .map_err(|e| SequencerError::Tools(e.to_string()))?;
-    let tokens = mint_tokens(grant, agent, &acr)?;
-    let restore = match apply {
-        Apply::No => rewind::plan(&tokens, &entries, &undo)?,
-        Apply::Yes => rewind::restore(&tokens, &entries, &undo, &journal, now_ms())?,
+    let restore = if undo.is_empty() {
+        Restore::default()
+    } else {
+        let entries = crate::undo::entries(client, agent).await?;
+        let tokens = mint_tokens(grant, agent, &hub_root.join(paths::acr(agent)))?;
+        let into = Arc::clone(into);
+        // The ring's restore is blocking IO, and it records through the hub.
+        tokio::task::spawn_blocking(move || {
+            rewind::restore(&tokens, &entries, &undo, &*into, now_ms())
+        })
+        .await
+        .map_err(|e| SequencerError::Tools(format!("the restore stopped: {e}")))??
     };
-    Ok(Forecast::new(to, restore, after))
+    Ok(Forecast::new(to, restore, after).narrate(true))
 }
 
 /// The effects no entry covers after `to`, and the undo entries to restore.
@@ -464,17 +455,6 @@ async fn aftermath_of(
         })
         .collect::<Result<_, _>>()?;
     Ok((after.lasting, undo))
-}
-
-/// The agent's ACR and its undo journal.
-fn open_journal(
-    hub_root: &Path,
-    agent: &AgentName,
-) -> Result<(PathBuf, LocalJournal), SequencerError> {
-    let acr = hub_root.join(l3m_core::refs::paths::acr(agent));
-    let journal = LocalJournal::open(&acr, l3m_ring::ambient_authority())
-        .map_err(|e| SequencerError::Tools(e.to_string()))?;
-    Ok((acr, journal))
 }
 
 /// Rewinds an agent no sequencer is running: takes the lease, journals the rewind, restores
@@ -519,7 +499,8 @@ async fn rewind_holding(
         },
     )?;
     let (owed, tip) = append_bodies(client, agent, owed, read.tip, bodies).await?;
-    let note = restore_after(client, hub_root, agent, &grant, to).await?;
+    let into = Arc::new(HubUndo::open(client.clone(), agent.clone()).await?);
+    let note = restore_after(client, &into, hub_root, agent, &grant, to).await?;
     let id = EventId::new(format!("note-{}", owed.next_seq()))?;
     let bodies = vec![
         RecordBody::Event {

@@ -46,6 +46,7 @@ pub mod outlet;
 pub mod prompt;
 pub mod supervise;
 pub mod toolbox;
+pub mod undo;
 pub mod vouchers;
 
 mod boot;

@@ -14,7 +14,7 @@
 //! - [`Toolbox`]: table + effects + the recording journal.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use l3m_core::effects::{EffectClass, Footprint, Reversibility};
@@ -22,14 +22,15 @@ use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::EffectNote;
 use l3m_core::names::AgentName;
 use l3m_ring::effects::{Effects, HubOutlet, SystemClock};
-use l3m_ring::journal::{EntryId, JournalError, LocalJournal, Undo, UndoEntry, UndoJournal};
 use l3m_ring::tokens::{self, Tokens};
+use l3m_ring::undo::{EntryId, Undo, UndoEntry, UndoError, UndoStore};
 use l3m_tools::{Dispatch, Tool, ToolTable};
 
 use l3m_wire::hubd::authority::GrantView;
 
 use crate::SequencerError;
 use crate::model::ToolSpec;
+use crate::undo::HubUndo;
 
 /// Mints the session's tokens from its grant as hubd serves it. The one place a grant becomes
 /// tokens.
@@ -57,19 +58,19 @@ pub fn mint_tokens(
     .map_err(|e| SequencerError::Tools(format!("minting tokens: {e}")))
 }
 
-/// The undo journal as the file and git providers see it, noting each entry as it is recorded,
+/// The undo chain as the file and git providers see it, noting each entry as it is recorded,
 /// so a call's result can name its undo entries.
 struct Recording {
-    inner: LocalJournal,
+    inner: Arc<HubUndo>,
     noted: Mutex<Vec<EffectNote>>,
 }
 
-impl UndoJournal for Recording {
-    fn next_id(&self) -> Result<EntryId, JournalError> {
+impl UndoStore for Recording {
+    fn next_id(&self) -> Result<EntryId, UndoError> {
         self.inner.next_id()
     }
 
-    fn record(&self, entry: &UndoEntry) -> Result<(), JournalError> {
+    fn record(&self, entry: &UndoEntry) -> Result<(), UndoError> {
         self.inner.record(entry)?;
         if let Ok(mut noted) = self.noted.lock() {
             noted.push(EffectNote {
@@ -124,19 +125,16 @@ impl std::fmt::Debug for Toolbox {
     }
 }
 
-/// The undo journal's path in an ACR.
-pub fn journal_path(acr: &Path) -> PathBuf {
-    acr.join(".l3m").join(l3m_ring::journal::JOURNAL_FILE)
-}
-
 impl Toolbox {
-    /// Builds the table from `tools` and the grant's axes, and mints the effects.
+    /// Builds the table from `tools` and the grant's axes, and mints the effects; the tame
+    /// providers record into `undo`, the agent's one undo chain.
     pub fn build(
         tools: Vec<Box<dyn Tool>>,
         grant: &GrantView,
         agent: &AgentName,
         acr: &Path,
         outlet: Option<Arc<dyn HubOutlet>>,
+        undo: Arc<HubUndo>,
     ) -> Result<Toolbox, SequencerError> {
         let tokens = mint_tokens(grant, agent, acr)?;
         let declared: BTreeMap<String, Footprint> = tools
@@ -152,13 +150,11 @@ impl Toolbox {
             .offered()
             .filter_map(|o| Some((o.name.clone(), declared.get(&o.name)?.clone())))
             .collect();
-        let inner = LocalJournal::open(acr, l3m_ring::ambient_authority())
-            .map_err(|e| SequencerError::Tools(e.to_string()))?;
         let journal = Arc::new(Recording {
-            inner,
+            inner: undo,
             noted: Mutex::new(Vec::new()),
         });
-        let undo: Arc<dyn UndoJournal> = journal.clone();
+        let undo: Arc<dyn UndoStore> = journal.clone();
         let effects = Effects::new(tokens, undo, Arc::new(SystemClock), outlet.clone());
         Ok(Toolbox {
             table,
@@ -168,6 +164,11 @@ impl Toolbox {
             outlet,
             turn: Mutex::new(()),
         })
+    }
+
+    /// The agent's undo chain, which a rebuilt table and a rewind share.
+    pub fn undo(&self) -> Arc<HubUndo> {
+        Arc::clone(&self.journal.inner)
     }
 
     /// The hub outlet the mail and spawn tools use.

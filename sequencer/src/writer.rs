@@ -324,6 +324,7 @@ impl Session {
                 &self.agent,
                 &self.hub_root.join(l3m_core::refs::paths::acr(&self.agent)),
                 self.tools.outlet(),
+                self.tools.undo(),
             ) {
                 Ok(tools) => {
                     self.tools = Arc::new(tools);
@@ -574,14 +575,16 @@ impl Session {
                 self.grant.clone(),
             );
             let tx = self.tx.clone();
+            let undo = self.tools.undo();
             tokio::spawn(async move {
-                let note =
-                    match crate::control::restore_after(&client, &hub_root, &agent, &grant, to)
-                        .await
-                    {
-                        Ok(note) => note,
-                        Err(e) => format!("rewind to {to}: restoring failed: {e}"),
-                    };
+                let note = match crate::control::restore_after(
+                    &client, &undo, &hub_root, &agent, &grant, to,
+                )
+                .await
+                {
+                    Ok(note) => note,
+                    Err(e) => format!("rewind to {to}: restoring failed: {e}"),
+                };
                 let _closed = tx.send(Input::Note(note));
             });
         }

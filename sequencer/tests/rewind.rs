@@ -355,3 +355,56 @@ async fn a_bad_undo_id_in_the_log_stops_the_rewind_naming_it() {
     // Rewinding to the record itself has nothing after it to undo, and is not refused.
     assert_eq!(dry_run(&hub, 1).await.unwrap().edits, 0);
 }
+
+/// The undo chain lives on the hub, not in the ACR: after the ACR is deleted and rebuilt from
+/// the hub's branches, a rewind still restores the files and moves the branch back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_after_the_acr_was_deleted_and_rebuilt_restores_files_and_branch() {
+    let hub = TestHub::start_bound(GIT_GRANT).await;
+    hub.spawn_with("demo", 20, GIT_GRANT).await;
+    let start = workspace(&hub);
+    let script = format!(
+        "{WRITE_AND_COMMIT}{}",
+        r#"
+[[turn]]
+text = "edit"
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/todo.md", content = "two" }
+[[turn]]
+text = "done"
+"#
+    );
+    let log = run_script(&hub, &script).await;
+    let first_start = log
+        .iter()
+        .find(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+        .unwrap()
+        .seq;
+
+    // Delete the whole ACR, then rebuild it from the hub as spawn made it.
+    let acr = hub.acr("demo");
+    let hub_git = hub.root().join("hub.git");
+    let persona = git(&hub_git, &["rev-parse", "refs/l3m/a/demo/_/persona"]);
+    std::fs::remove_dir_all(&acr).unwrap();
+    git(&hub_git, &["worktree", "prune"]);
+    let at = |dir: &str| acr.join(dir).display().to_string();
+    git(
+        &hub_git,
+        &["worktree", "add", &at("workspace"), "l3m/demo/_/work"],
+    );
+    git(
+        &hub_git,
+        &["worktree", "add", "--detach", &at("agent"), persona.trim()],
+    );
+    std::fs::create_dir(acr.join(".l3m")).unwrap();
+    assert_eq!(read(&acr.join("workspace/todo.md")), Some(b"one".to_vec()));
+
+    rewind(&hub, first_start - 1).await.unwrap();
+    assert_eq!(
+        workspace(&hub),
+        start,
+        "file gone, branch back where the work began"
+    );
+    git(&hub_git, &["fsck", "--strict", "--no-dangling"]);
+}

@@ -369,16 +369,16 @@ fn files_boundary_file_type_refuses_a_device_node() {
 fn files_boundary_journal_refuses_a_forged_entry_that_climbs() {
     // A tampered journal line naming `../` cannot even be decoded into an entry to restore.
     let line = r#"{"v":1,"id":9,"path":"workspace/../../outside/secret","prior":{"kind":"absent"},"at_ms":0}"#;
-    let parsed = l3m_core::record_format::from_line::<l3m_ring::journal::UndoEntry>(line, 1);
+    let parsed = l3m_core::record_format::from_line::<l3m_ring::undo::UndoEntry>(line, 1);
     assert!(parsed.is_err());
     // And a decodable entry outside the write roots is refused by restore before any change.
     let hub = Hub::new();
     let world = hub.world();
-    let entry = l3m_ring::journal::UndoEntry {
-        id: l3m_ring::journal::EntryId(1),
-        undo: l3m_ring::journal::Undo::Path {
+    let entry = l3m_ring::undo::UndoEntry {
+        id: l3m_ring::undo::EntryId(1),
+        undo: l3m_ring::undo::Undo::Path {
             path: l3m_ring::path::RelPath::parse(".l3m/grants.toml").unwrap(),
-            prior: l3m_ring::journal::Prior::Absent,
+            prior: l3m_ring::undo::Prior::Absent,
         },
         at_ms: 0,
     };

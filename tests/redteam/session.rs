@@ -9,8 +9,8 @@ use l3m_core::grant::{Grant, RemoteName, SpawnRequest};
 use l3m_core::mail::Address;
 use l3m_core::names::AgentName;
 use l3m_ring::effects::{Clock, Effects, HubOutlet, OutletError};
-use l3m_ring::journal::LocalJournal;
 use l3m_ring::tokens::mint_from_grant;
+use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{ToolTable, builtin};
 
 use crate::git_hub::GitHub;
@@ -79,7 +79,7 @@ impl Session {
         )
         .unwrap();
         let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
-        let journal = LocalJournal::open(&hub.acr, l3m_ring::ambient_authority()).unwrap();
+        let journal = MemoryUndo::default();
         let outlet = Arc::new(Recorder::default());
         let effects = Effects::new(
             tokens,

@@ -116,6 +116,51 @@ pub fn may_read(duty: &Duty, agent: &AgentName, what: &str) -> Result<(), Servic
     }
 }
 
+/// Checks lines for an undo chain: at least one, each one line within the stored limit, and a
+/// versioned JSON object. Their shape is the sequencer's (`l3m_ring::undo::lines`), which reads
+/// them strictly; hubd only keeps the chain readable.
+pub fn undo_lines(lines: &[String]) -> Result<(), ServiceError> {
+    if lines.is_empty() {
+        return Err(ServiceError::Invalid(
+            "an undo append needs at least one line".into(),
+        ));
+    }
+    for (index, line) in lines.iter().enumerate() {
+        if line.contains(['\n', '\r']) {
+            return Err(ServiceError::Invalid(format!(
+                "undo line {index} contains a line break"
+            )));
+        }
+        if line.len() > record_format::MAX_STORED_LINE {
+            return Err(ServiceError::Invalid(format!(
+                "undo line {index} is {} bytes, over the limit of {} bytes for one line",
+                line.len(),
+                record_format::MAX_STORED_LINE
+            )));
+        }
+        record_format::from_line::<serde_json::Map<String, serde_json::Value>>(line, index + 1)
+            .map_err(|e| ServiceError::Invalid(format!("undo line {index}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Whether `duty` may read `agent`'s undo chain, which holds the contents its edits replaced:
+/// only its own sequencer, a host running it, or a human (not its ancestors' sequencers).
+pub fn may_read_undo(duty: &Duty, agent: &AgentName) -> Result<(), ServiceError> {
+    match duty {
+        Duty::Human { .. } => Ok(()),
+        Duty::Sequencer { agent: own } if own == agent => Ok(()),
+        Duty::Host { subtree } if subtree.as_ref().is_none_or(|root| agent.is_within(root)) => {
+            Ok(())
+        }
+        _ => Err(ServiceError::NotAllowed {
+            duty: duty.to_string(),
+            action: format!("read the undo chain of {agent}"),
+            reason: "an agent's undo chain is read only by its own sequencer, its host, or a human",
+        }),
+    }
+}
+
 /// Whether `issuer` (the session's entity) may regrant `agent`, whose parent is `parent`: only
 /// the issuer of its grant, which is its parent.
 pub fn may_regrant(

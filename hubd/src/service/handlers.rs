@@ -17,6 +17,7 @@ use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
+use l3m_wire::hubd::undo::{AppendUndo, ReadUndo, UndoAppended, UndoRange};
 
 use super::error::ServiceError;
 use super::state::State;
@@ -93,6 +94,29 @@ pub async fn append_log(state: Arc<State>, req: AppendLog) -> Result<LogAppended
 pub async fn read_log(state: Arc<State>, req: ReadLog) -> Result<LogRange, ServiceError> {
     blocking(&state, move |s| {
         s.read_log(&req.capability, &req.agent, req.from, req.to)
+    })
+    .await
+}
+
+/// `hubd.append-undo`.
+pub async fn append_undo(state: Arc<State>, req: AppendUndo) -> Result<UndoAppended, ServiceError> {
+    let (appended, moved) = blocking(&state, move |s| {
+        s.append_undo(
+            &req.capability,
+            &req.agent,
+            req.expected_tip.as_deref(),
+            &req.lines,
+        )
+    })
+    .await?;
+    state.announce(&[moved]);
+    Ok(appended)
+}
+
+/// `hubd.read-undo`.
+pub async fn read_undo(state: Arc<State>, req: ReadUndo) -> Result<UndoRange, ServiceError> {
+    blocking(&state, move |s| {
+        s.read_undo(&req.capability, &req.agent, req.from, req.to)
     })
     .await
 }

@@ -110,6 +110,8 @@ pub async fn start(
     binder.bind_open().await?;
     binder.bind(Op::AppendLog, handlers::append_log).await?;
     binder.bind(Op::ReadLog, handlers::read_log).await?;
+    binder.bind(Op::AppendUndo, handlers::append_undo).await?;
+    binder.bind(Op::ReadUndo, handlers::read_undo).await?;
     binder.bind(Op::ReadGrant, handlers::read_grant).await?;
     binder.bind(Op::Spawn, handlers::spawn).await?;
     binder.bind(Op::Retire, handlers::retire).await?;

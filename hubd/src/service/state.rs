@@ -29,6 +29,7 @@ mod log;
 mod mail;
 mod regrant;
 mod tree;
+mod undo;
 use crate::capability::Sessions;
 use crate::init::{InitError, load_credentials, load_ledger};
 use crate::now_ms;

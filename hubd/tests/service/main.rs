@@ -13,3 +13,4 @@ mod mail;
 mod nats_conf;
 mod persona;
 mod settings;
+mod undo;

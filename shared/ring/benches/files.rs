@@ -3,9 +3,9 @@
 //! Prints a table; run with `cargo bench -p l3m-ring --bench files`. Each figure is the median
 //! of several rounds, provider and reference interleaved so both see the same cache and disk:
 //! - read: 10k small files through `files::read` vs `Dir::read` of the same paths (target ≤ 1.15);
-//! - write (new): 1k new files through `files::write` with a durable `LocalJournal` vs
-//!   `Dir::create` + `write_all` + `sync_all` of the same files (target ≤ 2.0);
-//! - write (overwrite): the same over existing files, so the provider also reads and journals
+//! - write (new): 1k new files through `files::write` with entries kept in a `MemoryUndo` (their durable
+//!   home, the hub's undo chain, costs one hubd append: `cargo bench -p hubd`) vs `Dir::create` + `write_all` + `sync_all` of the same files (target ≤ 2.0);
+//! - write (overwrite): the same over existing files, so the provider also reads and records
 //!   each prior content.
 
 use std::error::Error;
@@ -14,8 +14,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cap_std::fs::Dir;
-use l3m_ring::journal::LocalJournal;
 use l3m_ring::tokens::{FilesToken, MintInput, mint};
+use l3m_ring::undo::MemoryUndo;
 use l3m_ring::{ambient_authority, files};
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
@@ -40,7 +40,7 @@ fn main() -> Result<()> {
         .files
         .ok_or("mint conferred no files token")?;
     let raw = Dir::open_ambient_dir(acr.path(), ambient_authority())?;
-    let journal = LocalJournal::open(acr.path(), ambient_authority())?;
+    let journal = MemoryUndo::default();
 
     println!(
         "{:<22} {:>12} {:>12} {:>8} {:>8}",
@@ -116,7 +116,7 @@ fn bench_read(root: &Path, token: &FilesToken, raw: &Dir) -> Result<(Duration, D
 fn bench_write(
     token: &FilesToken,
     raw: &Dir,
-    journal: &LocalJournal,
+    journal: &MemoryUndo,
     overwrite: bool,
 ) -> Result<(Duration, Duration)> {
     let root = token.acr_path().to_path_buf();

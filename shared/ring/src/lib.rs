@@ -7,7 +7,7 @@
 //! but never widened. Providers ([`files`], [`git`], [`net`], [`shell`]) are the one place a
 //! class meets the operating system; mail and spawn are checked here and carried to hubd by an
 //! outlet the sequencer plugs in ([`effects::HubOutlet`]). Tame edits are journaled before they
-//! happen ([`journal`]), which is what rewind restores from.
+//! happen ([`undo`]), which is what rewind restores from.
 //!
 //! **Must never**: be bypassed. Tool crates must not use `std::fs`, `std::process`, `std::net`,
 //! `std::env`, or cap-std's ambient authority (the sealing linter's `disallowed-methods`); this
@@ -23,8 +23,8 @@
 //! - [`files`]: the tame file provider (read, list, write, remove, mkdir, restore).
 //! - [`git`]: the git provider (status, diff, log, commit onto granted branches, push to granted
 //!   remotes) on worktrees under the write roots.
-//! - [`journal`]: undo entries (a path's prior state, a branch's move), the `UndoJournal` trait and
-//!   the durable `LocalJournal`.
+//! - [`undo`]: undo entries (a path's prior state, a branch's move), the `UndoStore` trait they
+//!   are recorded through, the hub chain's line format and `MemoryUndo`.
 //! - [`rewind`]: restoring files and branches from undo entries together, planned before anything changes.
 //! - [`effects`]: the effect-class traits tool bodies are written over, the `Effects` bundle
 //!   that grants a call exactly the classes its footprint names, and the `HubOutlet`.
@@ -36,7 +36,7 @@
 //! use std::collections::BTreeMap;
 //! use l3m_core::grant::{AcrPath, Grant};
 //! use l3m_core::names::AgentName;
-//! use l3m_ring::{ambient_authority, files, journal::LocalJournal, tokens};
+//! use l3m_ring::{ambient_authority, files, undo::MemoryUndo, tokens};
 //!
 //! let acr = tempfile::tempdir()?;
 //! std::fs::create_dir(acr.path().join("workspace"))?;
@@ -48,7 +48,7 @@
 //! let minted =
 //!     tokens::mint_from_grant(&grant, &alice, acr.path().into(), &BTreeMap::new(), ambient_authority())?;
 //! let token = minted.files.as_ref().unwrap();
-//! let journal = LocalJournal::open(acr.path(), ambient_authority())?;
+//! let journal = MemoryUndo::default();
 //!
 //! files::write(token, "workspace/notes.md", b"hello", &journal)?;
 //! assert_eq!(files::read(token, "workspace/notes.md")?, b"hello");
@@ -65,12 +65,12 @@
 pub mod effects;
 pub mod files;
 pub mod git;
-pub mod journal;
 pub mod net;
 pub mod path;
 pub mod rewind;
 pub mod shell;
 pub mod tokens;
+pub mod undo;
 
 /// cap-std's marker for an act that uses ambient authority (opening a path from the process's
 /// view of the filesystem). Minting and opening the journal take it, so the sealing linter can

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 
 use crate::files::{self, FilesError};
 use crate::git::{self, GitError, RefStep};
-use crate::journal::{EntryId, Undo, UndoEntry, UndoJournal};
 use crate::tokens::Tokens;
+use crate::undo::{EntryId, Undo, UndoEntry, UndoStore};
 
 /// What a restore puts back.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -68,7 +68,7 @@ pub fn restore(
     tokens: &Tokens,
     journal: &[UndoEntry],
     undo: &BTreeSet<EntryId>,
-    into: &dyn UndoJournal,
+    into: &dyn UndoStore,
     time_ms: u64,
 ) -> Result<Restore, RestoreError> {
     let entries = chosen(journal, undo);

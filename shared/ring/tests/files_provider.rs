@@ -5,7 +5,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 
 use l3m_ring::files::{self, FilesError, ListEntry, NodeKind};
-use l3m_ring::journal::{Prior, UndoJournal};
+use l3m_ring::undo::{Prior, UndoStore};
 use proptest::prelude::*;
 use support::{Hub, snapshot};
 
@@ -43,7 +43,7 @@ fn write_creates_and_replaces_keeping_the_mode() {
     assert_eq!(mode & 0o777, 0o600);
     let entries = hub.journal.entries().unwrap();
     let path = l3m_ring::path::RelPath::parse("workspace/new.txt").unwrap();
-    let undo = |prior| l3m_ring::journal::Undo::Path {
+    let undo = |prior| l3m_ring::undo::Undo::Path {
         path: path.clone(),
         prior,
     };
@@ -200,9 +200,9 @@ fn rewind_restores_the_tree_byte_identically() {
 fn restore_removes_a_temporary_file_an_interrupted_write_left() {
     let hub = Hub::new();
     let id = hub.journal.next_id().unwrap();
-    let entry = l3m_ring::journal::UndoEntry {
+    let entry = l3m_ring::undo::UndoEntry {
         id,
-        undo: l3m_ring::journal::Undo::Path {
+        undo: l3m_ring::undo::Undo::Path {
             path: l3m_ring::path::RelPath::parse("workspace/a").unwrap(),
             prior: Prior::Absent,
         },

@@ -11,8 +11,8 @@ use std::path::Path;
 use git_hub::{GitHub, WORK};
 use l3m_ring::files;
 use l3m_ring::git::{self, GitError};
-use l3m_ring::journal::{EntryId, UndoEntry};
 use l3m_ring::rewind::{self, Restore, RestoreError};
+use l3m_ring::undo::{EntryId, UndoEntry};
 use proptest::prelude::*;
 
 /// Everything a rewind must put back: the worktree's files, its index, its branch, its status.

@@ -23,7 +23,7 @@ use git_hub::{GitHub, WORK};
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
 use l3m_core::mail::Address;
 use l3m_ring::effects::{Clock, Effects, HubOutlet, OutletError};
-use l3m_ring::journal::LocalJournal;
+use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable, builtin};
 use serde_json::{Value, json};
 
@@ -89,7 +89,7 @@ fn session(hub: &GitHub, spawn: Option<SpawnLevel>, wild: bool) -> Session {
     }
     tokens.mail = hub_mail(hub);
     let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
-    let journal = LocalJournal::open(&hub.acr, l3m_ring::ambient_authority()).unwrap();
+    let journal = MemoryUndo::default();
     let outlet = Arc::new(Recorder::default());
     let fx = Effects::new(
         tokens,
@@ -251,7 +251,7 @@ fn fetch_url_fetches_from_a_granted_host_and_refuses_others() {
     let mut tokens = hub.tokens();
     tokens.net = Some(net_server::token(&[format!("127.0.0.1:{}", server.port)]));
     let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
-    let journal = LocalJournal::open(&hub.acr, l3m_ring::ambient_authority()).unwrap();
+    let journal = MemoryUndo::default();
     let s = Session {
         table,
         fx: Effects::new(tokens, Arc::new(journal), Arc::new(FixedClock), None),

@@ -37,6 +37,7 @@ use crate::hubd::settings::{ReadSettings, SettingsUpdated, SettingsView, UpdateS
 use crate::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
+use crate::hubd::undo::{AppendUndo, ReadUndo, UndoAppended, UndoRange};
 use crate::reply::{ErrorCode, RemoteError};
 use crate::subjects::{HubId, Subjects};
 
@@ -349,6 +350,73 @@ impl HubClient {
             read.records.extend(page.records);
         }
         Ok(read)
+    }
+
+    /// Appends `lines` (see `l3m_ring::undo::lines`) to `agent`'s undo chain if it is at
+    /// `expected_tip`: the sequencer's durable record of an edit, made before the edit.
+    pub async fn append_undo(
+        &self,
+        agent: &AgentName,
+        expected_tip: Option<&str>,
+        lines: Vec<String>,
+    ) -> Result<UndoAppended, ClientError> {
+        self.call(
+            Op::AppendUndo,
+            &AppendUndo {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                expected_tip: expected_tip.map(str::to_owned),
+                lines,
+            },
+        )
+        .await
+    }
+
+    /// Reads one page of `agent`'s undo chain from line `from` (up to `to`), with the chain's
+    /// length and the tip it belongs to.
+    pub async fn read_undo_page(
+        &self,
+        agent: &AgentName,
+        from: u64,
+        to: u64,
+    ) -> Result<UndoRange, ClientError> {
+        let request = ReadUndo {
+            capability: self.cap(),
+            agent: agent.to_string(),
+            from,
+            to,
+        };
+        self.call(Op::ReadUndo, &request).await
+    }
+
+    /// Reads `agent`'s whole undo chain, page by page, with the tip its length belongs to.
+    pub async fn read_undo(&self, agent: &AgentName) -> Result<UndoRange, ClientError> {
+        let page = |from: u64| {
+            self.read_undo_page(agent, from, from.saturating_add(record_format::PAGE_LINES))
+        };
+        'again: for _ in 0..3 {
+            let mut read = page(0).await?;
+            while (read.lines.len() as u64) < read.len {
+                let next = page(read.lines.len() as u64).await?;
+                if next.tip != read.tip {
+                    continue 'again;
+                }
+                if next.lines.is_empty() {
+                    return Err(ClientError::BadReply {
+                        op: Op::ReadUndo.as_str(),
+                        index: read.lines.len(),
+                        reason: format!("no lines, though the chain holds {}", read.len),
+                    });
+                }
+                read.lines.extend(next.lines);
+            }
+            return Ok(read);
+        }
+        Err(ClientError::BadReply {
+            op: Op::ReadUndo.as_str(),
+            index: 0,
+            reason: format!("{agent}'s undo chain moved during each of 3 reads; read it again"),
+        })
     }
 
     /// Reads `agent`'s grant and budget account.

@@ -76,19 +76,29 @@ impl State {
         self.require_known(&agent)?;
         gate::may_read(&duty, &agent, "Log")?;
         let refname = refs::agent_ref(&agent, AgentRef::Log);
-        // The tip is read on both sides of the range, so the length returned is the tip's. A
-        // Log that keeps moving under the read is retried a bounded number of times, so a
-        // write storm cannot hold a reader forever.
+        let (records, from, len, tip) = self.read_page(&refname, from, to)?;
+        Ok(LogRange {
+            records,
+            from,
+            len,
+            tip,
+        })
+    }
+
+    /// One page of a chain with the tip its length belongs to. The tip is read on both sides of
+    /// the range, so the length returned is the tip's. A chain that keeps moving under the read
+    /// is retried a bounded number of times, so a write storm cannot hold a reader forever.
+    pub(in crate::service) fn read_page(
+        &self,
+        refname: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<String>, u64, u64, Option<String>), ServiceError> {
         for _ in 0..READ_ATTEMPTS {
-            let before = self.hub.tip(&refname)?;
-            let (records, from, len) = self.read_chain(&refname, from, to)?;
-            if self.hub.tip(&refname)? == before {
-                return Ok(LogRange {
-                    records,
-                    from,
-                    len,
-                    tip: gate::tip_hex(before),
-                });
+            let before = self.hub.tip(refname)?;
+            let (lines, from, len) = self.read_chain(refname, from, to)?;
+            if self.hub.tip(refname)? == before {
+                return Ok((lines, from, len, gate::tip_hex(before)));
             }
         }
         Err(ServiceError::Internal(format!(

@@ -35,10 +35,10 @@ use l3m_core::mail::Address;
 
 use crate::files::{FilesError, Listing};
 use crate::git::{CommitInfo, Committed, FileDiff, GitError, Pushed, Status};
-use crate::journal::UndoJournal;
 use crate::net::{FetchRequest, FetchResponse, NetError};
 use crate::shell::{ShellError, ShellOutcome, ShellRequest};
 use crate::tokens::Tokens;
+use crate::undo::UndoStore;
 
 pub use hub::{HubOutlet, MailError, OutletError, SpawnError};
 use hub::{MailProvider, SpawnProvider};
@@ -189,7 +189,7 @@ impl Effects {
     /// calls fail with [`OutletError::Absent`] after their token checks.
     pub fn new(
         tokens: Tokens,
-        journal: Arc<dyn UndoJournal>,
+        journal: Arc<dyn UndoStore>,
         clock: Arc<dyn Clock>,
         outlet: Option<Arc<dyn HubOutlet>>,
     ) -> Self {
@@ -362,8 +362,8 @@ getters! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::LocalJournal;
     use crate::tokens::{MintInput, mint};
+    use crate::undo::MemoryUndo;
     use cap_std::ambient_authority;
 
     struct FixedClock(u64);
@@ -383,7 +383,7 @@ mod tests {
             ..MintInput::default()
         };
         let tokens = mint(&input, ambient_authority()).unwrap();
-        let journal = LocalJournal::open(dir.path(), ambient_authority()).unwrap();
+        let journal = MemoryUndo::default();
         let fx = Effects::new(tokens, Arc::new(journal), Arc::new(FixedClock(7)), None);
         (dir, fx)
     }
@@ -515,7 +515,7 @@ mod tests {
             ambient_authority(),
         )
         .unwrap();
-        let journal = LocalJournal::open(dir.path(), ambient_authority()).unwrap();
+        let journal = MemoryUndo::default();
         let outlet = outlet.map(|o| o as Arc<dyn HubOutlet>);
         let fx = Effects::new(tokens, Arc::new(journal), Arc::new(FixedClock(7)), outlet);
         (dir, fx)

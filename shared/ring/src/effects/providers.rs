@@ -6,17 +6,17 @@ use std::sync::Arc;
 use super::{FsRead, FsWrite, GitPush, GitRead, GitWrite, Net, Shell};
 use crate::files::{self, FilesError, Listing};
 use crate::git::{self, CommitInfo, Committed, FileDiff, GitError, Pushed, Status};
-use crate::journal::UndoJournal;
 use crate::net::{self, FetchRequest, FetchResponse, NetError};
 use crate::shell::{self, ShellError, ShellOutcome, ShellRequest};
 use crate::tokens::{FilesToken, GitToken, NetToken, WildToken};
+use crate::undo::UndoStore;
 
 /// The file provider bound to its token and journal.
 pub(super) struct FileProvider {
     /// The session's files token (shared with the shell, which binds its roots).
     pub(super) token: Arc<FilesToken>,
     /// Where every edit is journaled first.
-    pub(super) journal: Arc<dyn UndoJournal>,
+    pub(super) journal: Arc<dyn UndoStore>,
 }
 
 impl FsRead for FileProvider {
@@ -48,7 +48,7 @@ pub(super) struct GitProvider {
     /// The session's git token.
     pub(super) token: GitToken,
     /// Where every commit journals its branch move first.
-    pub(super) journal: Arc<dyn UndoJournal>,
+    pub(super) journal: Arc<dyn UndoStore>,
 }
 
 impl GitRead for GitProvider {

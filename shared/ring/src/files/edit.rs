@@ -12,9 +12,9 @@ use cap_std::fs::{Dir, OpenOptions, Permissions, PermissionsExt};
 
 use super::open::Overwrite;
 use super::{FilesError, NodeKind, open, scope};
-use crate::journal::{EntryId, Prior, Undo, UndoEntry, UndoJournal};
 use crate::path::RelPath;
 use crate::tokens::FilesToken;
+use crate::undo::{EntryId, Prior, Undo, UndoEntry, UndoStore};
 
 /// Permission bits the provider records and writes; setuid, setgid and sticky never.
 const MODE_MASK: u32 = 0o777;
@@ -25,7 +25,7 @@ pub fn write(
     token: &FilesToken,
     path: &str,
     bytes: &[u8],
-    journal: &dyn UndoJournal,
+    journal: &dyn UndoStore,
 ) -> Result<(), FilesError> {
     let path = scope::writable(token, path)?;
     let target = Target::open(token, &path)?;
@@ -44,7 +44,7 @@ pub fn write(
 }
 
 /// Removes a file, or an empty directory, under a write root. Journaled first.
-pub fn remove(token: &FilesToken, path: &str, journal: &dyn UndoJournal) -> Result<(), FilesError> {
+pub fn remove(token: &FilesToken, path: &str, journal: &dyn UndoStore) -> Result<(), FilesError> {
     let path = scope::writable(token, path)?;
     let target = Target::open(token, &path)?;
     let prior = target.capture()?;
@@ -66,7 +66,7 @@ pub fn remove(token: &FilesToken, path: &str, journal: &dyn UndoJournal) -> Resu
 }
 
 /// Creates one directory under a write root (its parent must exist). Journaled first.
-pub fn mkdir(token: &FilesToken, path: &str, journal: &dyn UndoJournal) -> Result<(), FilesError> {
+pub fn mkdir(token: &FilesToken, path: &str, journal: &dyn UndoStore) -> Result<(), FilesError> {
     let path = scope::writable(token, path)?;
     let target = Target::open(token, &path)?;
     if let Some(kind) = target.kind()? {
@@ -151,7 +151,7 @@ fn refusal(path: &RelPath, kind: NodeKind) -> FilesError {
 
 /// Records the prior state of `path`, durably, and returns the entry's id.
 fn journal_before(
-    journal: &dyn UndoJournal,
+    journal: &dyn UndoStore,
     path: &RelPath,
     prior: Prior,
 ) -> Result<EntryId, FilesError> {

@@ -1,7 +1,7 @@
 //! Why the file provider refused or failed a call; each refusal names the boundary that stopped it.
 
-use crate::journal::JournalError;
 use crate::path::PathError;
+use crate::undo::UndoError;
 
 use super::NodeKind;
 
@@ -86,7 +86,7 @@ pub enum FilesError {
         /// The path asked for.
         path: String,
         /// The journal's error.
-        source: JournalError,
+        source: UndoError,
     },
     /// The OS refused an operation the checks allowed.
     #[error("`{path}`: {op} failed: {source}")]

@@ -10,7 +10,7 @@
 //!   a call cannot redirect it;
 //! - **file type**: fifos, sockets and devices, checked on the open handle before any byte moves.
 //!
-//! Edits ([`write()`], [`remove`], [`mkdir`]) record an [`UndoEntry`](crate::journal::UndoEntry)
+//! Edits ([`write()`], [`remove`], [`mkdir`]) record an [`UndoEntry`](crate::undo::UndoEntry)
 //! with the path's prior state *before* changing it; [`restore`] puts entries back, newest
 //! first. A new file is written beside its name and renamed into place, so it appears whole; an
 //! existing regular file is truncated and rewritten in place, after its type and link count are

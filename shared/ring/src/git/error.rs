@@ -142,7 +142,7 @@ pub enum GitError {
         /// The branch.
         branch: String,
         /// Why the journal refused.
-        source: crate::journal::JournalError,
+        source: crate::undo::UndoError,
     },
     /// A journaled branch move names a commit that is not a hex object id.
     #[error("the undo journal's move of `{branch}` names `{id}`, which is not a commit id")]

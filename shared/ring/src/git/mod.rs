@@ -39,8 +39,8 @@ use gix::objs::tree::EntryKind;
 use gix::refs::Target;
 use gix::refs::transaction::{LogChange, PreviousValue, RefEdit, RefLog};
 
-use crate::journal::{RefMove, Undo, UndoEntry, UndoJournal};
 use crate::tokens::GitToken;
+use crate::undo::{RefMove, Undo, UndoEntry, UndoStore};
 pub use error::GitError;
 use error::gix;
 pub use push::{PUSH_TIMEOUT, Pushed, push};
@@ -188,7 +188,7 @@ pub fn commit(
     worktree: &str,
     message: &str,
     time_ms: u64,
-    journal: &dyn UndoJournal,
+    journal: &dyn UndoStore,
 ) -> Result<Committed, GitError> {
     let wt = open::open(token, worktree)?;
     let (branch, head) = head_of(&wt.repo)?;
@@ -262,7 +262,7 @@ pub fn commit(
 
 /// Journals, durably, that `branch` of `wt` is about to move from `old` to `new`.
 fn journal_move(
-    journal: &dyn UndoJournal,
+    journal: &dyn UndoStore,
     wt: &open::Worktree,
     branch: &str,
     old: Option<ObjectId>,

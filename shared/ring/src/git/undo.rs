@@ -16,9 +16,9 @@ use gix::ObjectId;
 
 use super::error::{GitError, gix};
 use super::{head_of, move_branch, open, signature, tip};
-use crate::journal::{RefMove, Undo, UndoEntry, UndoJournal};
 use crate::path::RelPath;
 use crate::tokens::GitToken;
+use crate::undo::{RefMove, Undo, UndoEntry, UndoStore};
 
 /// One branch move rewind makes: `branch` of the worktree's repository, from `from` to `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,7 @@ pub fn plan_restore(
 pub fn restore(
     token: &GitToken,
     steps: &[RefStep],
-    into: &dyn UndoJournal,
+    into: &dyn UndoStore,
     time_ms: u64,
 ) -> Result<(), GitError> {
     let signature = signature(token, time_ms);

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use l3m_core::names::AgentName;
-use l3m_ring::journal::LocalJournal;
 use l3m_ring::tokens::{GitInput, GitToken, MintInput, PushInput, Tokens, mint};
+use l3m_ring::undo::MemoryUndo;
 
 /// The fixture script, included by path so test crates elsewhere can `#[path]` this module.
 const MAKE_WORKTREE: &str = include_str!("../fixtures/make_worktree.sh");
@@ -25,7 +25,7 @@ pub struct GitHub {
     pub remote_url: String,
     pub other_url: String,
     /// alice's undo journal, in her ACR's `.l3m/`.
-    pub journal: LocalJournal,
+    pub journal: MemoryUndo,
 }
 
 impl GitHub {
@@ -38,7 +38,7 @@ impl GitHub {
             .unwrap();
         assert!(status.success(), "make_worktree.sh failed");
         let path = root.path().to_path_buf();
-        let journal = LocalJournal::open(&path.join("acr"), l3m_ring::ambient_authority()).unwrap();
+        let journal = MemoryUndo::default();
         Self {
             journal,
             acr: path.join("acr"),

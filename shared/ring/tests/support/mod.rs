@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use l3m_ring::journal::LocalJournal;
 use l3m_ring::tokens::{FilesToken, MintInput, mint};
-use l3m_ring::{ambient_authority, journal::UndoJournal};
+use l3m_ring::undo::MemoryUndo;
+use l3m_ring::{ambient_authority, undo::UndoStore};
 
 /// `HUB/forest/alice/main/self` (ours), `HUB/forest/alice/other/self` (a sibling), and an
 /// `outside/` directory beside the hub holding a secret.
@@ -20,7 +20,7 @@ pub struct Hub {
     pub sibling: PathBuf,
     pub outside: PathBuf,
     pub token: FilesToken,
-    pub journal: LocalJournal,
+    pub journal: MemoryUndo,
 }
 
 pub const SECRET: &[u8] = b"outside secret\n";
@@ -53,7 +53,7 @@ impl Hub {
             ..MintInput::default()
         };
         let token = mint(&input, ambient_authority()).unwrap().files.unwrap();
-        let journal = LocalJournal::open(&acr, ambient_authority()).unwrap();
+        let journal = MemoryUndo::default();
         Self {
             _root: root,
             acr,
@@ -86,7 +86,7 @@ impl Hub {
         self.journal.entries().unwrap().len()
     }
 
-    pub fn journal(&self) -> &dyn UndoJournal {
+    pub fn journal(&self) -> &dyn UndoStore {
         &self.journal
     }
 }

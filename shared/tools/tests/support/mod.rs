@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use l3m_ring::ambient_authority;
 use l3m_ring::effects::{Clock, Effects};
-use l3m_ring::journal::{LocalJournal, UndoEntry};
 use l3m_ring::tokens::{FilesToken, MintInput, Tokens, mint};
+use l3m_ring::undo::{MemoryUndo, UndoEntry};
 use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable};
 use serde_json::Value;
 
@@ -35,7 +35,7 @@ impl Clock for FixedClock {
 pub struct Acr {
     _root: tempfile::TempDir,
     pub path: PathBuf,
-    pub journal: Arc<LocalJournal>,
+    pub journal: Arc<MemoryUndo>,
 }
 
 impl Acr {
@@ -54,7 +54,7 @@ impl Acr {
         ] {
             std::fs::write(path.join(file), text).unwrap();
         }
-        let journal = Arc::new(LocalJournal::open(&path, ambient_authority()).unwrap());
+        let journal = Arc::new(MemoryUndo::default());
         Self {
             _root: root,
             path,

@@ -12,6 +12,7 @@
 //! - [`session`]: opening a session with a credential's signature; the capability.
 //! - [`credential`]: issuing, listing and revoking credentials (humans only).
 //! - [`log`]: appending to and reading an agent's Log.
+//! - [`undo`]: appending to and reading an agent's undo chain (what its tame edits replaced).
 //! - [`authority`]: reading an agent's grant and budget; regranting it.
 //! - [`tree`]: spawning, retiring, collecting and listing agents.
 //! - [`mail`]: sending letters, reading an inbox, marking a letter read, staging airmail.
@@ -31,6 +32,7 @@ pub mod persona;
 pub mod session;
 pub mod settings;
 pub mod tree;
+pub mod undo;
 
 use crate::subjects::{Operation, Service, Subjects};
 
@@ -62,6 +64,8 @@ in_session!(
     lease::ReleaseLease,
     log::AppendLog,
     log::ReadLog,
+    undo::AppendUndo,
+    undo::ReadUndo,
     mail::SendLetter,
     mail::ReadInbox,
     mail::MarkRead,
@@ -128,11 +132,15 @@ pub enum Op {
     ListCredentials,
     /// [`session::Vouch`].
     Vouch,
+    /// [`undo::AppendUndo`].
+    AppendUndo,
+    /// [`undo::ReadUndo`].
+    ReadUndo,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 24] = [
+    pub const ALL: [Op; 26] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -157,6 +165,8 @@ impl Op {
         Op::RevokeCredential,
         Op::ListCredentials,
         Op::Vouch,
+        Op::AppendUndo,
+        Op::ReadUndo,
     ];
 
     /// The operation's subject token.
@@ -186,6 +196,8 @@ impl Op {
             Op::RevokeCredential => "revoke-credential",
             Op::ListCredentials => "list-credentials",
             Op::Vouch => "vouch",
+            Op::AppendUndo => "append-undo",
+            Op::ReadUndo => "read-undo",
         }
     }
 

@@ -1,29 +1,26 @@
-//! The undo journal: what a path held, or where a branch stood, before each tame edit, recorded
+//! Undo entries: what a path held, or where a branch stood, before each tame edit, recorded
 //! before the edit happens.
 //!
 //! Every tame write, remove and mkdir first appends an [`UndoEntry`] — the path and its
-//! [`Prior`] state — to an [`UndoJournal`], and every commit one with the branch's move
+//! [`Prior`] state — to an [`UndoStore`], and every commit one with the branch's move
 //! ([`RefMove`]); only once `record` returns (durably) does the edit touch the disk or the ref.
-//! Rewind is then [`crate::rewind::restore`] over a suffix of the entries, newest first. [`LocalJournal`] is the real journal: an append-only file in the harness's
-//! `.l3m/`, length-prefixed and checksummed, fsynced per record, whose torn tail after a crash is
-//! detected and cut, never misread.
+//! Rewind is then [`crate::rewind::restore`] over a suffix of the entries, newest first.
 //!
-//! Entries serialise as JSON lines through `l3m_core::record_format` (bytes in base64), so the
-//! sequencer can mirror them to the hub's undo ref unchanged.
+//! The real store is the agent's undo chain on the hub (`refs/l3m/a/<agent>/_/undo`, written by
+//! the sequencer through hubd), so deleting an ACR loses nothing the harness wrote; [`lines`]
+//! is its pure format. [`MemoryUndo`] keeps entries for a process that need not outlive it.
 
-mod codec;
-mod local;
-
-use std::path::PathBuf;
+pub mod lines;
+mod memory;
 
 use l3m_core::record_format::LineError;
 use serde::{Deserialize, Serialize};
 
 use crate::path::RelPath;
 
-pub use local::{JOURNAL_FILE, LocalJournal};
+pub use memory::MemoryUndo;
 
-/// Identifies one entry within its journal; assigned by the journal, increasing.
+/// Identifies one entry within its agent's undo chain; assigned by the store, increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct EntryId(pub u64);
@@ -34,10 +31,10 @@ impl std::fmt::Display for EntryId {
     }
 }
 
-/// One journaled edit: what it changed and how to put it back.
+/// One recorded edit: what it changed and how to put it back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UndoEntry {
-    /// The entry's id in its journal.
+    /// The entry's id in its chain.
     pub id: EntryId,
     /// What was edited and its state before.
     #[serde(flatten)]
@@ -110,61 +107,42 @@ pub enum Prior {
 
 /// Where undo entries go before the edits they describe. `record` must be durable on return:
 /// the edit happens right after, and a crash in between must leave the entry behind.
-pub trait UndoJournal: Send + Sync {
+pub trait UndoStore: Send + Sync {
     /// Reserves the id for the next entry.
-    fn next_id(&self) -> Result<EntryId, JournalError>;
+    fn next_id(&self) -> Result<EntryId, UndoError>;
     /// Appends `entry`, durably, before the edit it describes.
-    fn record(&self, entry: &UndoEntry) -> Result<(), JournalError>;
+    fn record(&self, entry: &UndoEntry) -> Result<(), UndoError>;
 }
 
-/// Why the journal could not be written or read.
+/// Why undo entries could not be written or read.
 #[derive(Debug, thiserror::Error)]
-pub enum JournalError {
-    /// The OS refused an operation on the journal file.
-    #[error("undo journal `{}`: {op} failed: {source}", path.display())]
-    Io {
-        /// The journal file (or its directory).
-        path: PathBuf,
-        /// What was being done.
-        op: &'static str,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A record before the end fails its checksum: the journal was damaged, not torn by a crash.
-    #[error(
-        "undo journal damaged at byte {offset}: {reason}; this is not a torn tail, so nothing after it is trusted (restore the journal from the hub's undo ref)"
-    )]
-    Corrupt {
-        /// Byte offset of the damaged record.
-        offset: u64,
-        /// What check failed.
-        reason: &'static str,
-    },
-    /// A record's checksum holds but its payload is not an entry this build reads.
-    #[error("undo journal record at byte {offset}: {source}")]
+pub enum UndoError {
+    /// The store did not take the entry (the hub refused or could not be reached).
+    #[error("the undo chain could not take the entry: {0}")]
+    Store(String),
+    /// A stored line is not an entry, or a piece of one, that this build reads.
+    #[error("undo chain line {line}: {source}")]
     Decode {
-        /// Byte offset of the record.
-        offset: u64,
+        /// The line's number in the chain (0 is the first).
+        line: u64,
         /// What the parser said.
         source: LineError,
+    },
+    /// Pieces of an entry disagree (a piece for another entry before the last piece of the
+    /// one begun): the chain was written by something other than the sequencer, or damaged.
+    #[error("undo chain line {line}: {reason}")]
+    Corrupt {
+        /// The line's number in the chain.
+        line: u64,
+        /// What did not fit.
+        reason: &'static str,
     },
     /// An entry could not be rendered as a JSON line.
     #[error("undo entry could not be encoded: {0}")]
     Encode(LineError),
-    /// A record would exceed the largest the journal frames.
-    #[error("undo record of {len} bytes exceeds the journal's limit of {max} bytes")]
-    TooLarge {
-        /// The record's payload length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// A previous append panicked while holding the journal; its state is unknown.
-    #[error("undo journal `{}` was left mid-append by a panic; reopen it", path.display())]
-    Poisoned {
-        /// The journal file.
-        path: PathBuf,
-    },
+    /// A previous append panicked while holding the store; its state is unknown.
+    #[error("the undo store was left mid-append by a panic; reopen it")]
+    Poisoned,
 }
 
 /// Serde for byte strings as standard base64, so entries stay one readable JSON line.
