@@ -129,7 +129,12 @@ pub async fn start_sequencers(
     )
     .await?;
     let supervisor = sequencer::Supervisor {
-        client,
+        host: sequencer::HostControl {
+            client,
+            credential,
+            hub_root: root.to_path_buf(),
+            subtree: None,
+        },
         launcher: Arc::new(launcher),
     };
     let stop = shutdown.clone();

@@ -69,6 +69,30 @@ fn up_runs_a_spawned_agent_through_the_sequencer_processes() {
     spawn_and_wait_for_the_turn(&home);
     let stats = home.l3m(&["stats", "worker"]).output().unwrap();
     assert!(String::from_utf8_lossy(&stats.stdout).contains("now"));
+
+    // Asleep now (idle exit), the worker is rewound by its host, the supervisor process, on
+    // the human's voucher: a dry run first, which changes nothing, then the rewind.
+    let begun = Instant::now();
+    while home.json(&["ls"])["agents"][0]["life"] != "asleep" {
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "the worker never fell asleep"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = || {
+        let out = home.l3m(&["log", "worker", "--json"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = log();
+    let forecast = home.json(&["rewind", "worker", "--to", "1", "--dry-run"]);
+    assert_eq!(forecast["edits"], 0, "{forecast}");
+    assert_eq!(forecast["branches"], serde_json::json!([]), "{forecast}");
+    assert_eq!(log(), before, "the dry run journaled nothing");
+    let rewound = home.json(&["rewind", "worker", "--to", "1"]);
+    assert_eq!(rewound["online"], false, "{rewound}");
+    let after = log();
+    assert!(after.contains("asked by human:alice"), "{after}");
     home.l3m(&["down"]).assert().success();
 }
 

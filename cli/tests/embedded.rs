@@ -45,6 +45,7 @@ async fn hubd_serves_in_process_over_the_local_bus() {
             loan: Default::default(),
             driven: false,
             persona: None,
+            fork: None,
         })
         .await
         .unwrap();

@@ -185,6 +185,7 @@ impl Service {
                     loan: Default::default(),
                     driven: false,
                     persona: None,
+                    fork: None,
                 },
             };
             let _: Spawned = service.call(Op::Spawn, &spawn, &human).await;

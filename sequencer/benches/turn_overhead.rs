@@ -183,6 +183,7 @@ async fn measure(len: usize) -> (Duration, Duration, Duration) {
             },
             driven: false,
             persona: None,
+            fork: None,
         })
         .await
         .unwrap();

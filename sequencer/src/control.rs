@@ -1,10 +1,12 @@
-//! Control of a running sequencer (interrupt, rewind, status), rewind without one, and fork.
+//! Serving control (`l3m_wire::control`): the running sequencer's server, the host's server for
+//! asleep agents, and the rewind both carry out.
 //!
-//! A running sequencer serves `Subjects::agent_request(Service::Sequencer, op, agent)` for the
-//! ops [`OP_INTERRUPT`], [`OP_REWIND`] and [`OP_STATUS`]. A request is taken only with hubd's
-//! voucher for this agent and op ([`crate::vouchers`]); each is handed to the writer
-//! as an input, so it is journaled in a pass like everything else, and answered once its
-//! records are appended.
+//! A running sequencer serves `Subjects::agent_request(Service::Sequencer, op, agent)` for
+//! interrupt, rewind, forecast and status; the host of a subtree (`sequencer supervise`) serves
+//! `Service::Host` subjects for a rewind or forecast of an agent no sequencer runs. A request is
+//! taken only with hubd's voucher for its agent and op ([`crate::vouchers`]), on exactly that
+//! agent's subject. A running sequencer hands each request to the writer as an input, so it is
+//! journaled in a pass like everything else, and answered once its records are appended.
 //!
 //! **Rewind** first forecasts ([`forecast`]): core's `aftermath` fold over the records after
 //! `to` names the undo entries to restore and the effects no entry covers; the ring plans
@@ -12,29 +14,22 @@
 //! A plan that does not hold (a branch someone else moved) refuses the rewind before anything is
 //! journaled. Then it journals core's `rewind` (which closes what is open first), restores the
 //! files and branches, and journals what it restored, and what it could not undo (a push, a
-//! letter), as a dismissed harness notice.
+//! letter), as a dismissed harness notice. The host does the same for an asleep agent under its
+//! lease ([`rewind_offline`]), in a sequencer session its own credential opens.
 //!
-//! **Fork** ([`fork`]): who may fork whom. The spawner is the entity of the `parent` client
-//! (a human, or an agent's sequencer); the new agent must be its child (hubd's spawn gate
-//! refuses any other name) under a grant no wider than the spawner's (the gate refuses a
-//! widening, naming the axis) *and* no wider than the source's (checked here before spawning,
-//! so a fork never gains authority over its source). Any session may read the source's Log
-//! (hubd lets every duty read Logs). The new Log is seeded by a sequencer session of the new
-//! agent, opened with the credential passed in (a host credential covering it).
+//! (A fork is a spawn with `fork` set: hubd seeds the new Log itself.)
 //!
 //! # Layout
-//! - [`ControlRequest`], [`ControlReply`], [`Status`]: the wire messages.
 //! - `serve` (crate-private): the control server of a running sequencer.
-//! - [`Forecast`], [`forecast`], [`restore_after`], [`rewind_offline`], [`fork`].
+//! - [`HostControl`], [`serve_host`]: the host's control server.
+//! - [`forecast`], [`restore_after`], [`rewind_offline`].
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use l3m_core::aftermath::aftermath;
-use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
-use l3m_core::grant::{Grant, SpawnRequest};
 use l3m_core::log::{Disposition, EffectNote, EventId, EventSource, Record, RecordBody};
 use l3m_core::names::AgentName;
 use l3m_core::owed::{self, Owed, Signal};
@@ -42,12 +37,15 @@ use l3m_core::refs::paths;
 use l3m_ring::rewind::{self, Restore};
 use l3m_ring::undo::EntryId;
 use l3m_wire::client::HubClient;
-use l3m_wire::envelope::Message;
+use l3m_wire::control::{
+    BranchBack, ControlReply, ControlRequest, Controlled, Forecast, OP_FORECAST, OP_INTERRUPT,
+    OP_REWIND, OP_STATUS,
+};
+use l3m_wire::credential::KeyFile;
 use l3m_wire::hubd::authority::GrantView;
-use l3m_wire::hubd::session::Vouched;
 use l3m_wire::reply::{ErrorCode, RemoteError};
 use l3m_wire::subjects::{Operation, Service};
-use serde::{Deserialize, Serialize};
+use l3m_wire::typed::{TypedRequest, TypedServer};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -57,148 +55,9 @@ use crate::vouchers::Vouchers;
 use crate::writer::Input;
 use crate::{SequencerError, now_ms};
 
-/// The op that interrupts the agent.
-pub const OP_INTERRUPT: &str = "interrupt";
-/// The op that rewinds the agent.
-pub const OP_REWIND: &str = "rewind";
-/// The op that reports the agent's state.
-pub const OP_STATUS: &str = "status";
-
-/// A request to a running sequencer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "kebab-case")]
-pub enum ControlRequest {
-    /// Close what is open and end the turn.
-    Interrupt {
-        /// Why (who asked).
-        reason: String,
-    },
-    /// Return the conversation to just after record `to`, restoring files.
-    Rewind {
-        /// The record.
-        to: u64,
-        /// Why.
-        reason: String,
-    },
-    /// Report the agent's state.
-    Status,
-}
-
-/// A control request as sent: the request and hubd's voucher that the sender may make it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Controlled {
-    /// hubd's voucher for this agent and op.
-    pub vouched: Vouched,
-    /// The request.
-    pub request: ControlRequest,
-}
-
-impl Message for Controlled {
-    const KIND: &'static str = "sequencer.control";
-}
-
-/// A running sequencer's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum ControlReply {
-    /// Journaled; the Log's next seq is now `next_seq`.
-    Done {
-        /// The next seq.
-        next_seq: u64,
-    },
-    /// Not journaled, and why (e.g. a rewind target past the Log).
-    Refused {
-        /// Why.
-        reason: String,
-    },
-    /// The state.
-    Status(Status),
-}
-
-impl Message for ControlReply {
-    const KIND: &'static str = "sequencer.control-reply";
-}
-
-/// What a running sequencer reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {
-    /// The agent.
-    pub agent: String,
-    /// The Log's next seq.
-    pub next_seq: u64,
-    /// Whether a turn is under way.
-    pub live: bool,
-    /// The open model call, if any.
-    pub open_call: Option<String>,
-    /// Tool uses running.
-    pub running_tools: Vec<String>,
-    /// Fuel left per the Log.
-    pub fuel: Option<Fuel>,
-}
-
-impl ControlRequest {
-    /// The request with who asked (as hubd vouched for them) added to its reason, so the Log
-    /// records the true sender, not only what the sender wrote.
-    pub fn asked_by(self, by: &str) -> ControlRequest {
-        match self {
-            ControlRequest::Interrupt { reason } => ControlRequest::Interrupt {
-                reason: format!("{reason} (asked by {by})"),
-            },
-            ControlRequest::Rewind { to, reason } => ControlRequest::Rewind {
-                to,
-                reason: format!("{reason} (asked by {by})"),
-            },
-            ControlRequest::Status => ControlRequest::Status,
-        }
-    }
-
-    /// The control op this request is sent on.
-    pub fn op(&self) -> &'static str {
-        match self {
-            ControlRequest::Interrupt { .. } => OP_INTERRUPT,
-            ControlRequest::Rewind { .. } => OP_REWIND,
-            ControlRequest::Status => OP_STATUS,
-        }
-    }
-}
-
-/// Asks the running sequencer of `agent` (reached over `client`'s bus) to carry out `request`,
-/// with hubd's voucher that `client`'s session may.
-/// No sequencer running is a wire error (no responders): the caller then acts offline.
-pub async fn call(
-    client: &HubClient,
-    agent: &AgentName,
-    request: &ControlRequest,
-    timeout: std::time::Duration,
-) -> Result<ControlReply, SequencerError> {
-    let op = Operation::parse(request.op())?;
-    let subject = client
-        .subjects()
-        .agent_request(Service::Sequencer, &op, agent);
-    let vouched = client.vouch(agent, request.op()).await?;
-    let reply = l3m_wire::typed::call(
-        client.bus().as_ref(),
-        &subject,
-        &Controlled {
-            vouched,
-            request: request.clone(),
-        },
-        timeout,
-        &l3m_wire::envelope::Limits::default(),
-    )
-    .await
-    .map_err(|e| SequencerError::Control {
-        agent: agent.to_string(),
-        outcome: format!("did not answer: {e}"),
-    })?;
-    reply.map_err(|e| SequencerError::Control {
-        agent: agent.to_string(),
-        outcome: format!("refused: {}", e.message),
-    })
-}
-
-/// Serves the control ops of `agent` until `shutdown`, handing each to the writer. A rewind
-/// whose restore would not hold ([`forecast`] fails) is refused before it reaches the writer.
+/// Serves the control ops of `agent` until `shutdown`, handing interrupts, rewinds and status
+/// to the writer. A rewind whose restore would not hold ([`forecast`] fails) is refused before
+/// it reaches the writer; a forecast is answered here, changing nothing.
 pub(crate) async fn serve(
     client: &HubClient,
     hub_root: &Path,
@@ -206,61 +65,44 @@ pub(crate) async fn serve(
     tx: mpsc::UnboundedSender<Input>,
     shutdown: CancellationToken,
 ) -> Result<(), SequencerError> {
-    let bus = Arc::clone(client.bus());
     let vouchers = Arc::new(Vouchers::new(client.voucher_key()));
-    for op in [OP_INTERRUPT, OP_REWIND, OP_STATUS] {
+    for op in [OP_INTERRUPT, OP_REWIND, OP_FORECAST, OP_STATUS] {
         let op = Operation::parse(op)?;
         let subject = client
             .subjects()
             .agent_request(Service::Sequencer, &op, agent);
-        let server = l3m_wire::typed::TypedServer::<Controlled, ControlReply>::bind(
-            bus.as_ref(),
-            &subject,
-            l3m_wire::typed::ServeOptions::default(),
-        )
-        .await
-        .map_err(|source| SequencerError::Bus {
-            what: format!("serving {subject}"),
-            source,
-        })?;
+        let server = bind(client, &subject).await?;
         let tx = tx.clone();
-        let expected = op.as_str().to_owned();
         let (client, hub_root, agent) = (client.clone(), hub_root.to_path_buf(), agent.clone());
         let vouchers = Arc::clone(&vouchers);
         tokio::spawn(server.run(
-            move |req: l3m_wire::typed::TypedRequest<Controlled>| {
+            move |req: TypedRequest<Controlled>| {
                 let tx = tx.clone();
-                let expected = expected.clone();
                 let (client, hub_root, agent) = (client.clone(), hub_root.clone(), agent.clone());
-                let admitted =
-                    vouchers.admit(&req.body.vouched, agent.as_str(), &expected, now_ms());
-                let req = req.body.request.asked_by(&req.body.vouched.voucher.by);
+                let admitted = admit(&vouchers, &req, Service::Sequencer, &client);
                 async move {
-                    admitted.map_err(|e| RemoteError::new(ErrorCode::Refused, e.to_string()))?;
-                    let named = match &req {
-                        ControlRequest::Interrupt { .. } => OP_INTERRUPT,
-                        ControlRequest::Rewind { .. } => OP_REWIND,
-                        ControlRequest::Status => OP_STATUS,
-                    };
-                    if named != expected {
+                    let (named, req) = admitted?;
+                    if named != agent {
                         return Err(RemoteError::new(
                             ErrorCode::Invalid,
-                            format!("a {named} request was sent to the {expected} subject"),
+                            format!("a request for {named} reached the sequencer of {agent}"),
                         ));
                     }
-                    if let ControlRequest::Rewind { to, .. } = &req {
-                        let refused = |e: SequencerError| {
-                            Ok(ControlReply::Refused {
-                                reason: e.to_string(),
-                            })
-                        };
-                        let grant = match client.read_grant(&agent).await {
-                            Ok(grant) => grant,
-                            Err(e) => return refused(e.into()),
-                        };
-                        if let Err(e) = forecast(&client, &hub_root, &agent, &grant, *to).await {
-                            return refused(e);
+                    let refused = |e: SequencerError| ControlReply::Refused {
+                        reason: e.to_string(),
+                    };
+                    match &req {
+                        ControlRequest::Forecast { to } => {
+                            return Ok(forecast_now(&client, &hub_root, &agent, *to)
+                                .await
+                                .map_or_else(refused, ControlReply::Forecast));
                         }
+                        ControlRequest::Rewind { to, .. } => {
+                            if let Err(e) = forecast_now(&client, &hub_root, &agent, *to).await {
+                                return Ok(refused(e));
+                            }
+                        }
+                        ControlRequest::Interrupt { .. } | ControlRequest::Status => {}
                     }
                     let (reply, answer) = oneshot::channel();
                     tx.send(Input::Control(req, reply)).map_err(|_| {
@@ -277,114 +119,181 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// What a rewind to a record restores and what it cannot undo; [`forecast`] computes it with
-/// nothing changed, [`restore_after`] the same while restoring.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Forecast {
-    /// The record the rewind returns to.
-    pub to: u64,
-    /// How many file edits are undone.
-    pub edits: usize,
-    /// The paths they touched, sorted.
-    pub paths: Vec<String>,
-    /// The branches moved back.
-    pub branches: Vec<BranchBack>,
-    /// What a rewind does not take back (a push that left the host, a letter, a spawn).
-    pub not_undone: Vec<EffectNote>,
+/// What the host of a subtree holds to act for its asleep agents: its own session (duty
+/// `host`), the host credential that opens a sequencer session for one of them, and the hub
+/// folder their ACRs live in.
+#[derive(Clone)]
+pub struct HostControl {
+    /// The host's session.
+    pub client: HubClient,
+    /// The host credential.
+    pub credential: KeyFile,
+    /// The hub folder.
+    pub hub_root: PathBuf,
+    /// The agents it runs (`None`: the whole hub).
+    pub subtree: Option<AgentName>,
 }
 
-/// One branch a rewind moves back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BranchBack {
-    /// The branch's full ref name.
-    pub branch: String,
-    /// Where it is now.
-    pub from: Option<String>,
-    /// Where it goes back to (`None`: deleted, the undone commits created it).
-    pub to: Option<String>,
-}
-
-impl Forecast {
-    fn new(to: u64, restore: Restore, not_undone: Vec<EffectNote>) -> Self {
-        Self {
-            to,
-            edits: restore.edits,
-            paths: restore.paths,
-            branches: restore
-                .refs
-                .into_iter()
-                .map(|s| BranchBack {
-                    branch: s.branch,
-                    from: s.from,
-                    to: s.to,
-                })
-                .collect(),
-            not_undone,
-        }
-    }
-
-    /// One line saying what is (or would be) restored and what is not undone, counted in words
-    /// that agree with their numbers.
-    pub fn narrate(&self, done: bool) -> String {
-        let (restore, move_back) = if done {
-            ("restored", "moved back")
-        } else {
-            ("would restore", "would move back")
-        };
-        let mut parts = Vec::new();
-        if self.edits > 0 {
-            parts.push(format!(
-                "{restore} {} of {}",
-                counted(self.edits, "file edit", "file edits"),
-                self.paths.join(", ")
-            ));
-        }
-        if !self.branches.is_empty() {
-            let each: Vec<String> = self
-                .branches
-                .iter()
-                .map(|b| match &b.to {
-                    Some(id) => format!("{} to {}", b.branch, short(id)),
-                    None => format!("{} (deleted: the undone commits created it)", b.branch),
-                })
-                .collect();
-            parts.push(format!(
-                "{move_back} {}: {}",
-                counted(self.branches.len(), "branch", "branches"),
-                each.join(", ")
-            ));
-        }
-        if parts.is_empty() {
-            parts.push("no file edits or commits to restore".into());
-        }
-        if !self.not_undone.is_empty() {
-            let each: Vec<String> = self
-                .not_undone
-                .iter()
-                .map(|n| format!("{} {}", n.class, n.target))
-                .collect();
-            parts.push(format!(
-                "not undone ({} left this host or cannot be taken back): {}",
-                if self.not_undone.len() == 1 {
-                    "it"
-                } else {
-                    "they"
-                },
-                each.join("; ")
-            ));
-        }
-        format!("rewind to {}: {}", self.to, parts.join("; "))
+impl std::fmt::Debug for HostControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostControl")
+            .field("hub_root", &self.hub_root)
+            .field("subtree", &self.subtree)
+            .finish_non_exhaustive()
     }
 }
 
-/// `n` and the noun in the number `n` asks for.
-fn counted(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+/// Serves the host's control subjects until `shutdown`: a forecast, and a rewind of an asleep
+/// agent of its subtree, done under the agent's lease in a sequencer session the host's own
+/// credential opens — never in the asking human's name. An agent whose sequencer runs is
+/// refused here (its lease is held) and answered on its own subject.
+pub async fn serve_host(
+    host: HostControl,
+    shutdown: CancellationToken,
+) -> Result<(), SequencerError> {
+    let vouchers = Arc::new(Vouchers::new(host.client.voucher_key()));
+    let subject = host.client.subjects().service_requests(Service::Host);
+    let server = bind(&host.client, &subject).await?;
+    tokio::spawn(server.run(
+        move |req: TypedRequest<Controlled>| {
+            let host = host.clone();
+            let admitted = admit(&vouchers, &req, Service::Host, &host.client);
+            async move {
+                let (agent, req) = admitted?;
+                if let Some(root) = &host.subtree
+                    && !agent.is_within(root)
+                {
+                    return Err(RemoteError::new(
+                        ErrorCode::Refused,
+                        format!("{agent} is outside this host's subtree {root}"),
+                    ));
+                }
+                let refused = |e: SequencerError| ControlReply::Refused {
+                    reason: e.to_string(),
+                };
+                Ok(match req {
+                    ControlRequest::Forecast { to } => {
+                        forecast_now(&host.client, &host.hub_root, &agent, to)
+                            .await
+                            .map_or_else(refused, ControlReply::Forecast)
+                    }
+                    ControlRequest::Rewind { to, reason } => {
+                        rewind_as_host(&host, &agent, to, &reason)
+                            .await
+                            .map_or_else(refused, |next_seq| ControlReply::Done { next_seq })
+                    }
+                    ControlRequest::Interrupt { .. } | ControlRequest::Status => {
+                        ControlReply::Refused {
+                            reason: format!(
+                                "no sequencer runs {agent}, so there is nothing to {}",
+                                req.op()
+                            ),
+                        }
+                    }
+                })
+            }
+        },
+        shutdown,
+    ));
+    Ok(())
 }
 
-/// A commit id as people quote it.
-fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
+/// Binds a control server on `subject`.
+async fn bind(
+    client: &HubClient,
+    subject: &str,
+) -> Result<TypedServer<Controlled, ControlReply>, SequencerError> {
+    TypedServer::bind(
+        client.bus().as_ref(),
+        subject,
+        l3m_wire::typed::ServeOptions::default(),
+    )
+    .await
+    .map_err(|source| SequencerError::Bus {
+        what: format!("serving {subject}"),
+        source,
+    })
+}
+
+/// Admits a control request: hubd's voucher, unforged, unexpired, unused, for the agent it names
+/// and the op it carries, and sent on exactly that agent's subject for the op. Returns the agent
+/// and the request with who asked added to its reason.
+fn admit(
+    vouchers: &Vouchers,
+    req: &TypedRequest<Controlled>,
+    service: Service,
+    client: &HubClient,
+) -> Result<(AgentName, ControlRequest), RemoteError> {
+    let vouched = &req.body.vouched;
+    let op = req.body.request.op();
+    let invalid = |message: String| RemoteError::new(ErrorCode::Invalid, message);
+    let agent = AgentName::parse(&vouched.voucher.agent)
+        .map_err(|e| invalid(format!("the voucher names no agent: {e}")))?;
+    let operation = Operation::parse(op).map_err(|e| invalid(e.to_string()))?;
+    let expected = client.subjects().agent_request(service, &operation, &agent);
+    if req.subject != expected {
+        return Err(invalid(format!(
+            "a {op} request for {agent} belongs on {expected}, not {}",
+            req.subject
+        )));
+    }
+    vouchers
+        .admit(vouched, agent.as_str(), op, now_ms())
+        .map_err(|e| RemoteError::new(ErrorCode::Refused, e.to_string()))?;
+    let request = req.body.request.clone().asked_by(&vouched.voucher.by);
+    Ok((agent, request))
+}
+
+/// [`forecast`] against the agent's grant as hubd serves it now.
+async fn forecast_now(
+    client: &HubClient,
+    hub_root: &Path,
+    agent: &AgentName,
+    to: u64,
+) -> Result<Forecast, SequencerError> {
+    let grant = client.read_grant(agent).await?;
+    forecast(client, hub_root, agent, &grant, to).await
+}
+
+/// A host's rewind of an asleep agent: a sequencer session of its own credential, then
+/// [`rewind_offline`]; returns the Log's next seq.
+async fn rewind_as_host(
+    host: &HostControl,
+    agent: &AgentName,
+    to: u64,
+    reason: &str,
+) -> Result<u64, SequencerError> {
+    let writer = HubClient::open(
+        Arc::clone(host.client.bus()),
+        host.client.subjects().hub().clone(),
+        &host.credential,
+        Duty::Sequencer {
+            agent: agent.clone(),
+        },
+    )
+    .await?;
+    rewind_offline(&writer, &host.hub_root, agent, to, reason).await?;
+    Ok(writer.read_log(agent, 0, 0).await?.len)
+}
+
+/// The forecast of a rewind to `to`: the ring's restore (planned or done) and what the Log
+/// says no rewind takes back.
+fn forecast_of(to: u64, restore: Restore, not_undone: Vec<EffectNote>) -> Forecast {
+    Forecast {
+        to,
+        edits: restore.edits,
+        paths: restore.paths,
+        branches: restore
+            .refs
+            .into_iter()
+            .map(|s| BranchBack {
+                branch: s.branch,
+                from: s.from,
+                to: s.to,
+            })
+            .collect(),
+        not_undone,
+    }
 }
 
 /// Forecasts a rewind of `agent` to record `to`, changing nothing: what the undo chain would
@@ -399,12 +308,12 @@ pub async fn forecast(
 ) -> Result<Forecast, SequencerError> {
     let (after, undo) = aftermath_of(client, agent, to).await?;
     if undo.is_empty() {
-        return Ok(Forecast::new(to, Restore::default(), after));
+        return Ok(forecast_of(to, Restore::default(), after));
     }
     let entries = crate::undo::entries(client, agent).await?;
     let tokens = mint_tokens(grant, agent, &hub_root.join(paths::acr(agent)))?;
     let restore = rewind::plan(&tokens, &entries, &undo)?;
-    Ok(Forecast::new(to, restore, after))
+    Ok(forecast_of(to, restore, after))
 }
 
 /// Restores the files and branches that tame tool results after record `to` changed, recording
@@ -432,7 +341,7 @@ pub async fn restore_after(
         .await
         .map_err(|e| SequencerError::Tools(format!("the restore stopped: {e}")))??
     };
-    Ok(Forecast::new(to, restore, after).narrate(true))
+    Ok(forecast_of(to, restore, after).narrate(true))
 }
 
 /// The effects no entry covers after `to`, and the undo entries to restore.
@@ -545,82 +454,4 @@ async fn append_bodies(
         }),
         Err(e) => Err(e.into()),
     }
-}
-
-/// What a fork made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forked {
-    /// The new agent.
-    pub agent: AgentName,
-    /// How many records its Log was seeded with.
-    pub records: u64,
-}
-
-/// Forks `source` at record `at_seq` into a new child `new_name` of the `parent` client's
-/// entity, under `grant` (no wider than the spawner's, checked by hubd, nor the source's,
-/// checked here) with `loan`. See the module docs for who may fork whom.
-pub async fn fork(
-    parent: &HubClient,
-    credential: &l3m_wire::credential::KeyFile,
-    source: &AgentName,
-    at_seq: u64,
-    new_name: &AgentName,
-    grant: Grant,
-    loan: Fuel,
-) -> Result<Forked, SequencerError> {
-    let source_grant = parent.read_grant(source).await?.grant;
-    grant
-        .within(&source_grant)
-        .map_err(|w| SequencerError::Launch {
-            agent: new_name.to_string(),
-            reason: format!("a fork may not be wider than its source: {w}"),
-        })?;
-    let prefix = parent
-        .read_log_range(source, 0, at_seq.saturating_add(1))
-        .await?;
-    if (prefix.records.len() as u64) <= at_seq {
-        return Err(SequencerError::NoSuchRecord {
-            source_agent: source.to_string(),
-            len: prefix.len,
-            at: at_seq,
-        });
-    }
-    parent
-        .spawn(SpawnRequest {
-            child: new_name.clone(),
-            grant,
-            loan,
-            driven: false,
-            persona: None,
-        })
-        .await?;
-    let mut records: Vec<Record> = prefix
-        .records
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| Record { seq: i as u64, ..r })
-        .collect();
-    let owed = Owed::from_records(&records);
-    let reason = format!("forked from {source} at record {at_seq}");
-    for body in owed::close_open(&owed, &reason) {
-        records.push(Record {
-            seq: records.len() as u64,
-            at_ms: now_ms(),
-            body,
-        });
-    }
-    let child = HubClient::open(
-        Arc::clone(parent.bus()),
-        parent.subjects().hub().clone(),
-        credential,
-        Duty::Sequencer {
-            agent: new_name.clone(),
-        },
-    )
-    .await?;
-    child.append_log(new_name, None, &records).await?;
-    Ok(Forked {
-        agent: new_name.clone(),
-        records: records.len() as u64,
-    })
 }

@@ -61,7 +61,7 @@ use l3m_wire::client::{ClientError, HubClient};
 use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
-pub use control::{fork, rewind_offline};
+pub use control::{HostControl, rewind_offline, serve_host};
 pub use supervise::{Launcher, ProcessLauncher, Supervisor, TaskLauncher, supervise};
 
 /// Builds the provider for a model label of the configuration.

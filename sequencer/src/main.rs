@@ -19,7 +19,8 @@ use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
 use sequencer::model::provider_factory;
 use sequencer::{
-    AgentRun, Config, Exit, ProcessLauncher, ProviderFactory, SequencerError, Supervisor,
+    AgentRun, Config, Exit, HostControl, ProcessLauncher, ProviderFactory, SequencerError,
+    Supervisor,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -266,7 +267,9 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
         opened.bus,
         opened.hub,
         &opened.credential,
-        Duty::Host { subtree },
+        Duty::Host {
+            subtree: subtree.clone(),
+        },
     )
     .await?;
     let conn = &args.conn;
@@ -299,7 +302,12 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
     let program = std::env::current_exe()
         .map_err(|e| Failure::Usage(format!("cannot find this executable: {e}")))?;
     let sup = Supervisor {
-        client,
+        host: HostControl {
+            client,
+            credential: opened.credential,
+            hub_root: conn.hub.clone(),
+            subtree,
+        },
         launcher: Arc::new(ProcessLauncher {
             program,
             args: pass,

@@ -8,7 +8,8 @@
 //! # Layout
 //! - [`Launcher`]: how a sequencer is started; [`ProcessLauncher`] (child processes, reaped)
 //!   and [`TaskLauncher`] (a tokio task running [`run_agent`](crate::run_agent)).
-//! - [`Supervisor`], [`supervise`].
+//! - [`Supervisor`], [`supervise`]; it also serves the host's control subjects
+//!   ([`serve_host`](crate::serve_host)).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use tokio_util::sync::CancellationToken;
 
-use crate::{AgentRun, Config, ProviderFactory, SequencerError};
+use crate::{AgentRun, Config, HostControl, ProviderFactory, SequencerError};
 
 /// Starts a sequencer for an agent.
 pub trait Launcher: Send + Sync {
@@ -131,11 +132,11 @@ impl Launcher for TaskLauncher {
     }
 }
 
-/// What [`supervise`] needs: a host's session (it lists agents and reads the inboxes of its
-/// subtree) and a launcher.
+/// What [`supervise`] needs: what the host holds (its session lists agents and reads the
+/// inboxes of its subtree; its credential rewinds an asleep one) and a launcher.
 pub struct Supervisor {
-    /// The session.
-    pub client: HubClient,
+    /// The host's session, credential, hub folder and subtree.
+    pub host: HostControl,
     /// How sequencers are started.
     pub launcher: Arc<dyn Launcher>,
 }
@@ -146,19 +147,19 @@ impl std::fmt::Debug for Supervisor {
     }
 }
 
-/// Wakes asleep agents with unread mail until `shutdown`.
+/// Wakes asleep agents with unread mail, and serves the host's control subjects (a rewind or
+/// forecast of an asleep agent), until `shutdown`.
 pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(), SequencerError> {
-    let subject = sup.client.subjects().ref_changes_of_kind(AgentRef::Inbox);
-    let mut moves = sup
-        .client
-        .bus()
-        .subscribe(&subject)
-        .await
-        .map_err(|source| l3m_wire::client::ClientError::Wire {
+    crate::serve_host(sup.host.clone(), shutdown.clone()).await?;
+    let client = &sup.host.client;
+    let subject = client.subjects().ref_changes_of_kind(AgentRef::Inbox);
+    let mut moves = client.bus().subscribe(&subject).await.map_err(|source| {
+        l3m_wire::client::ClientError::Wire {
             subject: subject.clone(),
             source,
-        })?;
-    let tree = sup.client.list_agents().await?;
+        }
+    })?;
+    let tree = client.list_agents().await?;
     for state in tree.agents {
         if let Ok(agent) = AgentName::parse(&state.name) {
             wake_if_owed(&sup, &agent).await;
@@ -169,14 +170,14 @@ pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(
             () = shutdown.cancelled() => return Ok(()),
             m = moves.next() => match m { Some(m) => m, None => return Ok(()) },
         };
-        if let Some((_, agent)) = sup.client.subjects().parse_ref_changed(&message.subject) {
+        if let Some((_, agent)) = client.subjects().parse_ref_changed(&message.subject) {
             wake_if_owed(&sup, &agent).await;
         }
     }
 }
 
 async fn wake_if_owed(sup: &Supervisor, agent: &AgentName) {
-    match should_wake(&sup.client, agent).await {
+    match should_wake(&sup.host.client, agent).await {
         Ok(true) => {
             if let Err(e) = sup.launcher.launch(agent).await {
                 tracing::warn!(%agent, error = %e, "could not launch a sequencer");

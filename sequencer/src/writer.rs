@@ -25,10 +25,10 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::control::{ControlReply, ControlRequest, Status};
 use crate::model::{ModelRequest, Provider, ToolSpec};
 use crate::toolbox::{Outcome, Toolbox};
 use crate::{Exit, SequencerError, now_ms};
+use l3m_wire::control::{ControlReply, ControlRequest, Status};
 
 /// Something for the writer to journal or act on.
 #[derive(Debug)]
@@ -394,6 +394,10 @@ impl Session {
                 }
             }
             ControlRequest::Status => ControlReply::Status(self.status()),
+            // The control server answers a forecast itself; one reaching the writer is a bug.
+            ControlRequest::Forecast { .. } => ControlReply::Refused {
+                reason: "a forecast is answered by the control server, not journaled".into(),
+            },
         };
         self.replies.push((reply, answer));
     }

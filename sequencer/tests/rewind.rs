@@ -12,7 +12,8 @@ use l3m_core::effects::EffectClass;
 use l3m_core::log::{EffectNote, RecordBody};
 use std::time::Duration;
 
-use sequencer::control::{self, ControlReply, ControlRequest, Forecast, forecast};
+use l3m_wire::control::{self, ControlReply, ControlRequest, Forecast, Target};
+use sequencer::control::forecast;
 use sequencer::{Exit, SequencerError, run_agent};
 use tokio_util::sync::CancellationToken;
 
@@ -225,7 +226,15 @@ async fn rewind_to_each_point_restores_files_index_and_branch() {
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let reply = loop {
-        match control::call(&human, &agent("demo"), &request, Duration::from_secs(20)).await {
+        match control::call(
+            &human,
+            Target::Sequencer,
+            &agent("demo"),
+            &request,
+            Duration::from_secs(20),
+        )
+        .await
+        {
             Ok(reply) => break reply,
             // Until the sequencer serves its control subjects, no one answers.
             Err(_) if tokio::time::Instant::now() < deadline => {

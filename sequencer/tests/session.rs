@@ -10,16 +10,15 @@ use std::time::Duration;
 
 use common::*;
 use futures_util::future::BoxFuture;
-use l3m_core::duty::Duty;
 use l3m_core::effects::EffectClass;
 use l3m_core::effects::{Footprint, Reversibility, ToolDecl};
-use l3m_core::grant::SpawnRequest;
+use l3m_core::grant::{ForkFrom, SpawnRequest};
 use l3m_core::log::{EventSource, RecordBody};
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::Entity;
 use l3m_ring::effects::Granted;
 use l3m_tools::{Tool, ToolError, ToolOutput};
-use sequencer::control::{ControlReply, ControlRequest, Controlled, OP_REWIND, OP_STATUS};
+use l3m_wire::control::{ControlReply, ControlRequest, Controlled, OP_REWIND, OP_STATUS, Target};
 use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider, Script, Scripted};
 use sequencer::{Exit, ProviderFactory, SequencerError, run_agent, run_agent_with};
 use tokio_util::sync::CancellationToken;
@@ -351,9 +350,15 @@ text = "done"
 /// Sends `request` to demo's sequencer as the human, with hubd's voucher.
 async fn control(hub: &TestHub, request: &ControlRequest) -> ControlReply {
     let human = hub.human().await;
-    sequencer::control::call(&human, &agent("demo"), request, Duration::from_secs(20))
-        .await
-        .unwrap()
+    l3m_wire::control::call(
+        &human,
+        Target::Sequencer,
+        &agent("demo"),
+        request,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap()
 }
 
 /// A control request with no voucher, as a party that may only publish would send it.
@@ -521,7 +526,7 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
+async fn a_fork_is_seeded_by_hubd_with_the_prefix_and_closes_what_was_open() {
     let hub = TestHub::start().await;
     hub.spawn("demo", 20).await;
     hub.letter("demo", "edit").await;
@@ -537,33 +542,28 @@ async fn fork_seeds_a_new_agent_with_the_prefix_and_closes_what_was_open() {
         .unwrap()
         .seq;
     let human = hub.human().await;
-    let host = hub.key_for(&Duty::Host { subtree: None });
+    let fork = |grant| SpawnRequest {
+        child: agent("copy"),
+        grant,
+        loan: fuel(5),
+        driven: false,
+        persona: None,
+        fork: Some(ForkFrom {
+            source: agent("demo"),
+            at,
+        }),
+    };
+    // A fork wider than its source is refused by hubd before anything is written.
     let wider = grant("files = [\"workspace\"]\nspawn = \"persist\"");
-    let refused = sequencer::fork(
-        &human,
-        &host,
-        &agent("demo"),
-        at,
-        &agent("copy"),
-        wider,
-        fuel(5),
-    )
-    .await
-    .unwrap_err();
+    let refused = human.spawn(fork(wider)).await.unwrap_err();
     assert!(refused.to_string().contains("spawn"), "{refused}");
-    let forked = sequencer::fork(
-        &human,
-        &host,
-        &agent("demo"),
-        at,
-        &agent("copy"),
-        grant("files = [\"workspace\"]"),
-        fuel(5),
-    )
-    .await
-    .unwrap();
+    let agents = human.list_agents().await.unwrap().agents;
+    assert!(agents.iter().all(|a| a.name != "copy"), "{agents:?}");
+    human
+        .spawn(fork(grant("files = [\"workspace\"]")))
+        .await
+        .unwrap();
     let copy = hub.log("copy").await;
-    assert_eq!(forked.records, copy.len() as u64);
     assert_eq!(&copy[..=at as usize], &log[..=at as usize]);
     assert!(matches!(
         &copy[at as usize + 1].body,
@@ -721,6 +721,7 @@ async fn a_push_remote_gets_its_url_from_the_settings_or_the_agent_does_not_boot
             loan: fuel(5),
             driven: false,
             persona: None,
+            fork: None,
         })
         .await
         .unwrap();

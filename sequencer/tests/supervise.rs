@@ -1,4 +1,5 @@
-//! The supervisor wakes an asleep agent when a letter arrives, and again after it slept.
+//! The supervisor wakes an asleep agent when a letter arrives, and again after it slept; as
+//! the host of its subtree it rewinds an asleep agent on a vouched request only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,7 +11,9 @@ use std::time::Duration;
 use common::*;
 use l3m_core::duty::Duty;
 use l3m_core::log::RecordBody;
-use sequencer::{Supervisor, TaskLauncher, supervise};
+use l3m_wire::control::{self, ControlReply, ControlRequest, Controlled, Target};
+use l3m_wire::subjects::{Operation, Service};
+use sequencer::{HostControl, Supervisor, TaskLauncher, supervise};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,7 +37,7 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
         shutdown: shutdown.clone(),
     };
     let sup = Supervisor {
-        client: hub.client(Duty::Host { subtree: None }).await,
+        host: host_control(&hub, None).await,
         launcher: Arc::new(launcher),
     };
     let task = tokio::spawn(supervise(sup, shutdown.clone()));
@@ -55,4 +58,150 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
     assert!(hub.log("quiet").await.is_empty());
     shutdown.cancel();
     task.await.unwrap().unwrap();
+}
+
+/// What the host of `subtree` holds, as `l3m up` gives its supervisor.
+async fn host_control(hub: &TestHub, subtree: Option<&str>) -> HostControl {
+    let duty = Duty::Host {
+        subtree: subtree.map(agent),
+    };
+    HostControl {
+        client: hub.client(duty.clone()).await,
+        credential: hub.key_for(&duty),
+        hub_root: hub.root(),
+        subtree: subtree.map(agent),
+    }
+}
+
+/// The host rewinds an asleep agent on the human's voucher — under its own credential, never
+/// the human's — and refuses what is not its to do: an agent outside its subtree, a voucher
+/// spent on another agent's subject, an interrupt of an agent that does not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_rewinds_an_asleep_agent_on_a_vouched_request_only() {
+    let hub = TestHub::start().await;
+    hub.spawn_with("demo", 20, "files = [\"workspace\"]").await;
+    hub.letter("demo", "go").await;
+    let script = r#"
+[[turn]]
+text = "write"
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/todo.md", content = "one" }
+[[turn]]
+text = "done"
+"#;
+    let shutdown = CancellationToken::new();
+    let run = hub
+        .run(
+            "demo",
+            config(""),
+            factory_of(counting(script, Duration::ZERO)),
+        )
+        .await;
+    let task = tokio::spawn(sequencer::run_agent(run, shutdown.clone()));
+    wait_log(&hub, "demo", 30, |l| {
+        matches!(l.last().map(|r| &r.body), Some(RecordBody::TurnEnd))
+    })
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    let todo = hub.acr("demo").join("workspace/todo.md");
+    assert_eq!(read(&todo), Some(b"one".to_vec()));
+    let before_write = hub
+        .log("demo")
+        .await
+        .iter()
+        .find(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+        .unwrap()
+        .seq
+        - 1;
+
+    let stop = CancellationToken::new();
+    sequencer::serve_host(host_control(&hub, None).await, stop.clone())
+        .await
+        .unwrap();
+    let human = hub.human().await;
+    let ask = |request: ControlRequest| {
+        let human = human.clone();
+        async move {
+            control::call(
+                &human,
+                Target::Host,
+                &agent("demo"),
+                &request,
+                Duration::from_secs(20),
+            )
+            .await
+        }
+    };
+    let ControlReply::Forecast(forecast) = ask(ControlRequest::Forecast { to: before_write })
+        .await
+        .unwrap()
+    else {
+        panic!("a forecast answers a forecast");
+    };
+    assert_eq!(forecast.paths, ["workspace/todo.md"]);
+    let refused = ask(ControlRequest::Interrupt { reason: "x".into() })
+        .await
+        .unwrap();
+    assert!(
+        matches!(&refused, ControlReply::Refused { reason } if reason.contains("no sequencer runs demo")),
+        "{refused:?}"
+    );
+
+    let reply = ask(ControlRequest::Rewind {
+        to: before_write,
+        reason: "undo".into(),
+    })
+    .await
+    .unwrap();
+    assert!(matches!(reply, ControlReply::Done { .. }), "{reply:?}");
+    assert_eq!(read(&todo), None, "the write is undone");
+    let log = hub.log("demo").await;
+    assert!(
+        log.iter()
+            .any(|r| matches!(&r.body, RecordBody::Rewind { reason, .. }
+            if reason.contains("asked by human:"))),
+        "the Log names who asked"
+    );
+
+    // A voucher for demo sent on another agent's host subject is refused, as is any request
+    // to a host whose subtree does not hold the agent.
+    hub.spawn("other", 5).await;
+    let vouched = human.vouch(&agent("demo"), "forecast").await.unwrap();
+    let subject = human.subjects().agent_request(
+        Service::Host,
+        &Operation::parse("forecast").unwrap(),
+        &agent("other"),
+    );
+    let misrouted = l3m_wire::typed::call::<_, ControlReply>(
+        human.bus().as_ref(),
+        &subject,
+        &Controlled {
+            vouched,
+            request: ControlRequest::Forecast { to: 0 },
+        },
+        Duration::from_secs(20),
+        &l3m_wire::envelope::Limits::default(),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(
+        misrouted.message.contains("belongs on"),
+        "{}",
+        misrouted.message
+    );
+    stop.cancel();
+
+    let narrow = CancellationToken::new();
+    sequencer::serve_host(host_control(&hub, Some("other")).await, narrow.clone())
+        .await
+        .unwrap();
+    let outside = ask(ControlRequest::Forecast { to: 0 }).await.unwrap_err();
+    assert!(
+        outside.to_string().contains("outside this host's subtree"),
+        "{outside}"
+    );
+    narrow.cancel();
 }

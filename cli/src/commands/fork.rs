@@ -1,6 +1,7 @@
 //! `l3m fork`: a new agent that starts from any point of another's Log.
 
 use l3m_core::budget::Fuel;
+use l3m_core::grant::{ForkFrom, SpawnRequest};
 use serde::Serialize;
 
 use crate::context::{Context, agent};
@@ -10,8 +11,8 @@ use crate::output;
 /// Fork an agent: spawn NEW as a root of yours whose Log begins with SOURCE's records up to
 /// and including `--at` (what was open there is closed, as an interrupt would), so its next
 /// turn continues that conversation. Its grant is SOURCE's, or `--grant-file`'s when given;
-/// either way no wider than SOURCE's (checked here) nor yours (checked by hubd's spawn gate).
-/// SOURCE is left as it is.
+/// either way hubd's spawn gate refuses one wider than SOURCE's or yours. hubd writes the new
+/// Log itself, as part of the spawn. SOURCE is left as it is.
 ///
 /// `--json` prints `{"agent", "records"}`.
 #[derive(Debug, clap::Args)]
@@ -60,20 +61,24 @@ pub async fn cmd_fork(args: Args, cx: Context) -> Result<(), CliError> {
         bytes: args.bytes,
         wakes: args.wakes,
     };
-    let credential = crate::context::host_key(session.hub.root())?;
-    let forked = sequencer::control::fork(
-        &session.client,
-        &credential,
-        &source,
-        args.at,
-        &new,
-        grant,
-        loan,
-    )
-    .await?;
+    session
+        .client
+        .spawn(SpawnRequest {
+            child: new.clone(),
+            grant,
+            loan,
+            driven: false,
+            persona: None,
+            fork: Some(ForkFrom {
+                source: source.clone(),
+                at: args.at,
+            }),
+        })
+        .await?;
+    let records = session.client.read_log(&new, 0, 0).await?.len;
     let out = Forked {
-        agent: forked.agent.to_string(),
-        records: forked.records,
+        agent: new.to_string(),
+        records,
     };
     if args.json {
         return output::json(&out);

@@ -1,14 +1,12 @@
 //! `l3m rewind`: return an agent's conversation to just after a record, restoring its files and
 //! branches.
 
-use std::path::Path;
 use std::time::Duration;
 
-use l3m_core::duty::Duty;
 use l3m_core::names::AgentName;
 use l3m_wire::client::HubClient;
+use l3m_wire::control::{self, ControlReply, ControlRequest, Forecast, Target};
 use l3m_wire::hubd::tree::AgentLife;
-use sequencer::control::{self, ControlReply, ControlRequest, Forecast};
 
 use crate::context::{Context, agent};
 use crate::error::CliError;
@@ -28,7 +26,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 /// `--dry-run` shows what would be restored and what not, changing nothing.
 ///
 /// A running agent's sequencer does it (what is open is closed first, as an interrupt would);
-/// for an asleep agent, this command takes the agent's lease and does it itself.
+/// for an asleep agent, the host that runs it (`l3m up`'s supervisor) takes the agent's lease
+/// and does it. Either acts on hubd's voucher that you may; this command never acts as them.
 ///
 /// `--json` prints `{"agent", "to", "next_seq", "online", "forecast"}`; with `--dry-run`, the
 /// forecast alone: `{"to", "edits", "paths", "branches", "not_undone"}`.
@@ -60,7 +59,7 @@ pub struct Rewound {
     pub to: u64,
     /// The Log's next seq after the rewind.
     pub next_seq: u64,
-    /// Whether the running sequencer did it (`false`: done offline under the lease).
+    /// Whether the running sequencer did it (`false`: the host did, under the agent's lease).
     pub online: bool,
     /// What the rewind restores and what it does not undo, as forecast before it began.
     pub forecast: Forecast,
@@ -71,23 +70,14 @@ pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
     let name = agent(&args.name)?;
     let session = cx.connect().await?;
     if args.dry_run {
-        let grant = session.client.read_grant(&name).await?;
-        let forecast =
-            control::forecast(&session.client, session.hub.root(), &name, &grant, args.to).await?;
+        let (_, forecast) = forecast(&session.client, &name, args.to).await?;
         if args.json {
             return output::json(&forecast);
         }
         println!("{} (dry run: nothing changed)", forecast.narrate(false));
         return Ok(());
     }
-    let rewound = rewind(
-        &session.client,
-        session.hub.root(),
-        &name,
-        args.to,
-        &args.reason,
-    )
-    .await?;
+    let rewound = rewind(&session.client, &name, args.to, &args.reason).await?;
     if args.json {
         return output::json(&rewound);
     }
@@ -97,7 +87,7 @@ pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
         if rewound.online {
             "by its running sequencer"
         } else {
-            "offline, under its lease"
+            "by its host, under its lease"
         },
         rewound.next_seq
     );
@@ -105,14 +95,8 @@ pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Rewinds `name` through its running sequencer, or offline when it is asleep.
-pub async fn rewind(
-    client: &HubClient,
-    root: &Path,
-    name: &AgentName,
-    to: u64,
-    reason: &str,
-) -> Result<Rewound, CliError> {
+/// Who acts for `name` now: its running sequencer, or the host that runs it while it sleeps.
+async fn target(client: &HubClient, name: &AgentName) -> Result<Target, CliError> {
     let tree = client.list_agents().await?;
     let life = tree
         .agents
@@ -122,50 +106,78 @@ pub async fn rewind(
         .ok_or_else(|| CliError::NotFound {
             message: format!("no agent {name} in this hub; `l3m ls` lists them"),
         })?;
-    let online = life == AgentLife::Running;
-    if !matches!(life, AgentLife::Running | AgentLife::Asleep) {
-        return Err(CliError::Refused {
+    match life {
+        AgentLife::Running => Ok(Target::Sequencer),
+        AgentLife::Asleep => Ok(Target::Host),
+        _ => Err(CliError::Refused {
             message: format!("{name} is retired: its ACR is gone, so there is nothing to rewind"),
-        });
+        }),
     }
-    let grant = client.read_grant(name).await?;
-    let forecast = control::forecast(client, root, name, &grant, to).await?;
-    if online {
-        let request = ControlRequest::Rewind {
-            to,
-            reason: reason.to_owned(),
-        };
-        return match control::call(client, name, &request, ANSWER_WITHIN).await? {
-            ControlReply::Done { next_seq } => Ok(Rewound {
-                agent: name.to_string(),
-                to,
-                next_seq,
-                online,
-                forecast,
-            }),
-            ControlReply::Refused { reason } => Err(CliError::Refused { message: reason }),
-            ControlReply::Status(_) => Err(CliError::Runtime(format!(
-                "{name}'s sequencer answered a rewind with its status"
-            ))),
-        };
+}
+
+/// Asks `target` for `name` to carry out `request`.
+async fn ask(
+    client: &HubClient,
+    target: Target,
+    name: &AgentName,
+    request: &ControlRequest,
+) -> Result<ControlReply, CliError> {
+    control::call(client, target, name, request, ANSWER_WITHIN)
+        .await
+        .map_err(|e| match e {
+            control::ControlError::Hub(client) => client.into(),
+            control::ControlError::NoAnswer { .. } if target == Target::Host => {
+                CliError::StackDown {
+                    why: format!(
+                        "{e}; the host's supervisor runs with `l3m up` (or `sequencer supervise`)"
+                    ),
+                }
+            }
+            other => CliError::Refused {
+                message: other.to_string(),
+            },
+        })
+}
+
+/// What a rewind of `name` to `to` would do, forecast by whoever would do it.
+pub async fn forecast(
+    client: &HubClient,
+    name: &AgentName,
+    to: u64,
+) -> Result<(Target, Forecast), CliError> {
+    let target = target(client, name).await?;
+    match ask(client, target, name, &ControlRequest::Forecast { to }).await? {
+        ControlReply::Forecast(forecast) => Ok((target, forecast)),
+        ControlReply::Refused { reason } => Err(CliError::Refused { message: reason }),
+        other => Err(CliError::Runtime(format!(
+            "{name}'s {target:?} answered a forecast with {other:?}"
+        ))),
     }
-    let credential = crate::context::host_key(root)?;
-    let writer = HubClient::open(
-        client.bus().clone(),
-        client.subjects().hub().clone(),
-        &credential,
-        Duty::Sequencer {
-            agent: name.clone(),
-        },
-    )
-    .await?;
-    control::rewind_offline(&writer, root, name, to, reason).await?;
-    let next_seq = writer.read_log(name, 0, 0).await?.len;
-    Ok(Rewound {
-        agent: name.to_string(),
+}
+
+/// Rewinds `name` through its running sequencer, or through its host when it is asleep.
+pub async fn rewind(
+    client: &HubClient,
+    name: &AgentName,
+    to: u64,
+    reason: &str,
+) -> Result<Rewound, CliError> {
+    let (target, forecast) = forecast(client, name, to).await?;
+    let request = ControlRequest::Rewind {
         to,
-        next_seq,
-        online,
-        forecast,
-    })
+        reason: reason.to_owned(),
+    };
+    match ask(client, target, name, &request).await? {
+        ControlReply::Done { next_seq } => Ok(Rewound {
+            agent: name.to_string(),
+            to,
+            next_seq,
+            online: target == Target::Sequencer,
+            forecast,
+        }),
+        ControlReply::Refused { reason } => Err(CliError::Refused { message: reason }),
+        other => Err(CliError::Runtime(format!(
+            "{name}'s {target:?} answered a rewind with {other:?}"
+        ))),
+    }
 }

@@ -168,6 +168,7 @@ pub async fn cmd_spawn(args: Args, cx: Context) -> Result<(), CliError> {
             },
             driven: false,
             persona,
+            fork: None,
         })
         .await?;
     let task_letter = match &args.task {

@@ -238,6 +238,7 @@ impl Fixture {
                     loan: Default::default(),
                     driven: false,
                     persona: None,
+                    fork: None,
                 },
             },
         )

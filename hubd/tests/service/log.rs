@@ -333,6 +333,7 @@ async fn a_spawn_forks_a_published_persona_and_refuses_an_unknown_one() {
             loan: Default::default(),
             driven: false,
             persona: Some(PersonaName::parse(persona).unwrap()),
+            fork: None,
         },
     };
     let before = f.refs();

@@ -85,6 +85,7 @@ async fn only_a_human_publishes_and_only_the_three_files_travel() {
                     loan: Default::default(),
                     driven: false,
                     persona: Some(PersonaName::parse("coder").unwrap()),
+                    fork: None,
                 },
             },
         )
@@ -249,6 +250,7 @@ async fn a_pull_merges_upstream_changes_keeps_the_wearers_and_refuses_a_conflict
             loan: Default::default(),
             driven: false,
             persona: Some(PersonaName::parse("coder").unwrap()),
+            fork: None,
         },
     };
     f.call::<_, Spawned>(Op::Spawn, &spawn).await.unwrap();

@@ -149,6 +149,7 @@ impl TestHub {
                 loan: fuel(calls),
                 driven: false,
                 persona: None,
+                fork: None,
             })
             .await
             .unwrap();

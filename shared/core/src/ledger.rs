@@ -359,6 +359,7 @@ impl Ledger {
                     loan: *loan,
                     driven: *driven,
                     persona: persona.clone(),
+                    fork: None,
                 };
                 self.apply_spawn(parent, req, *at_ms)
             }

@@ -464,6 +464,7 @@ fn request(child: AgentName, grant: Grant, loan: Fuel, driven: bool) -> SpawnReq
         loan,
         driven,
         persona: None,
+        fork: None,
     }
 }
 

@@ -96,6 +96,7 @@ impl Tool for SpawnAgent {
             loan,
             driven: !args.opt_bool("persist")?.unwrap_or(false),
             persona: None,
+            fork: None,
         };
         let name = fx.spawn()?.spawn(&request, args.string("task")?)?;
         Ok(ToolOutput::text(format!(

@@ -25,6 +25,8 @@
 //!   for servers.
 //! - [`client`]: [`client::HubClient`], one session with a hubd and a typed method per
 //!   operation.
+//! - [`control`]: control of an agent's sequencer (interrupt, rewind, forecast, status), and of
+//!   its host when it is asleep.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - [`credential`]: a process's credential file, the proof that opens a session, the session
 //!   key and the seal on every request.
@@ -53,6 +55,7 @@
 
 pub mod bus;
 pub mod client;
+pub mod control;
 pub mod credential;
 pub mod envelope;
 pub mod error;

@@ -204,6 +204,7 @@ async fn scenario(
         },
         driven: false,
         persona: None,
+        fork: None,
     })
     .await?;
     me.send_letter(
@@ -263,7 +264,7 @@ async fn scenario(
         ));
     };
     let before = std::fs::read_to_string(&notes).unwrap_or_default();
-    let rewound = super::rewind::rewind(me, root, &worker, seq, "the demo undoes the edit").await?;
+    let rewound = super::rewind::rewind(me, &worker, seq, "the demo undoes the edit").await?;
     let restored =
         wait_for_file(&notes, FIRST_DRAFT, Duration::from_secs(10)).await && before != FIRST_DRAFT;
     text.push_str(&format!(
@@ -276,7 +277,7 @@ async fn scenario(
         restored,
     ));
     let branch_back = rewound.forecast.branches.len() == 1
-        && branches_settled(me, root, &worker, seq, Duration::from_secs(10)).await?;
+        && branches_settled(me, &worker, seq, Duration::from_secs(10)).await?;
     checks.push((
         "the rewind moved the work branch back to before the commit",
         branch_back,
@@ -352,15 +353,13 @@ fn first_write_result(log: &[Record]) -> Option<u64> {
 /// moves are done (an online rewind restores after its record is appended).
 async fn branches_settled(
     me: &HubClient,
-    root: &Path,
     agent: &AgentName,
     to: u64,
     within: Duration,
 ) -> Result<bool, CliError> {
     let deadline = Instant::now() + within;
-    let grant = me.read_grant(agent).await?;
     loop {
-        let again = sequencer::control::forecast(me, root, agent, &grant, to).await?;
+        let (_, again) = super::rewind::forecast(me, agent, to).await?;
         if again.branches.is_empty() {
             return Ok(true);
         }

@@ -5,9 +5,11 @@ use std::sync::PoisonError;
 use std::time::Instant;
 
 use l3m_core::duty::Duty;
-use l3m_core::grant::SpawnRequest;
+use l3m_core::grant::{ForkFrom, SpawnRequest};
 use l3m_core::ledger::{LedgerRow, Life};
+use l3m_core::log::Record;
 use l3m_core::names::AgentName;
+use l3m_core::owed;
 use l3m_core::record_format;
 use l3m_core::refs::{self, AgentRef};
 use l3m_wire::hubd::authority::GrantView;
@@ -106,6 +108,10 @@ impl State {
                 }
             }
         };
+        let seed = match &req.fork {
+            None => None,
+            Some(from) => Some(self.fork_seed(&duty, &req, from)?),
+        };
         let child = req.child.clone();
         let row = LedgerRow::Spawn {
             parent: parent.clone(),
@@ -129,6 +135,10 @@ impl State {
         moved.push((AgentRef::Persona, child.clone()));
         let work_branch = self.fork_work_branch(&child, &parent)?;
         self.make_acr(&child, &work_branch, persona)?;
+        if let Some(records) = seed {
+            self.seed_log(&child, &records)?;
+            moved.push((AgentRef::Log, child.clone()));
+        }
         Ok((
             Spawned {
                 child: child.to_string(),
@@ -138,6 +148,70 @@ impl State {
             },
             moved,
         ))
+    }
+
+    /// A fork's first records, checked before anything is written: the spawner may read the
+    /// source's Log, the child's grant is within the source's (a fork never gains authority
+    /// over its source), and the Log holds the record forked at.
+    fn fork_seed(
+        &self,
+        duty: &Duty,
+        req: &SpawnRequest,
+        from: &ForkFrom,
+    ) -> Result<Vec<Record>, ServiceError> {
+        let source = &from.source;
+        self.require_known(source)?;
+        gate::may_read(duty, source, "Log")?;
+        let source_grant = self
+            .tree()
+            .ledger
+            .grant(source)
+            .cloned()
+            .ok_or_else(|| not_found("agent", source, String::new()))?;
+        req.grant.within(&source_grant).map_err(|w| {
+            ServiceError::Invalid(format!(
+                "a fork may not be wider than its source {source}: {w}"
+            ))
+        })?;
+        let refname = refs::agent_ref(source, AgentRef::Log);
+        let len = self.chain_len(&refname)?;
+        if from.at >= len {
+            return Err(ServiceError::Invalid(format!(
+                "{source}'s Log has {len} record(s), so there is no record {} to fork at; `l3m log {source}` lists them",
+                from.at
+            )));
+        }
+        let lines = self.hub.read_range(&refname, 0, from.at + 1)?;
+        let prefix = lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                record_format::from_line(line, i + 1).map_err(|e| {
+                    ServiceError::Internal(format!(
+                        "{refname} holds a record that does not read: {e}"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<Record>, _>>()?;
+        let reason = format!("forked from {source} at record {}", from.at);
+        Ok(owed::fork_log(prefix, &reason, now_ms()))
+    }
+
+    /// Writes a fork's first records as the new agent's Log, through the record gate like any
+    /// append.
+    fn seed_log(&self, child: &AgentName, records: &[Record]) -> Result<(), ServiceError> {
+        let lines = records
+            .iter()
+            .map(|r| {
+                r.to_line()
+                    .map_err(|e| ServiceError::Internal(format!("a forked record: {e}")))
+            })
+            .collect::<Result<Vec<String>, _>>()?;
+        let checked = gate::records(&lines, 0)?;
+        let refname = refs::agent_ref(child, AgentRef::Log);
+        let summary = l3m_core::story::subject(&checked);
+        self.hub.append(&refname, Tip::Absent, &lines, &summary)?;
+        Ok(())
     }
 
     /// Writes `child`'s grants ref: its grant and its account, as JSON files.

@@ -16,6 +16,21 @@ pub struct SpawnRequest {
     pub driven: bool,
     /// The persona the child wears, if any.
     pub persona: Option<PersonaName>,
+    /// Whose Log the child's begins with, up to which record: a fork. hubd seeds the new Log
+    /// itself, so no process poses as the child's sequencer to write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkFrom>,
+}
+
+/// Where a fork starts: another agent's Log, up to and including one record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ForkFrom {
+    /// The agent forked from; the spawner must be allowed to read its Log, and the child's
+    /// grant must be within its grant.
+    pub source: AgentName,
+    /// The last record the fork carries.
+    pub at: u64,
 }
 
 /// An admitted spawn: the accounts to record for it.

@@ -426,6 +426,7 @@ fn request(child: &str, grant: Grant, loan: Fuel, driven: bool) -> SpawnRequest 
         loan,
         driven,
         persona: None,
+        fork: None,
     }
 }
 

@@ -349,3 +349,22 @@ pub fn close_open(state: &Owed, reason: &str) -> Vec<RecordBody> {
         closed_tools,
     }]
 }
+
+/// The first records of a fork's Log: `prefix` (a source Log's records up to and including the
+/// fork point) renumbered from 0, then whatever was open there closed, as an interrupt would
+/// close it, so the fork's first turn continues that conversation with nothing left dangling.
+pub fn fork_log(prefix: Vec<Record>, reason: &str, at_ms: u64) -> Vec<Record> {
+    let mut records: Vec<Record> = (0u64..)
+        .zip(prefix)
+        .map(|(seq, r)| Record { seq, ..r })
+        .collect();
+    let owed = Owed::from_records(&records);
+    for body in close_open(&owed, reason) {
+        records.push(Record {
+            seq: records.len() as u64,
+            at_ms,
+            body,
+        });
+    }
+    records
+}

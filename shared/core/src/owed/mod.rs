@@ -472,5 +472,5 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub use journal::{NEW_EPOCH, Signal, Stale, close_open, journal};
+pub use journal::{NEW_EPOCH, Signal, Stale, close_open, fork_log, journal};
 pub use plan::{Footprints, PlanInput, plan};

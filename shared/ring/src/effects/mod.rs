@@ -528,6 +528,7 @@ mod tests {
             loan: Default::default(),
             driven,
             persona: None,
+            fork: None,
         }
     }
 

@@ -87,6 +87,8 @@ pub enum Service {
     Hubd,
     /// The single writer of one agent's Log.
     Sequencer,
+    /// The host that runs a subtree of agents (the waker): what is done for an asleep one.
+    Host,
     /// The carrier of airmail between hubs.
     Postman,
     /// The deliberator over wild calls.
@@ -103,6 +105,7 @@ impl Service {
         match self {
             Service::Hubd => "hubd",
             Service::Sequencer => "sequencer",
+            Service::Host => "host",
             Service::Postman => "postman",
             Service::Reviewer => "reviewer",
             Service::Builder => "builder",
