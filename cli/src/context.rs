@@ -67,7 +67,9 @@ impl Selected {
     }
 }
 
-/// The whole-hub host credential `l3m init` issued, for what runs agents on this host.
+/// The whole-hub host credential `l3m init` issued, for what runs agents on this host: only
+/// the embedded supervisor reads it, so a CLI built without `embedded` never does.
+#[cfg(feature = "embedded")]
 pub fn host_key(root: &Path) -> Result<KeyFile, CliError> {
     read_key(&root.join(paths::host_key()))
 }

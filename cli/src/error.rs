@@ -153,6 +153,7 @@ impl From<ClientError> for CliError {
     }
 }
 
+#[cfg(feature = "embedded")]
 impl From<sequencer::SequencerError> for CliError {
     /// A lease held by a running sequencer is a refusal (4); hubd's own answers keep their
     /// meaning; the rest is a runtime error.

@@ -2,7 +2,9 @@
 //! inspect agents, and see exactly what each model sees.
 //!
 //! Every command is a thin handler over library faces: `hubd`'s for `init` and the embedded
-//! stack, [`l3m_wire::client::HubClient`] for everything that talks to a running hubd, and
+//! stack (the `embedded` feature, on by default; without it the CLI links neither hubd nor the
+//! sequencer, so the compiler keeps every other command on the wire),
+//! [`l3m_wire::client::HubClient`] for everything that talks to a running hubd, and
 //! `l3m_core`'s pure folds (`view`, the stats fold) for what is shown. The CLI holds the
 //! human's own document (`~/.l3m/l3m.toml`) and nothing else.
 //!
@@ -15,7 +17,8 @@
 //! - [`config`]: the human's document.
 //! - [`context`]: from the document to the selected hub and a hubd session.
 //! - [`stack`]: the local stack's processes and run file.
-//! - [`embedded`]: hubd in this process, over any bus.
+//! - `embedded` (feature `embedded`): hubd and the supervisor in this process, over any bus.
+//! - [`models`]: which model the document gives an agent.
 //! - [`render`]: pure renderings (Log lines, views, trees, stats, grants).
 //! - [`output`]: `--json` printing.
 //! - [`error`]: [`CliError`] and the exit codes.
@@ -23,8 +26,10 @@
 pub mod commands;
 pub mod config;
 pub mod context;
+#[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod error;
+pub mod models;
 pub mod output;
 pub mod render;
 pub mod stack;

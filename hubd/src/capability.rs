@@ -18,18 +18,11 @@ use std::sync::Mutex;
 use l3m_core::credential::CredentialId;
 use l3m_core::duty::Duty;
 use l3m_core::names::{AgentName, Entity};
-use l3m_wire::credential::SessionKey;
+use l3m_wire::credential::{SessionKey, random_hex};
 use l3m_wire::typed::Sealed;
 
 /// How many request numbers behind the highest seen are still accepted (once each).
 pub const WINDOW: u64 = 128;
-
-/// 32 random bytes from the OS, as 64 lowercase hex digits.
-pub fn random_hex() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
 
 /// Whom a duty acts as: the agent of a sequencer, the human, the postman's service. A host's
 /// waker acts as no one: it only starts sequencers.

@@ -162,12 +162,11 @@ fn config_checks(cx: &Context) -> Vec<Check> {
 /// Whether agents have a model to run on: without `default_model` or an `[[agents]]` rule,
 /// every agent sleeps with its letters unread.
 fn models_check(document: &std::path::Path) -> Check {
-    let config = match crate::embedded::sequencer_config(document) {
-        Ok(config) => config,
-        Err(e) => return failed("models", e.to_string(), "fix the file it names"),
+    let setup = match crate::models::setup(document) {
+        Ok(setup) => setup,
+        Err(e) => return failed("models", e, "fix the file it names"),
     };
-    let rules = config.agents.len();
-    match (&config.default_model, rules) {
+    match (&setup.default_model, setup.rules) {
         (None, 0) => Check {
             required: false,
             ..failed(

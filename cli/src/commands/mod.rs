@@ -3,11 +3,13 @@
 
 pub mod collect;
 pub mod credential;
+#[cfg(feature = "embedded")]
 pub mod demo;
 pub mod doctor;
 pub mod down;
 pub mod fork;
 pub mod grant;
+#[cfg(feature = "embedded")]
 pub mod init;
 pub mod log;
 pub mod ls;
@@ -50,6 +52,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Make a hub and record it in l3m.toml.
+    #[cfg(feature = "embedded")]
     Init(init::Args),
     /// Start the local stack.
     Up(up::Args),
@@ -86,6 +89,7 @@ pub enum Command {
     /// Check this machine and the configuration.
     Doctor(doctor::Args),
     /// Run the demo: a fresh hub and a real agent scenario (scripted model).
+    #[cfg(feature = "embedded")]
     Demo(demo::Args),
     /// Make, publish and pull personas.
     #[command(subcommand)]
@@ -101,6 +105,7 @@ pub enum Command {
 /// Runs one command.
 pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
     match command {
+        #[cfg(feature = "embedded")]
         Command::Init(args) => init::cmd_init(args, cx).await,
         Command::Up(args) => up::cmd_up(args, cx).await,
         Command::Down(args) => down::cmd_down(args, cx).await,
@@ -118,6 +123,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Grant(command) => grant::dispatch(command, cx).await,
         Command::Stats(args) => stats::cmd_stats(args, cx).await,
         Command::Doctor(args) => doctor::cmd_doctor(args, cx).await,
+        #[cfg(feature = "embedded")]
         Command::Demo(args) => demo::cmd_demo(args, cx).await,
         Command::Persona(command) => persona::dispatch(command, cx).await,
         Command::Settings(command) => settings::dispatch(command, cx).await,

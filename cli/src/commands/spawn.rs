@@ -91,11 +91,7 @@ pub struct SpawnOutput {
 /// finds none leaves the agent asleep with its letters unread, and the user should hear it here
 /// rather than in a log file.
 fn no_model(document: &std::path::Path, child: &AgentName) -> Option<String> {
-    let config = match crate::embedded::sequencer_config(document) {
-        Ok(config) => config,
-        Err(e) => return Some(format!("{e}; {child} will not run until it parses")),
-    };
-    config.models_for(child).err().map(|e| {
+    crate::models::gap(document, child).map(|e| {
         format!(
             "{e}: {child} will sleep with its letters unread. Add `default_model = \"NAME\"` \
              and a [models.NAME] table (or an [[agents]] rule) to {}; `l3m doctor` checks it",

@@ -64,12 +64,12 @@ pub fn nest(agents: &[AgentState], why: &BTreeMap<String, String>) -> Vec<Node> 
         .collect()
 }
 
-/// Why each asleep agent is stuck: from the tail of its Log, else because `config` gives it
+/// Why each asleep agent is stuck: from the tail of its Log, else because `document` gives it
 /// no model (its sequencer then never runs it).
 async fn why_stuck(
     client: &HubClient,
     agents: &[AgentState],
-    config: Option<&sequencer::Config>,
+    document: &std::path::Path,
 ) -> Result<BTreeMap<String, String>, CliError> {
     let mut out = BTreeMap::new();
     for a in agents.iter().filter(|a| a.life == AgentLife::Asleep) {
@@ -81,10 +81,7 @@ async fn why_stuck(
             .read_log_range(&name, len.saturating_sub(TAIL), len)
             .await?;
         let no_model = || {
-            let config = config?;
-            config
-                .models_for(&name)
-                .err()
+            crate::models::gap(document, &name)
                 .map(|e| format!("{e}, so no sequencer runs it (`l3m doctor` says how to add one)"))
         };
         if let Some(why) = stuck(&tail.records).or_else(no_model) {
@@ -98,8 +95,7 @@ async fn why_stuck(
 pub async fn cmd_tree(args: Args, cx: Context) -> Result<(), CliError> {
     let session = cx.connect().await?;
     let tree = session.client.list_agents().await?;
-    let config = crate::embedded::sequencer_config(&session.hub.document).ok();
-    let why = why_stuck(&session.client, &tree.agents, config.as_ref()).await?;
+    let why = why_stuck(&session.client, &tree.agents, &session.hub.document).await?;
     if args.json {
         return output::json(&serde_json::json!({ "roots": nest(&tree.agents, &why) }));
     }

@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use crate::render::time::now_ms;
 
+#[cfg(feature = "embedded")]
 use indicatif::ProgressBar;
 use l3m_core::duty::Duty;
 use l3m_wire::bus::{Bus, NatsBus};
 use l3m_wire::client::HubClient;
 
 use crate::context::{Context, Selected, nats_auth};
+#[cfg(feature = "embedded")]
 use crate::embedded::{Embedded, sequencer_config, start_sequencers};
 use crate::error::CliError;
 use crate::stack::process::{self, GRACE, Started};
@@ -40,6 +42,7 @@ const SETTLE: Duration = Duration::from_millis(700);
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Run the services inside this process (implies --foreground).
+    #[cfg(feature = "embedded")]
     #[arg(long)]
     pub embedded: bool,
     /// Stay in the foreground until Ctrl-C, then stop the stack.
@@ -53,6 +56,20 @@ pub struct Args {
         default_value = "hubd,sequencer"
     )]
     pub services: Vec<Service>,
+}
+
+impl Args {
+    /// Whether the services run in this process (only a CLI built with `embedded` can).
+    fn embedded(&self) -> bool {
+        #[cfg(feature = "embedded")]
+        {
+            self.embedded
+        }
+        #[cfg(not(feature = "embedded"))]
+        {
+            false
+        }
+    }
 }
 
 /// What `up` started so far; dropping it without [`Stack::keep`] stops all of it.
@@ -295,7 +312,7 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
         )?),
         Some(_) => None,
     };
-    let service_binaries = if args.embedded {
+    let service_binaries = if args.embedded() {
         Vec::new()
     } else {
         services
@@ -331,6 +348,7 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
             ));
         }
     };
+    #[cfg(feature = "embedded")]
     if args.embedded {
         return run_embedded(&hub, &url, users.as_ref(), &services, stack, bar).await;
     }
@@ -377,6 +395,7 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
 
 /// A connection for `service` run in this process: its own user when the stack made users, so
 /// each duty keeps its own permissions and replies.
+#[cfg(feature = "embedded")]
 async fn service_bus(
     hub: &Selected,
     url: &str,
@@ -394,6 +413,7 @@ async fn service_bus(
 }
 
 /// `l3m up --embedded`: hubd (and, with the sequencer library, the supervisor) in this process.
+#[cfg(feature = "embedded")]
 async fn run_embedded(
     hub: &Selected,
     url: &str,

@@ -43,7 +43,7 @@ impl Users {
     /// read as a number.
     pub fn generate() -> Result<Users, CliError> {
         let fresh = || {
-            hubd::capability::random_hex()
+            l3m_wire::credential::random_hex()
                 .map(|hex| format!("pw{hex}"))
                 .map_err(|e| CliError::Runtime(format!("the OS random source failed: {e}")))
         };

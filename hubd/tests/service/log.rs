@@ -283,7 +283,7 @@ async fn retire_removes_a_subtree_deepest_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_cannot_write_its_grants_a_siblings_log_or_a_persona() {
+async fn neither_an_agent_nor_a_human_writes_another_log_and_no_one_writes_grants_or_personas() {
     let f = Fixture::start().await;
     let human = f.human().await;
     f.spawn(&human, "bob", root_grant()).await.unwrap();
@@ -308,6 +308,20 @@ async fn an_agent_cannot_write_its_grants_a_siblings_log_or_a_persona() {
         "{}",
         sibling.message
     );
+    // Nor may a human's session, the hub's owner included: a Log has one writer.
+    let by_human = f
+        .call::<_, LogAppended>(
+            Op::AppendLog,
+            &AppendLog {
+                capability: human.clone(),
+                agent: "bob".into(),
+                expected_tip: None,
+                records: vec![record(0)],
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(by_human.code, ErrorCode::Refused, "{}", by_human.message);
     // Grants and personas have no write request at all; the duty table is the fence behind it.
     use l3m_core::duty::{Duty, RefWrite, may_write};
     let duty = Duty::Sequencer {
@@ -615,4 +629,76 @@ async fn a_long_log_is_read_a_page_of_lines_at_a_time() {
     let all = client.read_log_from(&agent("bob"), 0).await.unwrap();
     assert_eq!(all.records.len() as u64, n);
     assert!(all.records.iter().zip(0..).all(|(r, seq)| r.seq == seq));
+}
+
+/// A fork is a spawn hubd seeds: the new Log starts with the source's records up to the fork
+/// point, written by hubd in the spawn. A spawner who may not read the source, a fork point
+/// past the source's Log, or a grant wider than the source's is refused with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_is_seeded_by_hubd_and_refused_to_whom_may_not_read_its_source() {
+    use l3m_core::grant::{ForkFrom, SpawnRequest};
+    use l3m_wire::hubd::session::Capability;
+    use l3m_wire::hubd::tree::{Spawn, Spawned};
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    f.spawn(&bob, "bob/kid", root_grant()).await.unwrap();
+    f.spawn(&bob, "bob/sib", root_grant()).await.unwrap();
+    let kid = f.sequencer("bob/kid").await;
+    let sib = f.sequencer("bob/sib").await;
+    let _: LogAppended = f
+        .call(
+            Op::AppendLog,
+            &AppendLog {
+                capability: kid.clone(),
+                agent: "bob/kid".into(),
+                expected_tip: None,
+                records: vec![record(0), record(1)],
+            },
+        )
+        .await
+        .unwrap();
+    let fork = |by: &Capability, child: &str, at: u64| Spawn {
+        capability: by.clone(),
+        request: SpawnRequest {
+            child: agent(child),
+            grant: root_grant(),
+            loan: Default::default(),
+            driven: false,
+            persona: None,
+            fork: Some(ForkFrom {
+                source: agent("bob/kid"),
+                at,
+            }),
+        },
+    };
+    let before = f.refs();
+    let unread = f
+        .call::<_, Spawned>(Op::Spawn, &fork(&sib, "bob/sib/copy", 0))
+        .await
+        .unwrap_err();
+    assert_eq!(unread.code, ErrorCode::Refused, "{}", unread.message);
+    let past = f
+        .call::<_, Spawned>(Op::Spawn, &fork(&bob, "bob/copy", 2))
+        .await
+        .unwrap_err();
+    assert_eq!(past.code, ErrorCode::Invalid, "{}", past.message);
+    assert!(past.message.contains("no record 2"), "{}", past.message);
+    assert_eq!(f.refs(), before, "a refused fork writes nothing");
+
+    let _: Spawned = f.call(Op::Spawn, &fork(&bob, "bob/copy", 0)).await.unwrap();
+    let copy: LogRange = f
+        .call(
+            Op::ReadLog,
+            &ReadLog {
+                capability: bob.clone(),
+                agent: "bob/copy".into(),
+                from: 0,
+                to: u64::MAX,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(copy.records, [record(0)]);
 }

@@ -342,6 +342,14 @@ impl SessionKey {
     }
 }
 
+/// 32 bytes from the OS's random source as 64 hex digits: session capabilities, letter ids,
+/// nonces and passwords, wherever a value must be unguessable.
+pub fn random_hex() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

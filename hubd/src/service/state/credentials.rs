@@ -113,7 +113,7 @@ impl State {
                 detail: " as live".into(),
             });
         }
-        let nonce = crate::capability::random_hex()
+        let nonce = l3m_wire::credential::random_hex()
             .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
         let voucher = Voucher {
             agent: agent.to_string(),

@@ -10,10 +10,10 @@ use l3m_core::refs::{self, AgentRef};
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkedRead};
 use l3m_wire::hubd::session::Capability;
 
-use crate::capability::random_hex;
 use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
+use l3m_wire::credential::random_hex;
 
 use super::{Moved, State};
 
