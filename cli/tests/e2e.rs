@@ -52,6 +52,7 @@ fn append_session(home: &Home, agent: &str) {
             output: "wrote workspace/notes.md".into(),
             is_error: false,
             effects: vec![],
+            refusal: None,
         },
     ];
     append(home, agent, bodies);

@@ -29,6 +29,7 @@ fn outlet_error(error: ClientError) -> OutletError {
         ClientError::Refused { error, .. } => OutletError::Refused {
             code: error.code.as_str().to_owned(),
             reason: error.message,
+            axis: error.axis,
         },
         other => OutletError::Unreachable {
             reason: other.to_string(),

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use l3m_core::effects::{EffectClass, Footprint, Reversibility};
 use l3m_core::grant::{GrantError, RemoteName};
-use l3m_core::log::EffectNote;
+use l3m_core::log::{EffectNote, Refusal};
 use l3m_core::names::AgentName;
 use l3m_ring::effects::{Effects, HubOutlet, SystemClock};
 use l3m_ring::tokens::{self, Tokens};
@@ -97,6 +97,8 @@ pub enum Outcome {
         is_error: bool,
         /// The undo entries it journaled, and what no entry covers.
         effects: Vec<EffectNote>,
+        /// Which boundary refused it, when it was refused.
+        refusal: Option<Refusal>,
     },
     /// It is wild and waits for review; nothing ran.
     NeedsReview {
@@ -237,17 +239,20 @@ impl Toolbox {
                     output: crate::bounds::fit_output(out.text),
                     is_error: false,
                     effects,
+                    refusal: None,
                 }
             }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
                 output: crate::bounds::fit_output(e.to_string()),
                 is_error: true,
                 effects,
+                refusal: e.refusal(),
             },
             Dispatch::Absent { name } => Outcome::Finished {
                 output: format!("(l3m) no tool named {name:?} is offered to you"),
                 is_error: true,
                 effects,
+                refusal: Some(Refusal::new("tool-table", None)),
             },
             Dispatch::NeedsReview(card) => Outcome::NeedsReview {
                 card: format!("{} would {}", card.tool, card.effect.replace('\n', " ")),

@@ -707,11 +707,13 @@ impl Session {
                     output,
                     is_error,
                     effects,
+                    refusal,
                 }) => Input::Signal(Signal::ToolFinished {
                     id,
                     output,
                     is_error,
                     effects,
+                    refusal,
                 }),
                 Ok(Outcome::NeedsReview { card }) => Input::NeedsReview(id, card),
                 Err(panic) => Input::Signal(Signal::ToolFinished {
@@ -719,6 +721,7 @@ impl Session {
                     output: format!("(l3m) the tool crashed: {}", panic_message(&*panic)),
                     is_error: true,
                     effects: vec![],
+                    refusal: None,
                 }),
             };
             let _closed = tx.send(input);

@@ -350,6 +350,7 @@ async fn a_bad_undo_id_in_the_log_stops_the_rewind_naming_it() {
                 target: "workspace/x".into(),
                 undo: Some("not-an-id".into()),
             }],
+            refusal: None,
         },
     };
     client

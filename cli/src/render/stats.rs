@@ -15,6 +15,8 @@ pub struct ToolStats {
     pub uses: u64,
     /// Of which failed or were refused.
     pub errors: u64,
+    /// Of those, refused by a boundary (the result's typed refusal), by boundary.
+    pub refused: BTreeMap<String, u64>,
     /// Uses that started and finished, so have a latency.
     pub timed: u64,
     /// Sum of their latencies, in milliseconds.
@@ -69,7 +71,12 @@ pub fn fold(records: &[Record]) -> AgentStats {
             RecordBody::ToolStarted { id } => {
                 started.insert(id.to_string(), record.at_ms);
             }
-            RecordBody::ToolResult { id, is_error, .. } => {
+            RecordBody::ToolResult {
+                id,
+                is_error,
+                refusal,
+                ..
+            } => {
                 let id = id.to_string();
                 let name = names
                     .get(&id)
@@ -78,6 +85,9 @@ pub fn fold(records: &[Record]) -> AgentStats {
                 let tool = stats.tools.entry(name).or_default();
                 tool.uses += 1;
                 tool.errors += u64::from(*is_error);
+                if let Some(refusal) = refusal {
+                    *tool.refused.entry(refusal.boundary.clone()).or_default() += 1;
+                }
                 if let Some(at) = started.remove(&id) {
                     let ms = record.at_ms.saturating_sub(at);
                     tool.timed += 1;
@@ -106,15 +116,24 @@ pub fn table(agents: &BTreeMap<String, AgentStats>) -> String {
     let any_tools = agents.values().any(|s| !s.tools.is_empty());
     if any_tools {
         out.push_str(&format!(
-            "\n{:<28} {:<16} {:>5} {:>6} {:>9} {:>8}\n",
-            "agent", "tool", "uses", "errors", "mean-ms", "max-ms"
+            "\n{:<28} {:<16} {:>5} {:>6} {:>9} {:>8}  {}\n",
+            "agent", "tool", "uses", "errors", "mean-ms", "max-ms", "refused-by"
         ));
         for (name, s) in agents {
             for (tool, t) in &s.tools {
                 let mean = t.mean_ms().map_or("-".to_owned(), |m| m.to_string());
+                let refused: Vec<String> = t
+                    .refused
+                    .iter()
+                    .map(|(boundary, n)| format!("{boundary}×{n}"))
+                    .collect();
                 out.push_str(&format!(
-                    "{name:<28} {tool:<16} {:>5} {:>6} {:>9} {:>8}\n",
-                    t.uses, t.errors, mean, t.max_ms
+                    "{name:<28} {tool:<16} {:>5} {:>6} {:>9} {:>8}  {}\n",
+                    t.uses,
+                    t.errors,
+                    mean,
+                    t.max_ms,
+                    refused.join(" ")
                 ));
             }
         }
@@ -179,6 +198,7 @@ mod tests {
                     output: "ok".into(),
                     is_error: false,
                     effects: vec![],
+                    refusal: None,
                 },
             ),
         ];
@@ -187,5 +207,46 @@ mod tests {
         let t = &s.tools["read_file"];
         assert_eq!((t.uses, t.timed, t.total_ms, t.max_ms), (1, 1, 45, 45));
         assert_eq!(t.mean_ms(), Some(45));
+    }
+
+    #[test]
+    fn refusals_are_counted_by_their_boundary_not_their_text() {
+        let refused = |seq, boundary: &str| {
+            record(
+                seq,
+                seq,
+                RecordBody::ToolResult {
+                    id: id(&format!("t{seq}")),
+                    output: "anything at all".into(),
+                    is_error: true,
+                    effects: vec![],
+                    refusal: Some(l3m_core::log::Refusal::new(boundary, None)),
+                },
+            )
+        };
+        let failed = record(
+            9,
+            9,
+            RecordBody::ToolResult {
+                id: id("t9"),
+                output: "refused by the host boundary (but a failure)".into(),
+                is_error: true,
+                effects: vec![],
+                refusal: None,
+            },
+        );
+        let s = fold(&[
+            refused(1, "host"),
+            refused(2, "host"),
+            refused(3, "hub"),
+            failed,
+        ]);
+        let t = &s.tools["(unknown)"];
+        assert_eq!(t.errors, 4);
+        assert_eq!(
+            t.refused,
+            BTreeMap::from([("host".into(), 2), ("hub".into(), 1)])
+        );
+        assert!(table(&BTreeMap::from([("a".into(), s)])).contains("host×2 hub×1"));
     }
 }

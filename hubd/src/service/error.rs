@@ -126,6 +126,14 @@ pub enum ServiceError {
         /// Where the child's grant exceeds the new bound.
         widening: l3m_core::grant::Widening,
     },
+    /// A fork's grant is wider than its source's: a fork never gains authority over its source.
+    #[error("a fork may not be wider than its source {source_agent}: {widening}")]
+    ForkWider {
+        /// The agent forked from.
+        source_agent: l3m_core::names::AgentName,
+        /// Where the fork's grant exceeds the source's.
+        widening: l3m_core::grant::Widening,
+    },
     /// A persona the spawn asked for is not published.
     #[error(
         "persona {persona} is not published ({refname} does not exist); publish it first or \
@@ -186,7 +194,8 @@ impl ServiceError {
             | ServiceError::Duty(_)
             | ServiceError::NotAllowed { .. }
             | ServiceError::UnknownPersona { .. }
-            | ServiceError::ChildOutside { .. } => ErrorCode::Refused,
+            | ServiceError::ChildOutside { .. }
+            | ServiceError::ForkWider { .. } => ErrorCode::Refused,
             ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
             ServiceError::Ledger(_) => ErrorCode::Refused,
             ServiceError::BadName { .. }
@@ -214,9 +223,20 @@ impl ServiceError {
         }
     }
 
-    /// The typed reply for this failure.
+    /// The typed reply for this failure, with the grant axis it refused on as data.
     pub fn to_remote(&self) -> RemoteError {
-        RemoteError::new(self.code(), self.to_string())
+        RemoteError::new(self.code(), self.to_string()).on_axis(self.axis())
+    }
+
+    /// The grant axis a refusal was about: a spawn's gate, a regrant leaving a child outside,
+    /// a fork wider than its source.
+    pub fn axis(&self) -> Option<l3m_core::axis::Axis> {
+        match self {
+            ServiceError::Ledger(LedgerError::Spawn { refusal, .. }) => refusal.axis(),
+            ServiceError::ChildOutside { widening, .. } => Some(widening.axis),
+            ServiceError::ForkWider { widening, .. } => Some(widening.axis),
+            _ => None,
+        }
     }
 }
 

@@ -193,6 +193,11 @@ async fn a_widening_spawn_is_refused_naming_its_axis() {
     let refused = f.spawn(&human, "bob", wide).await.unwrap_err();
     assert_eq!(refused.code, ErrorCode::Refused);
     assert!(refused.message.contains("`build`"), "{}", refused.message);
+    assert_eq!(
+        refused.axis,
+        Some(l3m_core::axis::Axis::Build),
+        "the axis as data"
+    );
     assert_eq!(f.refs(), before, "nothing written");
     f.spawn(&human, "bob", root_grant()).await.unwrap();
     let bob = f.sequencer("bob").await;
@@ -208,6 +213,7 @@ async fn a_widening_spawn_is_refused_naming_its_axis() {
         .await
         .unwrap_err();
     assert!(child.message.contains("`build`"), "{}", child.message);
+    assert_eq!(child.axis, Some(l3m_core::axis::Axis::Build));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

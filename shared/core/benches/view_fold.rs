@@ -127,6 +127,7 @@ impl Session {
                 output: "fn main() { println!(\"hello\"); }\n".repeat(8),
                 is_error: false,
                 effects: vec![],
+                refusal: None,
             })?;
         }
         Ok(())

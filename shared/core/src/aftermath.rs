@@ -53,6 +53,7 @@ mod tests {
                 output: String::new(),
                 is_error: false,
                 effects: notes,
+                refusal: None,
             },
         }
     }

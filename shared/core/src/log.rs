@@ -23,6 +23,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::axis::Axis;
 use crate::budget::Fuel;
 use crate::effects::{EffectClass, Footprint, Tier};
 use crate::names::{AgentName, Entity};
@@ -132,6 +133,28 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     /// Input tokens written to the provider's prompt cache.
     pub cache_write_tokens: u64,
+}
+
+/// A tool result that is a refusal, as data: the boundary that refused and the grant axis it
+/// refused on, so the demo, `l3m stats` and tests read fields instead of matching text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The refusing boundary, in the word its message names (`write-root`, `host`, `spawn`,
+    /// `hub` for hubd's own gate, …).
+    pub boundary: String,
+    /// The grant axis the refusal is about, when it is about one (a widening spawn names the
+    /// axis it widens; the net boundary, `net`).
+    pub axis: Option<Axis>,
+}
+
+impl Refusal {
+    /// A refusal by `boundary` on `axis`.
+    pub fn new(boundary: &str, axis: Option<Axis>) -> Self {
+        Refusal {
+            boundary: boundary.to_owned(),
+            axis,
+        }
+    }
 }
 
 /// One effect a finished tool reports, so rewind can find what to restore.
@@ -349,6 +372,9 @@ pub enum RecordBody {
         is_error: bool,
         /// What it changed in the world, for rewind.
         effects: Vec<EffectNote>,
+        /// Which boundary refused it and on which axis, when it is a refusal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refusal: Option<Refusal>,
     },
     /// Something arrived for the agent from outside its conversation.
     Event {
@@ -692,6 +718,7 @@ mod tests {
                     target: "a".into(),
                     undo: Some("u1".into()),
                 }],
+                refusal: None,
             },
             RecordBody::CallFailed {
                 call,

@@ -157,6 +157,7 @@ fn body(shape: &Shape, seq: u64) -> RecordBody {
             output: text,
             is_error: false,
             effects: vec![],
+            refusal: None,
         },
         Shape::Interrupt(tools) => RecordBody::Interrupted {
             reason: text,
@@ -558,6 +559,7 @@ impl Driver {
                     output: "done".into(),
                     is_error: false,
                     effects: vec![],
+                    refusal: None,
                 }
             }
             Act::Event(duplicate) => {

@@ -1,7 +1,7 @@
 //! The contract every tool body implements, what it returns, and how it fails.
 
 use l3m_core::effects::{EffectClass, ToolDecl};
-use l3m_core::log::EffectNote;
+use l3m_core::log::{EffectNote, Refusal};
 use l3m_ring::effects::{EffectsError, Granted, MailError, SpawnError};
 use l3m_ring::files::FilesError;
 use l3m_ring::git::GitError;
@@ -123,6 +123,23 @@ pub enum ToolError {
         /// Its size.
         len: usize,
     },
+}
+
+impl ToolError {
+    /// The refusal as data — the refusing boundary and the axis it guards — when the call was
+    /// refused rather than failed (bad input, a missing file and a failed push are failures).
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            ToolError::Files(e) => e.refusal(),
+            ToolError::Git(e) => e.refusal(),
+            ToolError::Net(e) => e.refusal(),
+            ToolError::Mail(e) => e.refusal(),
+            ToolError::Spawn(e) => e.refusal(),
+            ToolError::Shell(e) => e.refusal(),
+            ToolError::Effects(e) => Some(e.refusal()),
+            _ => None,
+        }
+    }
 }
 
 /// A declaration of `name` over `classes`, claiming `claims` (the table checks the claim).

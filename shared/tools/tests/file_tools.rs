@@ -96,10 +96,20 @@ fn write_file_writes_under_the_roots_journaled_and_refuses_the_harness() {
     let err = files_error(refusal);
     assert!(matches!(err, FilesError::Harness { .. }), "{err}");
     assert!(err.to_string().contains(".l3m"), "{err}");
-    let err = files_error(s.call(
+    let outside = s.call(
         "write_file",
         json!({"path": "other-repo/notes.txt", "content": "x"}),
-    ));
+    );
+    // The refusal as data: the boundary and the axis, for readers that must not match text.
+    let typed = outside.as_ref().err().and_then(ToolError::refusal);
+    assert_eq!(
+        typed,
+        Some(l3m_core::log::Refusal::new(
+            "write-root",
+            Some(l3m_core::axis::Axis::Files)
+        ))
+    );
+    let err = files_error(outside);
     assert!(matches!(err, FilesError::OutsideWriteRoots { .. }), "{err}");
     let err = files_error(s.call("write_file", json!({"path": "/etc/passwd", "content": "x"})));
     assert!(matches!(err, FilesError::Path(_)), "{err}");

@@ -64,6 +64,7 @@ impl HubOutlet for Recorder {
         Err(OutletError::Refused {
             code: "widening".into(),
             reason: "spawn refused on axis `net`".into(),
+            axis: None,
         })
     }
 }

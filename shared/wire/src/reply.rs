@@ -16,6 +16,7 @@
 //! A code this build does not know decodes as [`ErrorCode::Unrecognized`], so a newer server can
 //! add codes without breaking older callers.
 
+use l3m_core::axis::Axis;
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{Envelope, Limits, Message, encode};
@@ -106,6 +107,10 @@ pub struct RemoteError {
     pub code: ErrorCode,
     /// What exactly was wrong, for a human to read.
     pub message: String,
+    /// The grant axis a refusal was about, when it was about one (a spawn widening `net`), for
+    /// code that must not parse the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axis: Option<Axis>,
 }
 
 impl Message for RemoteError {
@@ -123,7 +128,17 @@ impl RemoteError {
             }
             message.truncate(cut);
         }
-        RemoteError { code, message }
+        RemoteError {
+            code,
+            message,
+            axis: None,
+        }
+    }
+
+    /// The error, naming the grant axis it refused on.
+    pub fn on_axis(mut self, axis: Option<Axis>) -> Self {
+        self.axis = axis;
+        self
     }
 
     /// The answer a server gives when a request failed at the wire layer (it did not open, or

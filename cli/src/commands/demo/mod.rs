@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use hubd::store::HubOptions;
 use indicatif::ProgressBar;
+use l3m_core::axis::Axis;
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{GrantFile, SpawnRequest};
@@ -236,9 +237,9 @@ async fn scenario(
     let refusal = lead_log.iter().find_map(|r| match &r.body {
         RecordBody::ToolResult {
             output,
-            is_error: true,
+            refusal: Some(refusal),
             ..
-        } if output.contains("net") => Some(output.clone()),
+        } if refusal.axis == Some(Axis::Net) => Some(output.clone()),
         _ => None,
     });
     checks.push((

@@ -168,11 +168,12 @@ impl State {
             .grant(source)
             .cloned()
             .ok_or_else(|| not_found("agent", source, String::new()))?;
-        req.grant.within(&source_grant).map_err(|w| {
-            ServiceError::Invalid(format!(
-                "a fork may not be wider than its source {source}: {w}"
-            ))
-        })?;
+        req.grant
+            .within(&source_grant)
+            .map_err(|widening| ServiceError::ForkWider {
+                source_agent: source.clone(),
+                widening,
+            })?;
         let refname = refs::agent_ref(source, AgentRef::Log);
         let len = self.chain_len(&refname)?;
         if from.at >= len {

@@ -119,6 +119,8 @@ pub enum Signal {
         is_error: bool,
         /// What it changed.
         effects: Vec<EffectNote>,
+        /// Which boundary refused it, when it is a refusal.
+        refusal: Option<Refusal>,
     },
     /// An event arrived (a letter, a vigil, a child done, a deadline, a notice).
     Event {
@@ -251,6 +253,7 @@ pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
             output,
             is_error,
             effects,
+            refusal,
         } => {
             if now.running.contains(&id) {
                 one(RecordBody::ToolResult {
@@ -258,6 +261,7 @@ pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
                     output,
                     is_error,
                     effects,
+                    refusal,
                 })
             } else if state.seen.started.contains(&id) {
                 Err(Stale::ToolAlreadyClosed { id })

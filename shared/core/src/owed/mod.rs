@@ -43,8 +43,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::budget::Fuel;
 use crate::effects::{Footprint, Tier};
 use crate::log::{
-    CallId, Disposition, EffectNote, EventId, EventSource, FuelUnit, Record, RecordBody, ToolUse,
-    ToolUseId, Usage, Verdict,
+    CallId, Disposition, EffectNote, EventId, EventSource, FuelUnit, Record, RecordBody, Refusal,
+    ToolUse, ToolUseId, Usage, Verdict,
 };
 use crate::names::Entity;
 

@@ -68,6 +68,7 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
         let body = match &tool.stage {
             Stage::Proposed if seen.started.contains(&id) => refusal(
                 id,
+                "tool-use-id",
                 format!(
                     "(l3m) tool use id {} was already used; this use was not run",
                     tool.id
@@ -82,6 +83,7 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
                 },
                 None => refusal(
                     id,
+                    "tool-table",
                     format!("(l3m) no tool named {:?} is offered to you", tool.name),
                 ),
             },
@@ -92,7 +94,7 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
             Stage::Declined {
                 reason,
                 alternative,
-            } => refusal(id, declined(reason, alternative.as_deref())),
+            } => refusal(id, "review", declined(reason, alternative.as_deref())),
         };
         return Ok(Some(body));
     }
@@ -128,12 +130,14 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
     Ok(now.turn_end_owed().then_some(RecordBody::TurnEnd))
 }
 
-fn refusal(id: ToolUseId, output: String) -> RecordBody {
+/// A tool use the harness refuses before it runs, by `boundary` (no grant axis is involved).
+fn refusal(id: ToolUseId, boundary: &str, output: String) -> RecordBody {
     RecordBody::ToolResult {
         id,
         output,
         is_error: true,
         effects: vec![],
+        refusal: Some(Refusal::new(boundary, None)),
     }
 }
 

@@ -96,6 +96,7 @@ fn finished(id: &str) -> Signal {
         output: "ok".into(),
         is_error: false,
         effects: vec![],
+        refusal: None,
     }
 }
 

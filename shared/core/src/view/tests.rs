@@ -53,6 +53,7 @@ fn result(id: &str, output: &str) -> RecordBody {
         output: output.into(),
         is_error: false,
         effects: vec![],
+        refusal: None,
     }
 }
 

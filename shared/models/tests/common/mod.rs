@@ -338,6 +338,7 @@ pub fn sample_log() -> Log {
         output: output.into(),
         is_error,
         effects: Vec::new(),
+        refusal: None,
     };
     let bodies = vec![
         /* 0 */

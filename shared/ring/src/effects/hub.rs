@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
+use l3m_core::axis::Axis;
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
+use l3m_core::log::Refusal;
 use l3m_core::mail::Address;
 
 use crate::tokens::{MailToken, SpawnToken};
@@ -31,6 +33,8 @@ pub enum OutletError {
         code: String,
         /// hubd's message.
         reason: String,
+        /// The grant axis hubd refused on, when it named one (a spawn widening `net`).
+        axis: Option<Axis>,
     },
     /// No outlet was plugged into this session's effects, so nothing can reach hubd.
     #[error("no hub outlet is plugged into this session; mail and spawn cannot reach hubd")]
@@ -140,4 +144,37 @@ impl super::Spawn for SpawnProvider {
 /// The plugged-in outlet, or [`OutletError::Absent`].
 fn outlet(outlet: &Option<Arc<dyn HubOutlet>>) -> Result<&dyn HubOutlet, OutletError> {
     outlet.as_deref().ok_or(OutletError::Absent)
+}
+
+impl OutletError {
+    /// hubd's refusal as data: its gate is the boundary, with the axis it named.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            OutletError::Refused { axis, .. } => Some(Refusal::new("hub", *axis)),
+            _ => None,
+        }
+    }
+}
+
+impl MailError {
+    /// The boundary that refused the letter, when it was refused.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            MailError::NotCovered { .. } => Some(Refusal::new("mail", Some(Axis::Mail))),
+            MailError::Outlet(outlet) => outlet.refusal(),
+            _ => None,
+        }
+    }
+}
+
+impl SpawnError {
+    /// The boundary that refused the child, when it was refused.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            SpawnError::Off | SpawnError::NeedsPersist { .. } => {
+                Some(Refusal::new("spawn", Some(Axis::Spawn)))
+            }
+            SpawnError::Outlet(outlet) => outlet.refusal(),
+        }
+    }
 }

@@ -31,6 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use l3m_core::axis::Axis;
 use l3m_core::effects::{EffectClass, Footprint};
 use l3m_core::grant::SpawnRequest;
+use l3m_core::log::Refusal;
 use l3m_core::mail::Address;
 
 use crate::files::{FilesError, Listing};
@@ -156,6 +157,17 @@ impl std::fmt::Debug for Effects {
             .field("spawn", &self.spawn.as_ref().map(|p| &p.token))
             .field("shell", &self.shell.as_ref().map(|p| &p.wild))
             .finish_non_exhaustive()
+    }
+}
+
+impl EffectsError {
+    /// The refusal as data: the effects boundary, on the missing axis when one is missing.
+    pub fn refusal(&self) -> Refusal {
+        let axis = match self {
+            EffectsError::MissingAxis { axis, .. } => Some(*axis),
+            EffectsError::NoProvider { .. } | EffectsError::Undeclared { .. } => None,
+        };
+        Refusal::new("effects", axis)
     }
 }
 

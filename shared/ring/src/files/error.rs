@@ -1,5 +1,8 @@
 //! Why the file provider refused or failed a call; each refusal names the boundary that stopped it.
 
+use l3m_core::axis::Axis;
+use l3m_core::log::Refusal;
+
 use crate::path::PathError;
 use crate::undo::UndoError;
 
@@ -98,4 +101,19 @@ pub enum FilesError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl FilesError {
+    /// The boundary that refused, when this is a refusal (not a failure of the disk).
+    pub fn refusal(&self) -> Option<Refusal> {
+        let boundary = match self {
+            FilesError::Path(_) => "path",
+            FilesError::Harness { .. } => "harness",
+            FilesError::OutsideWriteRoots { .. } => "write-root",
+            FilesError::Symlink { .. } => "symlink",
+            FilesError::SpecialFile { .. } => "file-type",
+            _ => return None,
+        };
+        Some(Refusal::new(boundary, Some(Axis::Files)))
+    }
 }

@@ -1,5 +1,8 @@
 //! Why the git provider refused or failed a call; each refusal names the boundary that stopped it.
 
+use l3m_core::axis::Axis;
+use l3m_core::log::Refusal;
+
 use crate::path::PathError;
 
 /// A git call that did not happen (a refusal) or did not finish (a failure). Every refusal is
@@ -185,5 +188,27 @@ pub(crate) fn gix<E: std::fmt::Display>(op: &'static str) -> impl Fn(E) -> GitEr
     move |e| GitError::Git {
         op,
         detail: e.to_string(),
+    }
+}
+
+impl GitError {
+    /// The boundary that refused and the axis it guards, when this is a refusal (not a failure
+    /// of git or a branch moved by someone else).
+    pub fn refusal(&self) -> Option<Refusal> {
+        let (boundary, axis) = match self {
+            GitError::Path { .. } => ("path", Axis::Files),
+            GitError::OutsideRoots { .. } | GitError::NotRealDir { .. } => {
+                ("worktree", Axis::Files)
+            }
+            GitError::GitDirInsideAcr { .. } => ("repository", Axis::Files),
+            GitError::Detached { .. } | GitError::BranchNotWritable { .. } => {
+                ("ref", Axis::GitWrite)
+            }
+            GitError::BranchNotReadable { .. } => ("ref", Axis::GitRead),
+            GitError::BranchNotPushable { .. } => ("ref", Axis::GitPush),
+            GitError::RemoteNotGranted { .. } => ("remote", Axis::GitPush),
+            _ => return None,
+        };
+        Some(Refusal::new(boundary, Some(axis)))
     }
 }

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use l3m_core::axis::Axis;
+use l3m_core::log::Refusal;
+
 /// A fetch that did not happen, or stopped. Every refusal but the body limit is decided before a
 /// byte is sent to the refused host.
 #[derive(Debug, thiserror::Error)]
@@ -139,4 +142,23 @@ pub enum NetError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl NetError {
+    /// The boundary that refused, when this is a refusal (not a failure of the network).
+    pub fn refusal(&self) -> Option<Refusal> {
+        let boundary = match self {
+            NetError::Scheme { .. } => "scheme",
+            NetError::Userinfo { .. } => "userinfo",
+            NetError::NoHost { .. } | NetError::HostNotListed { .. } => "host",
+            NetError::TrailingDot { .. } => "trailing-dot",
+            NetError::ResolveRefused { .. } => "resolver",
+            NetError::Redirect { .. } | NetError::TooManyRedirects { .. } => "redirect",
+            NetError::Header { .. } => "header",
+            NetError::BodyTooLarge { .. } => "body",
+            NetError::TimedOut { .. } => "time",
+            _ => return None,
+        };
+        Some(Refusal::new(boundary, Some(Axis::Net)))
+    }
 }

@@ -1,5 +1,8 @@
 //! Why the sandboxed shell refused or failed a run; each refusal names the boundary that stopped it.
 
+use l3m_core::axis::Axis;
+use l3m_core::log::Refusal;
+
 use crate::files::FilesError;
 
 /// A run that did not happen. Every refusal is decided before any process starts.
@@ -69,4 +72,22 @@ pub enum ShellError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl ShellError {
+    /// The boundary that refused and the axis it guards, when this is a refusal (not a program
+    /// that failed).
+    pub fn refusal(&self) -> Option<Refusal> {
+        let (boundary, axis) = match self {
+            ShellError::NotGranted { .. } => ("grant", Some(Axis::Wild)),
+            ShellError::ProgramIsPath { .. } | ShellError::ProgramNotListed { .. } => {
+                ("program", Some(Axis::Wild))
+            }
+            ShellError::Cwd { .. } => ("cwd", Some(Axis::Files)),
+            ShellError::WriteRoot { .. } => ("write-root", Some(Axis::Files)),
+            ShellError::SandboxUnavailable { .. } => ("sandbox", None),
+            _ => return None,
+        };
+        Some(Refusal::new(boundary, axis))
+    }
 }
