@@ -16,9 +16,5 @@ pub mod init;
 pub mod service;
 pub mod store;
 
-/// Milliseconds since the Unix epoch, now (0 if the clock is before it): hubd's one clock.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+/// Milliseconds since the Unix epoch, now: core's one clock.
+pub(crate) use l3m_core::clock::now_ms;

@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use hubd::init::init_hub;
@@ -151,9 +150,7 @@ fn read_grant(path: &Path) -> Result<GrantFile, String> {
 fn init(args: InitArgs) -> Result<(), Box<dyn std::error::Error>> {
     let human = HumanName::parse(&args.human)?;
     let grant = read_grant(&args.grant)?;
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now_ms = l3m_core::clock::now_ms();
     init_hub(
         &args.hub,
         HubOptions::default(),

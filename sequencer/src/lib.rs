@@ -218,9 +218,5 @@ pub async fn run_agent_with(
     booted.run(shutdown).await
 }
 
-/// Milliseconds since the Unix epoch, for record stamps.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+/// Milliseconds since the Unix epoch, for record stamps: core's one clock.
+pub(crate) use l3m_core::clock::now_ms;

@@ -17,11 +17,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use l3m_core::clock::SystemClock;
 use l3m_core::effects::{EffectClass, Footprint, Reversibility};
 use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::{EffectNote, Refusal};
 use l3m_core::names::AgentName;
-use l3m_ring::effects::{Effects, HubOutlet, SystemClock};
+use l3m_ring::effects::{Effects, HubOutlet};
 use l3m_ring::tokens::{self, Tokens};
 use l3m_ring::undo::{EntryId, Undo, UndoEntry, UndoError, UndoStore};
 use l3m_tools::{Dispatch, Tool, ToolTable};

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use l3m_core::clock::FixedClock;
 use l3m_core::grant::{Grant, RemoteName, SpawnRequest};
 use l3m_core::mail::Address;
 use l3m_core::names::AgentName;
-use l3m_ring::effects::{Clock, Effects, HubOutlet, OutletError};
+use l3m_ring::effects::{Effects, HubOutlet, OutletError};
 use l3m_ring::tokens::mint_from_grant;
 use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{ToolTable, builtin};
@@ -48,13 +49,8 @@ impl HubOutlet for Recorder {
     }
 }
 
-struct FixedClock;
-
-impl Clock for FixedClock {
-    fn now_ms(&self) -> u64 {
-        1_750_000_000_000
-    }
-}
+/// The instant every stamp here reads.
+const CLOCK: FixedClock = FixedClock(1_750_000_000_000);
 
 /// The ring of agent `alice` over the fixture's ACR under `grant` (JSON, the grant's serde
 /// form), with `origin` naming the fixture's `remote.git`.
@@ -84,7 +80,7 @@ impl Session {
         let effects = Effects::new(
             tokens,
             Arc::new(journal),
-            Arc::new(FixedClock),
+            Arc::new(CLOCK),
             Some(Arc::clone(&outlet) as Arc<dyn HubOutlet>),
         );
         Self {

@@ -1,12 +1,8 @@
 //! Epoch milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`, without a date library; and the clock
 //! reading every command stamps with.
 
-/// Milliseconds since the Unix epoch, now (0 if the clock is before it).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+/// Milliseconds since the Unix epoch, now: core's one clock.
+pub use l3m_core::clock::now_ms;
 
 /// Renders `at_ms` (milliseconds since the Unix epoch) as a UTC timestamp.
 pub fn utc(at_ms: u64) -> String {

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hubd::store::{Clock, Durability, Hub, HubOptions, Tip};
+use hubd::store::{CommitTime, Durability, Hub, HubOptions, Tip};
 use l3m_core::log::{Record, RecordBody};
 use l3m_core::names::{Entity, HumanName};
 
@@ -154,7 +154,7 @@ pub fn refname(slot: usize) -> String {
 pub fn options(durability: Durability) -> HubOptions {
     HubOptions {
         durability,
-        clock: Clock::System,
+        commit_time: CommitTime::System,
     }
 }
 

@@ -32,8 +32,8 @@ mod tree;
 mod undo;
 use crate::capability::Sessions;
 use crate::init::{InitError, load_credentials, load_ledger};
-use crate::now_ms;
 use crate::store::Hub;
+use l3m_core::clock::{Clock, SystemClock};
 
 /// How many times a Log read is tried while appends keep moving its tip.
 const READ_ATTEMPTS: usize = 8;
@@ -64,6 +64,8 @@ pub struct State {
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
     announcer: Announcer,
+    /// Where every stamp hubd writes (a ledger row, a letter, a credential's expiry) comes from.
+    clock: Arc<dyn Clock>,
 }
 
 fn not_found(what: &'static str, name: impl ToString, detail: String) -> ServiceError {
@@ -97,7 +99,13 @@ impl State {
             subjects,
             settings: RwLock::new(settings),
             announcer,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// The time now, from the state's clock.
+    pub(super) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     /// Queues the announcements of `moved` (published after the reply, in order).

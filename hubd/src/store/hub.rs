@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use gix::ObjectId;
 use l3m_core::refs::SETTINGS;
@@ -25,7 +24,7 @@ use super::{StoreError, Tip};
 /// The store reads the system clock here, at the shell, unless told otherwise; tests pass a
 /// fixed time so object ids repeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Clock {
+pub enum CommitTime {
     /// The system clock, in whole seconds, UTC.
     #[default]
     System,
@@ -39,7 +38,7 @@ pub struct HubOptions {
     /// Whether writes are fsynced before they are acknowledged.
     pub durability: Durability,
     /// Where commit times come from.
-    pub clock: Clock,
+    pub commit_time: CommitTime,
 }
 
 /// What a successful [`Hub::append`] did.
@@ -103,7 +102,7 @@ pub struct Hub {
     /// and the process lock, so that dropping the hub drains it first.
     applier: Applier,
     disk: Arc<Disk>,
-    clock: Clock,
+    commit_time: CommitTime,
     /// The index of every chain, equal to what a walk of `hub.git` finds once settled.
     chains: Slots<ChainIndex>,
     /// Writer locks of plain refs.
@@ -123,7 +122,7 @@ impl std::fmt::Debug for Hub {
         f.debug_struct("Hub")
             .field("root", &self.root)
             .field("disk", &self.disk)
-            .field("clock", &self.clock)
+            .field("commit_time", &self.commit_time)
             .finish_non_exhaustive()
     }
 }
@@ -196,7 +195,7 @@ impl Hub {
             applier: Applier::start(Arc::clone(&disk), repo.refs.clone())?,
             repo: repo.into_sync(),
             disk,
-            clock: options.clock,
+            commit_time: options.commit_time,
             chains: Slots::new(chains),
             plain: Slots::new(HashMap::new()),
             _process_lock: process_lock,
@@ -572,11 +571,11 @@ impl Hub {
     }
 
     fn now(&self) -> gix::date::Time {
-        let seconds = match self.clock {
-            Clock::Fixed(seconds) => seconds,
-            Clock::System => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        let seconds = match self.commit_time {
+            CommitTime::Fixed(seconds) => seconds,
+            CommitTime::System => {
+                i64::try_from(l3m_core::clock::now_ms() / 1000).unwrap_or(i64::MAX)
+            }
         };
         gix::date::Time { seconds, offset: 0 }
     }

@@ -78,7 +78,7 @@ mod zlib;
 
 pub use disk::Durability;
 pub use error::StoreError;
-pub use hub::{Appended, Clock, Hub, HubOptions};
+pub use hub::{Appended, CommitTime, Hub, HubOptions};
 pub use index::{ChainIndex, Span};
 pub use layout::{INITIAL_SETTINGS, SETTINGS_FILE};
 pub use object::{IDENTITY_EMAIL, IDENTITY_NAME, RECORDS_FILE};

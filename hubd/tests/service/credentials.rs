@@ -22,12 +22,7 @@ use l3m_wire::hubd::mail::{InboxLines, LetterSent, ReadInbox, SendLetter};
 use l3m_wire::hubd::session::{Capability, Vouch, Vouched};
 use l3m_wire::reply::{ErrorCode, RemoteError, Reply, decode_reply};
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
+use l3m_core::clock::now_ms;
 
 fn seq(name: &str) -> Duty {
     Duty::Sequencer { agent: agent(name) }

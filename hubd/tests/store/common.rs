@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hubd::store::{Clock, Durability, Hub, HubOptions};
+use hubd::store::{CommitTime, Durability, Hub, HubOptions};
 
 /// Options for a test hub: no fsync, a fixed clock.
 pub fn relaxed() -> HubOptions {
     HubOptions {
         durability: Durability::Relaxed,
-        clock: Clock::Fixed(1_700_000_000),
+        commit_time: CommitTime::Fixed(1_700_000_000),
     }
 }
 

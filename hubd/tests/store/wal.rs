@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::common::{assert_fsck_strict, git};
-use hubd::store::{Clock, Durability, Hub, HubOptions, StoreError, Tip, WalStop};
+use hubd::store::{CommitTime, Durability, Hub, HubOptions, StoreError, Tip, WalStop};
 
 const LOG: &str = "refs/l3m/a/alice/_/log";
 const INBOX: &str = "refs/l3m/a/alice/_/inbox";
@@ -22,7 +22,7 @@ const INBOX: &str = "refs/l3m/a/alice/_/inbox";
 fn logged() -> HubOptions {
     HubOptions {
         durability: Durability::Fsync,
-        clock: Clock::Fixed(1_700_000_000),
+        commit_time: CommitTime::Fixed(1_700_000_000),
     }
 }
 

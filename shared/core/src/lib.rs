@@ -44,6 +44,7 @@
 pub mod aftermath;
 pub mod axis;
 pub mod budget;
+pub mod clock;
 pub mod credential;
 pub mod duty;
 pub mod effects;

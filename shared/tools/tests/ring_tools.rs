@@ -20,20 +20,16 @@ mod net_server;
 use std::sync::{Arc, Mutex};
 
 use git_hub::{GitHub, WORK};
+use l3m_core::clock::FixedClock;
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
 use l3m_core::mail::Address;
-use l3m_ring::effects::{Clock, Effects, HubOutlet, OutletError};
+use l3m_ring::effects::{Effects, HubOutlet, OutletError};
 use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable, builtin};
 use serde_json::{Value, json};
 
-struct FixedClock;
-
-impl Clock for FixedClock {
-    fn now_ms(&self) -> u64 {
-        1_750_000_000_000
-    }
-}
+/// The instant every stamp here reads.
+const CLOCK: FixedClock = FixedClock(1_750_000_000_000);
 
 /// Records every call in the form hubd would receive it.
 #[derive(Default)]
@@ -95,7 +91,7 @@ fn session(hub: &GitHub, spawn: Option<SpawnLevel>, wild: bool) -> Session {
     let fx = Effects::new(
         tokens,
         Arc::new(journal),
-        Arc::new(FixedClock),
+        Arc::new(CLOCK),
         Some(Arc::clone(&outlet) as Arc<dyn HubOutlet>),
     );
     Session { table, fx, outlet }
@@ -255,7 +251,7 @@ fn fetch_url_fetches_from_a_granted_host_and_refuses_others() {
     let journal = MemoryUndo::default();
     let s = Session {
         table,
-        fx: Effects::new(tokens, Arc::new(journal), Arc::new(FixedClock), None),
+        fx: Effects::new(tokens, Arc::new(journal), Arc::new(CLOCK), None),
         outlet: Arc::new(Recorder::default()),
     };
     let url = format!("http://127.0.0.1:{}/page", server.port);

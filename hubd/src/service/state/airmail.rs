@@ -54,7 +54,7 @@ impl State {
             worktree: None,
             human: None,
         };
-        let (id, letter) = Self::stamp_letter(address, subject, body, &sender)?;
+        let (id, letter) = self.stamp_letter(address, subject, body, &sender)?;
         let entry = InboxEntry::Letter(Box::new(letter));
         let summary = format!("airmail {} for office {office}", id.as_str());
         let seq = self.append_line(&outbox, &entry, &summary)?;

@@ -14,7 +14,6 @@ use l3m_wire::typed::Sealed;
 
 use super::State;
 use crate::capability::{Opening, inbox_of};
-use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
 
@@ -29,7 +28,7 @@ impl State {
         let id = CredentialId::parse(&req.credential)?;
         let expires_ms = {
             let registry = self.credentials();
-            let credential = registry.admit(&id, &req.duty, now_ms())?;
+            let credential = registry.admit(&id, &req.duty, self.now_ms())?;
             let statement = open_statement(
                 self.subjects().hub().as_str(),
                 &id,
@@ -98,7 +97,7 @@ impl State {
     ) -> Result<(), ServiceError> {
         Ok(self
             .sessions
-            .check(&capability.0, kind, sealed, reply, now_ms())?)
+            .check(&capability.0, kind, sealed, reply, self.now_ms())?)
     }
 
     /// `hubd.vouch`: a human, or the sequencer of a strict ancestor, may control a live agent.
@@ -119,7 +118,7 @@ impl State {
             agent: agent.to_string(),
             action: req.action,
             by: duty.to_string(),
-            expires_ms: now_ms() + VOUCHER_MS,
+            expires_ms: self.now_ms() + VOUCHER_MS,
             nonce: nonce[..16].to_owned(),
         };
         let signature = self.vouchers.sign(&voucher.statement());
@@ -140,7 +139,7 @@ impl State {
                 detail: "; a human credential is issued for a registered human".into(),
             });
         }
-        if req.expires_ms <= now_ms() {
+        if req.expires_ms <= self.now_ms() {
             return Err(ServiceError::Invalid(format!(
                 "credential {id} would expire at {} ms, which has passed; give a later expiry",
                 req.expires_ms
@@ -158,7 +157,7 @@ impl State {
             expires_ms: req.expires_ms,
             by,
             label: req.label.clone(),
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         };
         let summary = format!("issue {id} for the {} ({})", req.scope, req.label);
         self.append_credential(&row, &summary)?;
@@ -181,7 +180,7 @@ impl State {
         let row = CredentialRow::Revoke {
             id: id.clone(),
             by,
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         };
         self.append_credential(&row, &format!("revoke {id}"))?;
         let sessions = self.sessions.revoke_credential(&id) as u64;

@@ -10,7 +10,6 @@ use l3m_core::refs::{self, AgentRef};
 use l3m_wire::hubd::mail::{InboxLines, LetterSent, MarkedRead};
 use l3m_wire::hubd::session::Capability;
 
-use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
 use l3m_wire::credential::random_hex;
@@ -87,7 +86,7 @@ impl State {
                 "{recipient} has no inbox in hub.git: hubd delivers to agents only"
             )));
         };
-        let (id, letter) = Self::stamp_letter(address, subject, body, &sender)?;
+        let (id, letter) = self.stamp_letter(address, subject, body, &sender)?;
         let entry = InboxEntry::Letter(Box::new(letter));
         let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
         let seq = self.append_line(&inbox, &entry, &format!("letter {id}"))?;
@@ -103,6 +102,7 @@ impl State {
 
     /// A letter stamped by the host: a fresh random id, the time, the session's true sender.
     pub(in crate::service) fn stamp_letter(
+        &self,
         address: Address,
         subject: Option<String>,
         body: String,
@@ -113,7 +113,7 @@ impl State {
         let id = LetterId::parse(&id).map_err(|e| ServiceError::Internal(e.to_string()))?;
         let mut draft = Draft::new(address, body);
         draft.subject = subject;
-        let letter = l3m_core::mail::stamp(draft, sender, id.clone(), now_ms())
+        let letter = l3m_core::mail::stamp(draft, sender, id.clone(), self.now_ms())
             .map_err(|e| ServiceError::Invalid(e.to_string()))?;
         Ok((id, letter))
     }
@@ -187,7 +187,7 @@ impl State {
         let entry = InboxEntry::ReadMark(ReadMark {
             letter: letter.clone(),
             by: Entity::Agent(agent.clone()),
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         });
         let seq = self.append_line(&inbox, &entry, &format!("read {}", letter.as_str()))?;
         Ok((MarkedRead { seq }, (AgentRef::Inbox, agent.clone())))

@@ -6,7 +6,7 @@ use l3m_core::refs::AgentRef;
 use l3m_wire::hubd::authority::Regranted;
 use l3m_wire::hubd::session::Capability;
 
-use super::{Moved, State, not_found, now_ms};
+use super::{Moved, State, not_found};
 use crate::capability::entity_of;
 use crate::service::error::ServiceError;
 use crate::service::gate;
@@ -44,7 +44,7 @@ impl State {
             issuer,
             subject: agent.clone(),
             grant: grant.clone(),
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         };
         self.append_ledger(&mut tree, &[row], &format!("regrant {agent} by {parent}"))?;
         let account = tree.ledger.account(&agent).cloned().ok_or_else(|| {

@@ -17,7 +17,6 @@ use l3m_wire::hubd::session::Capability;
 use l3m_wire::hubd::tree::{AgentLife, AgentState, AgentTree, Collected, Retired, Spawned};
 
 use crate::capability::entity_of;
-use crate::now_ms;
 use crate::service::error::ServiceError;
 use crate::service::gate;
 use crate::store::Tip;
@@ -120,7 +119,7 @@ impl State {
             loan: req.loan,
             driven: req.driven,
             persona: req.persona.clone(),
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         };
         let mut tree = self.tree();
         self.append_ledger(&mut tree, &[row], &format!("spawn {child} by {parent}"))?;
@@ -195,7 +194,7 @@ impl State {
             })
             .collect::<Result<Vec<Record>, _>>()?;
         let reason = format!("forked from {source} at record {}", from.at);
-        Ok(owed::fork_log(prefix, &reason, now_ms()))
+        Ok(owed::fork_log(prefix, &reason, self.now_ms()))
     }
 
     /// Writes a fork's first records as the new agent's Log, through the record gate like any
@@ -264,7 +263,7 @@ impl State {
         let agent = gate::agent(agent)?;
         gate::may_prune(&duty, &agent, "retire")?;
         let mut tree = self.tree();
-        let rows = tree.ledger.retire_subtree(&agent, now_ms())?;
+        let rows = tree.ledger.retire_subtree(&agent, self.now_ms())?;
         self.append_ledger(&mut tree, &rows, &format!("retire {agent} and its subtree"))?;
         drop(tree);
         let retired: Vec<AgentName> = rows
@@ -304,7 +303,7 @@ impl State {
         let mut tree = self.tree();
         let row = LedgerRow::Collect {
             agent: agent.clone(),
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         };
         self.append_ledger(&mut tree, &[row], &format!("collect {agent}"))?;
         drop(tree);

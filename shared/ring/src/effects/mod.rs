@@ -26,7 +26,6 @@ mod providers;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use l3m_core::axis::Axis;
 use l3m_core::effects::{EffectClass, Footprint};
@@ -43,6 +42,8 @@ use crate::undo::UndoStore;
 
 pub use hub::{HubOutlet, MailError, OutletError, SpawnError};
 use hub::{MailProvider, SpawnProvider};
+/// Reading the time (the `clock` class): core's one clock trait.
+pub use l3m_core::clock::Clock;
 use providers::{FileProvider, GitProvider, NetProvider, ShellProvider};
 
 /// Reading files anywhere in the ACR except `.l3m/` (the `fs-read` class).
@@ -61,12 +62,6 @@ pub trait FsWrite: Send + Sync {
     fn remove(&self, path: &str) -> Result<(), FilesError>;
     /// Creates one directory (its parent must exist).
     fn mkdir(&self, path: &str) -> Result<(), FilesError>;
-}
-
-/// Reading the time (the `clock` class). A trait so that tests and replays can fix it.
-pub trait Clock: Send + Sync {
-    /// Milliseconds since the Unix epoch.
-    fn now_ms(&self) -> u64;
 }
 
 /// Reading a worktree against its HEAD (the `git-read` class). Worktrees are ACR-relative.
@@ -113,18 +108,6 @@ pub trait Spawn: Send + Sync {
 pub trait Shell: Send + Sync {
     /// Runs `request` with no network, read-only outside the write roots, under a deadline.
     fn run(&self, request: &ShellRequest) -> Result<ShellOutcome, ShellError>;
-}
-
-/// The operating system's clock; a clock set before 1970 reads as the epoch.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
 }
 
 /// The session's providers, built once at boot; the source of every [`Granted`].
@@ -378,13 +361,7 @@ mod tests {
     use crate::undo::MemoryUndo;
     use cap_std::ambient_authority;
 
-    struct FixedClock(u64);
-
-    impl Clock for FixedClock {
-        fn now_ms(&self) -> u64 {
-            self.0
-        }
-    }
+    use l3m_core::clock::FixedClock;
 
     fn effects(files: bool) -> (tempfile::TempDir, Effects) {
         let dir = tempfile::tempdir().unwrap();

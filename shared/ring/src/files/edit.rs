@@ -6,7 +6,6 @@
 //! opened does not matter: the handle still names the directory that was checked.
 
 use std::io::{Read, Write};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cap_std::fs::{Dir, OpenOptions, Permissions, PermissionsExt};
 
@@ -165,16 +164,10 @@ fn journal_before(
             path: path.clone(),
             prior,
         },
-        at_ms: now_ms(),
+        at_ms: l3m_core::clock::now_ms(),
     };
     journal.record(&entry).map_err(refused)?;
     Ok(entry.id)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The name of the temporary file a write of entry `id` goes through.

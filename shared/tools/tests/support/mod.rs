@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use l3m_core::clock::FixedClock;
 use l3m_ring::ambient_authority;
-use l3m_ring::effects::{Clock, Effects};
+use l3m_ring::effects::Effects;
 use l3m_ring::tokens::{FilesToken, MintInput, Tokens, mint};
 use l3m_ring::undo::{MemoryUndo, UndoEntry};
 use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable};
@@ -22,13 +23,7 @@ use serde_json::Value;
 pub const NOW_MS: u64 = 1_764_621_538_123;
 
 /// A clock that always reads [`NOW_MS`].
-pub struct FixedClock;
-
-impl Clock for FixedClock {
-    fn now_ms(&self) -> u64 {
-        NOW_MS
-    }
-}
+pub const CLOCK: FixedClock = FixedClock(NOW_MS);
 
 /// `self/` with `workspace/` and `agent/` (the write roots), `other-repo/` (readable, not
 /// writable) and the harness's `.l3m/`.
@@ -76,7 +71,7 @@ impl Acr {
         Effects::new(
             self.tokens(files),
             self.journal.clone(),
-            Arc::new(FixedClock),
+            Arc::new(CLOCK),
             None,
         )
     }
