@@ -94,7 +94,7 @@ pub enum SequencerError {
     /// A model provider could not be built.
     #[error(transparent)]
     Model(#[from] model::ModelError),
-    /// The tool table, tokens or undo journal could not be set up or used.
+    /// The tool table, tokens or undo chain could not be set up or used.
     #[error("tools: {0}")]
     Tools(String),
     /// A rewind's restore was refused or failed (a branch someone else moved, a lost token);
@@ -127,10 +127,10 @@ pub enum SequencerError {
         /// "did not answer: …" or "refused: …".
         outcome: String,
     },
-    /// The Log names an undo entry that is not an undo-journal id: the rewind stops rather
+    /// The Log names an undo entry that is not an undo chain id: the rewind stops rather
     /// than skip it (skipping would leave an edit unrestored while the notice said it was whole).
     #[error(
-        "the Log names undo entry {id:?} after record {to}, which is not an undo-journal id; \
+        "the Log names undo entry {id:?} after record {to}, which is not an undo chain id; \
          the rewind stops rather than skip it"
     )]
     BadUndoId {

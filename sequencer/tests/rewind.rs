@@ -326,7 +326,7 @@ async fn a_rewind_across_a_push_restores_the_branch_and_reports_the_push() {
     );
 }
 
-/// An undo id in the Log that is not a journal id stops the forecast, naming it: a rewind never
+/// An undo id in the Log that is not an undo chain id stops the forecast, naming it: a rewind never
 /// skips an edit it was told to restore.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_undo_id_in_the_log_stops_the_rewind_naming_it() {

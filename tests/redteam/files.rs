@@ -1,7 +1,7 @@
 //! Adversarial tests of the file provider. Each test is named for the boundary that stops the
 //! attack, and each checks the world is unchanged afterwards: the directory outside the hub, the
 //! sibling agent's ACR and the harness's `.l3m/` are snapshotted before and compared after, and
-//! the undo journal holds no entry for a refused call.
+//! the undo chain holds no entry for a refused call.
 
 use crate::support;
 

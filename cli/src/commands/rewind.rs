@@ -16,7 +16,7 @@ use crate::output;
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 /// Rewind an agent: append a boundary so the conversation resumes as it was just after record
-/// `--to`, and restore, from the undo journal, every file its tame tools changed since and every
+/// `--to`, and restore, from the undo chain, every file its tame tools changed since and every
 /// branch its commits moved (each by compare-and-swap, so the worktree ends clean at the
 /// restored commit). Nothing is deleted: the Log keeps every record, and `l3m log` still shows
 /// them. What left the host (a push, a letter) is not undone, and the rewind says so.

@@ -1,6 +1,6 @@
 //! What a rewind to a record takes back and what it cannot: a fold over the records after it.
 //!
-//! Every tame tool result names the undo-journal entries its call left (`EffectNote.undo`), and
+//! Every tame tool result names the undo entries its call left (`EffectNote.undo`), and
 //! every effect no entry covers — a push that left the host, a letter, a spawn, anything wild —
 //! is noted without one. A rewind to record `to` undoes exactly the entries named after `to`
 //! and reports exactly the rest as not undone; the dry run and the rewind read this one fold, so
@@ -11,7 +11,7 @@ use crate::log::{EffectNote, Record, RecordBody};
 /// The effects of the records after a rewind's target.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Aftermath {
-    /// The undo-journal entry ids to restore, in Log order.
+    /// The undo entry ids to restore, in Log order.
     pub undo: Vec<String>,
     /// The effects no undo entry covers, in Log order: a rewind does not take them back.
     pub lasting: Vec<EffectNote>,

@@ -185,7 +185,7 @@ pub fn may_write(duty: &Duty, refname: &str, how: RefWrite) -> Result<(), DutyEr
             "a Log is appended only by its own agent's sequencer",
         )),
         RefKind::Agent(_, AgentRef::Undo) => Err(refuse(
-            "an undo journal is appended only by its own agent's sequencer",
+            "an undo chain is appended only by its own agent's sequencer",
         )),
         RefKind::Agent(a, AgentRef::Inbox) if (own(&a) || postman) && how == RefWrite::Append => {
             Ok(())

@@ -164,7 +164,7 @@ pub struct EffectNote {
     pub class: EffectClass,
     /// What it touched: a path, a ref, a host, an inbox.
     pub target: String,
-    /// The undo-journal entry that restores it, when the class is undoable.
+    /// The undo entry that restores it, when the class is undoable.
     pub undo: Option<String>,
 }
 

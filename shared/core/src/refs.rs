@@ -42,7 +42,7 @@ pub enum AgentRef {
     Inbox,
     /// Staged airmail.
     Outbox,
-    /// The undo journal for tame file edits.
+    /// The undo chain for tame file edits.
     Undo,
     /// Repositories the agent has claimed.
     Claims,

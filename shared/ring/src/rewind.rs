@@ -40,7 +40,7 @@ pub enum RestoreError {
     Git(#[from] GitError),
     /// Entries of a kind the agent's grant no longer holds a token for.
     #[error(
-        "the undo journal holds {what} to restore, but the agent's grant no longer confers the {axis} axis; \
+        "the undo chain holds {what} to restore, but the agent's grant no longer confers the {axis} axis; \
          regrant it to rewind across them"
     )]
     NoToken {

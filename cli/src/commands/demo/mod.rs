@@ -1,13 +1,13 @@
 //! `l3m demo`: a fresh hub, the whole stack in this process, and a real scenario end to end.
 //!
 //! Everything is the real machinery — hubd's gates and Git store, the sequencers' single-writer
-//! loops, the ring's tokens and undo journal, the tool table — over the in-process bus. Only the
+//! loops, the ring's tokens and undo chain, the tool table — over the in-process bus. Only the
 //! model is scripted (unless the human's l3m.toml configures one), and the output says so.
 //!
 //! The scenario: the human spawns `lead`; `lead` spawns `lead/worker` under a narrower grant;
 //! the worker writes and edits a file with tame tools, commits on its work branch and mails its
 //! parent; `lead` is refused a widening spawn, and the refusal names the axis; a rewind of the
-//! worker restores the file from the undo journal, moves its work branch back to before its
+//! worker restores the file from the undo chain, moves its work branch back to before its
 //! commit, and reports its letter as not undone; a host credential issued for `lead/` opens
 //! its worker's sequencer session but not the whole hub, and revoking it ends that session.
 //! The demo checks each step and exits non-zero if one did not happen.
@@ -273,10 +273,7 @@ async fn scenario(
         if rewound.online { "online" } else { "offline" },
         rewound.forecast.narrate(true)
     ));
-    checks.push((
-        "the rewind restored the file from the undo journal",
-        restored,
-    ));
+    checks.push(("the rewind restored the file from the undo chain", restored));
     let branch_back = rewound.forecast.branches.len() == 1
         && branches_settled(me, &worker, seq, Duration::from_secs(10)).await?;
     checks.push((

@@ -83,8 +83,8 @@ pub enum FilesError {
         /// The path asked for.
         path: String,
     },
-    /// The undo journal could not record the edit, so the edit was not made.
-    #[error("`{path}` was not changed because the undo journal refused the entry: {source}")]
+    /// The undo chain could not record the edit, so the edit was not made.
+    #[error("`{path}` was not changed because the undo chain refused the entry: {source}")]
     Journal {
         /// The path asked for.
         path: String,

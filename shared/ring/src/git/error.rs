@@ -139,7 +139,7 @@ pub enum GitError {
         /// Where it is now (`nothing` if deleted).
         found: String,
     },
-    /// The undo journal refused the entry for a branch move, so the branch was not moved.
+    /// The undo chain refused the entry for a branch move, so the branch was not moved.
     #[error("branch `{branch}` was not moved: its undo entry could not be journaled: {source}")]
     Journal {
         /// The branch.
@@ -148,7 +148,7 @@ pub enum GitError {
         source: crate::undo::UndoError,
     },
     /// A journaled branch move names a commit that is not a hex object id.
-    #[error("the undo journal's move of `{branch}` names `{id}`, which is not a commit id")]
+    #[error("the undo chain's move of `{branch}` names `{id}`, which is not a commit id")]
     BadId {
         /// The branch.
         branch: String,

@@ -14,7 +14,7 @@ pub(crate) struct Worktree {
     pub(crate) root: PathBuf,
     /// The worktree as the caller named it (ACR-relative), for messages.
     pub(crate) name: String,
-    /// The worktree as a checked ACR-relative path, for the undo journal.
+    /// The worktree as a checked ACR-relative path, for the undo chain.
     pub(crate) rel: RelPath,
 }
 

@@ -24,7 +24,7 @@ pub struct GitHub {
     pub ws: PathBuf,
     pub remote_url: String,
     pub other_url: String,
-    /// alice's undo journal, in her ACR's `.l3m/`.
+    /// alice's undo entries, kept in memory.
     pub journal: MemoryUndo,
 }
 
