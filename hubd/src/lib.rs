@@ -15,6 +15,8 @@ pub mod capability;
 pub mod init;
 pub mod service;
 pub mod store;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 
 /// Milliseconds since the Unix epoch, now: core's one clock.
 pub(crate) use l3m_core::clock::now_ms;

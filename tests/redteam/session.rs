@@ -3,51 +3,19 @@
 #![allow(clippy::unwrap_used)] // a fixture that cannot be set up is a failed test
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use l3m_core::clock::FixedClock;
-use l3m_core::grant::{Grant, RemoteName, SpawnRequest};
-use l3m_core::mail::Address;
+use l3m_core::grant::{Grant, RemoteName};
 use l3m_core::names::AgentName;
-use l3m_ring::effects::{Effects, HubOutlet, OutletError};
+use l3m_ring::effects::{Effects, HubOutlet};
 use l3m_ring::tokens::mint_from_grant;
 use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{ToolTable, builtin};
 
 use crate::git_hub::GitHub;
 
-/// An outlet that records every call that reached it, and accepts them all.
-#[derive(Debug, Default)]
-pub struct Recorder(pub Mutex<Vec<String>>);
-
-impl Recorder {
-    pub fn calls(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl HubOutlet for Recorder {
-    fn send_letter(
-        &self,
-        to: &Address,
-        _subject: Option<&str>,
-        _body: &str,
-    ) -> Result<String, OutletError> {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("letter to {}", to.render()));
-        Ok("letter-1".into())
-    }
-
-    fn spawn(&self, request: &SpawnRequest, _task: &str) -> Result<String, OutletError> {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("spawn {}", request.child));
-        Ok(request.child.to_string())
-    }
-}
+pub use l3m_ring::test_support::outlet::Recorder;
 
 /// The instant every stamp here reads.
 const CLOCK: FixedClock = FixedClock(1_750_000_000_000);

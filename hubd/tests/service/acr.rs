@@ -3,28 +3,14 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::*;
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::tree::{Retire, Retired};
 
-/// Runs git in `dir` (or on the hub's git dir with `--git-dir` among `args`); asserts success.
+/// Runs git in `dir` (or on the hub's git dir with `--git-dir` among `args`), trimmed.
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    test_support::git(dir, args).trim().to_owned()
 }
 
 fn worktrees(f: &Fixture) -> String {

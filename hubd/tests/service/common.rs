@@ -1,36 +1,27 @@
 //! A hubd over a real nats-server, and typed calls to it, for the service tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use hubd::init::{host_key_path, human_key_path, init_hub};
-use hubd::service;
-use hubd::store::{Durability, Hub, HubOptions};
+pub use hubd::test_support::{self, TestHub, git_bare, git_with_input};
 use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, SpawnLevel, SpawnRequest};
 use l3m_core::log::{Record, RecordBody};
 use l3m_core::names::{AgentName, HumanName};
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::credential::{Ephemeral, KeyFile, SessionKey};
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened};
 use l3m_wire::hubd::tree::{Spawn, Spawned};
 use l3m_wire::hubd::{InSession, Op};
 use l3m_wire::reply::Reply;
-use l3m_wire::subjects::{HubId, Subjects};
-use l3m_wire::test_support::NatsServer;
-use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for hubd's answer.
 const CALL_WITHIN: Duration = Duration::from_secs(20);
 
+/// The shared hub fixture, with the sealing sessions these tests open by hand.
 pub struct Fixture {
-    pub dir: tempfile::TempDir,
-    pub nats: NatsServer,
-    pub bus: Arc<dyn Bus>,
-    pub subjects: Subjects,
-    pub shutdown: CancellationToken,
+    /// The hub, hubd and nats-server.
+    pub hub: TestHub,
     /// The credential init issued for the human `alice`.
     pub human_key: KeyFile,
     /// The whole-hub host credential init issued.
@@ -38,6 +29,14 @@ pub struct Fixture {
     /// The key and next request number of each session opened through [`Fixture::session`],
     /// so [`Fixture::call`] seals its requests.
     sessions: std::sync::Mutex<std::collections::HashMap<String, (SessionKey, u64)>>,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = TestHub;
+
+    fn deref(&self) -> &TestHub {
+        &self.hub
+    }
 }
 
 pub fn agent(s: &str) -> AgentName {
@@ -73,48 +72,13 @@ impl Fixture {
 
     /// A fixture whose human `alice` is registered with `human_grant`, the bound of her roots.
     pub async fn start_granted(config: &str, human_grant: Grant) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let options = || HubOptions {
-            durability: Durability::Relaxed,
-            ..HubOptions::default()
-        };
-        let root = dir.path().join("HUB");
-        drop(
-            init_hub(
-                &root,
-                options(),
-                HumanName::parse("alice").unwrap(),
-                human_grant,
-                1,
-            )
-            .unwrap(),
-        );
-        let alice = HumanName::parse("alice").unwrap();
-        let human_key = KeyFile::read(&human_key_path(&root, &alice)).unwrap();
-        let host_key = KeyFile::read(&host_key_path(&root)).unwrap();
-        let nats = NatsServer::start_with(config).unwrap();
-        let bus: Arc<dyn Bus> = Arc::new(
-            NatsBus::connect(nats.url(), NatsAuth::Anonymous)
-                .await
-                .unwrap(),
-        );
-        let shutdown = CancellationToken::new();
-        let hub_id = HubId::parse("t").unwrap();
-        let started = service::start(
-            Arc::clone(&bus),
-            Hub::open(&root, options()).unwrap(),
-            hub_id.clone(),
-            shutdown.clone(),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(started.serve());
+        let hub = TestHub::start(human_grant, config).await;
+        let human_key = hub.key_for(&Duty::Human {
+            human: test_support::human(),
+        });
+        let host_key = hub.key_for(&Duty::Host { subtree: None });
         Fixture {
-            dir,
-            nats,
-            bus,
-            subjects: Subjects::new(hub_id),
-            shutdown,
+            hub,
             human_key,
             host_key,
             sessions: Default::default(),
@@ -140,10 +104,6 @@ impl Fixture {
             signature,
         };
         (request, ephemeral)
-    }
-
-    pub fn git_dir(&self) -> std::path::PathBuf {
-        self.dir.path().join("HUB").join("hub.git")
     }
 
     /// Sends `req` as `op`, sealed with its session's key when the session was opened through
@@ -181,19 +141,6 @@ impl Fixture {
             req,
             CALL_WITHIN,
             &Limits::default(),
-        )
-        .await
-        .unwrap()
-    }
-
-    /// A [`HubClient`](l3m_wire::client::HubClient) with a session for `duty`.
-    pub async fn client(&self, duty: Duty) -> l3m_wire::client::HubClient {
-        let credential = self.key_for(&duty);
-        l3m_wire::client::HubClient::open(
-            self.bus.clone(),
-            self.subjects.hub().clone(),
-            credential,
-            duty,
         )
         .await
         .unwrap()
@@ -270,16 +217,6 @@ impl Fixture {
     }
 
     pub fn fsck(&self) {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(self.git_dir())
-            .args(["fsck", "--strict"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        git_bare(&self.git_dir(), &["fsck", "--strict"]);
     }
 }

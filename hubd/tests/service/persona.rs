@@ -9,36 +9,13 @@ use l3m_wire::hubd::persona::{PersonaPublished, PersonaSource, PublishPersona};
 use l3m_wire::hubd::tree::{Spawn, Spawned};
 use l3m_wire::reply::ErrorCode;
 
+/// git on the fixture's `hub.git` with `stdin` fed, its output trimmed.
 fn git(f: &Fixture, args: &[&str], stdin: Option<&str>) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(f.git_dir())
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    let dir = f.git_dir().display().to_string();
+    let all = [&["--git-dir", dir.as_str()][..], args].concat();
+    git_with_input(&f.git_dir(), &all, stdin.unwrap_or(""))
+        .trim()
+        .to_owned()
 }
 
 fn files(n: &str) -> PersonaSource {

@@ -1,7 +1,7 @@
 //! Chains and plain refs against real git: round trips, what git sees, and refused input.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::{assert_fsck_strict, disk_state, entries, git, new_hub, relaxed};
+use crate::common::{assert_fsck_strict, disk_state, entries, git_bare, new_hub, relaxed};
 use hubd::store::{Hub, RECORDS_FILE, StoreError, Tip};
 use l3m_core::refs::{LEDGER, SETTINGS};
 
@@ -79,7 +79,7 @@ fn git_fsck_strict_passes_and_git_log_reads_one_line_per_append() {
     )
     .unwrap();
     assert_fsck_strict(&hub.git_dir());
-    let log = git(&hub.git_dir(), &["log", "--format=%s", LOG]);
+    let log = git_bare(&hub.git_dir(), &["log", "--format=%s", LOG]);
     assert_eq!(
         log.lines().collect::<Vec<_>>(),
         [
@@ -88,9 +88,9 @@ fn git_fsck_strict_passes_and_git_log_reads_one_line_per_append() {
             "batch 0: 1 entries"
         ]
     );
-    let oneline = git(&hub.git_dir(), &["log", "--oneline", LOG]);
+    let oneline = git_bare(&hub.git_dir(), &["log", "--oneline", LOG]);
     assert_eq!(oneline.lines().count(), 3, "{oneline}");
-    let identity = git(
+    let identity = git_bare(
         &hub.git_dir(),
         &["log", "-1", "--format=%an <%ae> %cn <%ce>", LOG],
     );
@@ -130,7 +130,7 @@ fn a_stream_of_appends_frees_no_inode_and_git_reads_every_object() {
     assert!(!hub.git_dir().join(format!("{LOG}.lock")).exists());
     assert_fsck_strict(&hub.git_dir());
     assert_eq!(
-        git(&hub.git_dir(), &["rev-list", "--count", LOG]).trim(),
+        git_bare(&hub.git_dir(), &["rev-list", "--count", LOG]).trim(),
         "40"
     );
 }
@@ -140,12 +140,12 @@ fn a_chain_commit_holds_only_its_new_entries() {
     let (_dir, hub) = new_hub();
     let all = fill(&hub, LOG, &[2, 3]);
     let git_dir = hub.git_dir();
-    let tree = git(&git_dir, &["ls-tree", LOG]);
+    let tree = git_bare(&git_dir, &["ls-tree", LOG]);
     let lines: Vec<&str> = tree.lines().collect();
     assert_eq!(lines.len(), 1, "{tree}");
     assert!(lines[0].starts_with("100644 blob "), "{tree}");
     assert!(lines[0].ends_with(&format!("\t{RECORDS_FILE}")), "{tree}");
-    let newest = git(&git_dir, &["show", &format!("{LOG}:{RECORDS_FILE}")]);
+    let newest = git_bare(&git_dir, &["show", &format!("{LOG}:{RECORDS_FILE}")]);
     assert_eq!(
         newest,
         all[2..]
@@ -153,7 +153,7 @@ fn a_chain_commit_holds_only_its_new_entries() {
             .map(|e| format!("{e}\n"))
             .collect::<String>()
     );
-    let oldest = git(&git_dir, &["show", &format!("{LOG}~1:{RECORDS_FILE}")]);
+    let oldest = git_bare(&git_dir, &["show", &format!("{LOG}~1:{RECORDS_FILE}")]);
     assert_eq!(
         oldest,
         all[..2]
@@ -161,7 +161,7 @@ fn a_chain_commit_holds_only_its_new_entries() {
             .map(|e| format!("{e}\n"))
             .collect::<String>()
     );
-    let parents = git(
+    let parents = git_bare(
         &git_dir,
         &["rev-list", "--parents", "-n1", &format!("{LOG}~1")],
     );
@@ -199,7 +199,7 @@ fn plain_refs_commit_files_set_and_delete_by_cas() {
         Err(StoreError::UnknownFile { .. })
     ));
     assert_eq!(
-        git(&hub.git_dir(), &["rev-parse", &format!("{GRANTS}^")]).trim(),
+        git_bare(&hub.git_dir(), &["rev-parse", &format!("{GRANTS}^")]).trim(),
         first.to_string()
     );
 
@@ -259,7 +259,7 @@ fn a_chain_moved_behind_the_stores_back_is_reindexed_on_stale() {
         &["commit-tree", &tree, "-p", &parent, "-m", "by git"],
         "",
     );
-    git(&git_dir, &["update-ref", LOG, &commit, &parent]);
+    git_bare(&git_dir, &["update-ref", LOG, &commit, &parent]);
 
     match hub.append(LOG, stale_tip, &["{}".into()], "late") {
         Err(StoreError::Stale { actual, .. }) => assert_eq!(actual.to_string(), commit),
@@ -279,7 +279,7 @@ fn a_chain_rewritten_behind_the_stores_back_is_indexed_from_scratch() {
     let Tip::At(other_tip) = hub.tip(other).unwrap() else {
         panic!("no tip")
     };
-    git(&hub.git_dir(), &["update-ref", LOG, &other_tip.to_string()]);
+    git_bare(&hub.git_dir(), &["update-ref", LOG, &other_tip.to_string()]);
 
     match hub.append(LOG, stale_tip, &["{}".into()], "late") {
         Err(StoreError::Stale { actual, .. }) => assert_eq!(actual, Tip::At(other_tip)),
@@ -301,7 +301,7 @@ fn identical_durable_appends_share_their_blob_and_tree() {
     // Plain git reads hub.git around the open hub: it must first hold what was acknowledged.
     hub.settle();
     let git_dir = hub.git_dir();
-    let tree = |rev: &str| git(&git_dir, &["rev-parse", &format!("{rev}^{{tree}}")]);
+    let tree = |rev: &str| git_bare(&git_dir, &["rev-parse", &format!("{rev}^{{tree}}")]);
     assert_eq!(
         tree(&first.commit.to_string()),
         tree(&second.commit.to_string())
@@ -342,26 +342,13 @@ fn a_ref_locked_by_another_writer_is_refused_until_released() {
     assert_eq!(hub.len(LOG).unwrap(), 2);
 }
 
+/// git on `git_dir` with `stdin` fed, its output trimmed.
 fn git_command_stdin(git_dir: &std::path::Path, args: &[&str], stdin: &str) -> String {
-    use std::io::Write as _;
-    let mut child = crate::common::git_command(git_dir, args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "git {args:?} failed");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    let dir = git_dir.display().to_string();
+    let all = [&["--git-dir", dir.as_str()][..], args].concat();
+    crate::common::git_with_input(git_dir, &all, stdin)
+        .trim()
+        .to_owned()
 }
 
 #[test]
@@ -513,7 +500,7 @@ fn a_hand_edited_chain_is_reported_by_commit_at_open() {
         &["commit-tree", &tree, "-p", LOG, "-m", "empty tree"],
         "",
     );
-    git(&git_dir, &["update-ref", LOG, &commit]);
+    git_bare(&git_dir, &["update-ref", LOG, &commit]);
     match Hub::open(dir.path().join("HUB"), relaxed()) {
         Err(StoreError::MalformedChain {
             refname,

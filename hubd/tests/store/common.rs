@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use hubd::store::{CommitTime, Durability, Hub, HubOptions};
 
@@ -22,35 +21,17 @@ pub fn new_hub() -> (tempfile::TempDir, Hub) {
     (dir, hub)
 }
 
-/// Runs git on the hub's bare repository with no user or system config; returns stdout.
-pub fn git(git_dir: &Path, args: &[&str]) -> String {
-    let out = git_command(git_dir, args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// A git command on `git_dir`, isolated from the machine's config.
-pub fn git_command(git_dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("--git-dir")
-        .arg(git_dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("GIT_DIR");
-    cmd
-}
+pub use hubd::test_support::{git_bare, git_with_input};
 
 /// `git fsck --strict` must pass and report no error or warning lines.
 pub fn assert_fsck_strict(git_dir: &Path) {
-    let out = git_command(git_dir, &["fsck", "--strict", "--no-dangling"])
-        .output()
-        .unwrap();
+    let dir = git_dir.display().to_string();
+    let out = hubd::test_support::git_command(
+        git_dir,
+        &["--git-dir", &dir, "fsck", "--strict", "--no-dangling"],
+    )
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "git fsck --strict failed:\n{stderr}");
     for line in stderr.lines() {
@@ -63,7 +44,7 @@ pub fn assert_fsck_strict(git_dir: &Path) {
 
 /// Every ref and every object file of the hub: two snapshots are equal iff nothing was written.
 pub fn disk_state(git_dir: &Path) -> (String, BTreeSet<PathBuf>) {
-    let refs = git(
+    let refs = git_bare(
         git_dir,
         &["for-each-ref", "--format=%(refname) %(objectname)"],
     );

@@ -1,7 +1,7 @@
 //! Creating and opening hubs: the folder DESIGN §3 lays out, and clear refusals otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::{assert_fsck_strict, git, new_hub, relaxed};
+use crate::common::{assert_fsck_strict, git_bare, new_hub, relaxed};
 use hubd::store::{Hub, INITIAL_SETTINGS, SETTINGS_FILE, StoreError, Tip};
 use l3m_core::refs::SETTINGS;
 
@@ -13,7 +13,7 @@ fn create_lays_out_the_hub_and_open_accepts_it() {
         assert!(root.join(sub).is_dir(), "{sub}/ is missing");
     }
     assert_eq!(
-        git(&hub.git_dir(), &["rev-parse", "--is-bare-repository"]).trim(),
+        git_bare(&hub.git_dir(), &["rev-parse", "--is-bare-repository"]).trim(),
         "true"
     );
     assert_eq!(
@@ -25,7 +25,7 @@ fn create_lays_out_the_hub_and_open_accepts_it() {
         INITIAL_SETTINGS
     );
     assert_eq!(
-        git(
+        git_bare(
             &hub.git_dir(),
             &["show", &format!("{SETTINGS}:{SETTINGS_FILE}")]
         ),

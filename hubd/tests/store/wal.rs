@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::common::{assert_fsck_strict, git};
+use crate::common::{assert_fsck_strict, git_bare};
 use hubd::store::{CommitTime, Durability, Hub, HubOptions, StoreError, Tip, WalStop};
 
 const LOG: &str = "refs/l3m/a/alice/_/log";
@@ -150,7 +150,7 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_wal() {
         "each later append's blob, tree and commit are gone"
     );
     assert_eq!(
-        git(&git_dir, &["rev-list", "--count", LOG]).trim(),
+        git_bare(&git_dir, &["rev-list", "--count", LOG]).trim(),
         "4",
         "the disk holds the log as the snapshot saw it"
     );
@@ -170,7 +170,9 @@ fn acknowledged_writes_lost_by_the_disk_come_back_from_the_wal() {
     );
     assert_fsck_strict(&git_dir);
     assert_eq!(
-        git(&git_dir, &["log", "--format=%s", LOG]).lines().next(),
+        git_bare(&git_dir, &["log", "--format=%s", LOG])
+            .lines()
+            .next(),
         Some("entry 9")
     );
     wait_for_one_segment(&git_dir);
@@ -215,7 +217,7 @@ fn replay_leaves_a_ref_that_moved_elsewhere_alone() {
 
     // Someone points the log at a commit of another chain behind hubd's back; every frame of
     // the log expected another value, so none of them applies.
-    git(&git_dir, &["update-ref", LOG, &elsewhere.to_string()]);
+    git_bare(&git_dir, &["update-ref", LOG, &elsewhere.to_string()]);
     let hub = Hub::open(&root, logged()).unwrap();
     assert_eq!(hub.tip(LOG).unwrap(), Tip::At(elsewhere));
     assert_eq!(entries(&hub, LOG), [entry(INBOX, 0)]);
@@ -316,7 +318,7 @@ fn a_logged_write_that_cannot_be_applied_stops_the_wal_until_replay() {
         "a refused write does not take the chain back behind what was acknowledged"
     );
     assert_eq!(
-        git(&git_dir, &["rev-list", "--count", LOG]).trim(),
+        git_bare(&git_dir, &["rev-list", "--count", LOG]).trim(),
         "3",
         "hub.git holds the chain as it was before the failed apply"
     );
@@ -354,7 +356,10 @@ fn closing_the_hub_puts_every_acknowledged_append_into_hub_git() {
     append_range(&hub, INBOX, 0, 20);
     drop(hub);
     for chain in [LOG, INBOX] {
-        assert_eq!(git(&git_dir, &["rev-list", "--count", chain]).trim(), "20");
+        assert_eq!(
+            git_bare(&git_dir, &["rev-list", "--count", chain]).trim(),
+            "20"
+        );
     }
     assert_fsck_strict(&git_dir);
 }

@@ -8,28 +8,27 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use hubd::init::{init_hub, local_key};
-use hubd::service;
-use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, SpawnRequest};
 use l3m_core::log::{Record, RecordBody};
-use l3m_core::names::{AgentName, HumanName};
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_core::names::AgentName;
 use l3m_wire::client::HubClient;
-use l3m_wire::subjects::HubId;
-use l3m_wire::test_support::NatsServer;
 use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider, Scripted};
 use sequencer::{AgentRun, Config, ProviderFactory};
-use tokio_util::sync::CancellationToken;
 
+/// hubd's shared test hub, with the sequencer tests' own steps (spawning, letters, runs).
 pub struct TestHub {
-    pub dir: tempfile::TempDir,
-    pub nats: NatsServer,
-    pub bus: Arc<dyn Bus>,
-    pub hub_id: HubId,
-    pub shutdown: CancellationToken,
+    /// The hub, hubd and nats-server.
+    pub hub: hubd::test_support::TestHub,
+}
+
+impl std::ops::Deref for TestHub {
+    type Target = hubd::test_support::TestHub;
+
+    fn deref(&self) -> &Self::Target {
+        &self.hub
+    }
 }
 
 pub fn agent(s: &str) -> AgentName {
@@ -55,78 +54,17 @@ impl TestHub {
 
     /// A hub whose human `alice` has `bound` (a grant in TOML) as the ceiling of her roots.
     pub async fn start_bound(bound: &str) -> TestHub {
-        let dir = tempfile::tempdir().unwrap();
-        let options = || HubOptions {
-            durability: Durability::Relaxed,
-            ..HubOptions::default()
-        };
-        let root = dir.path().join("HUB");
-        let bound = grant(bound);
-        drop(
-            init_hub(
-                &root,
-                options(),
-                HumanName::parse("alice").unwrap(),
-                bound,
-                1,
-            )
-            .unwrap(),
-        );
-        let nats = NatsServer::start().unwrap();
-        let bus: Arc<dyn Bus> = Arc::new(
-            NatsBus::connect(nats.url(), NatsAuth::Anonymous)
-                .await
-                .unwrap(),
-        );
-        let shutdown = CancellationToken::new();
-        let hub_id = HubId::parse("t").unwrap();
-        let started = service::start(
-            Arc::clone(&bus),
-            Hub::open(&root, options()).unwrap(),
-            hub_id.clone(),
-            shutdown.clone(),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(started.serve());
         TestHub {
-            dir,
-            nats,
-            bus,
-            hub_id,
-            shutdown,
+            hub: hubd::test_support::TestHub::start(grant(bound), "").await,
         }
     }
 
-    pub fn root(&self) -> PathBuf {
-        self.dir.path().join("HUB")
-    }
-
     pub fn acr(&self, name: &str) -> PathBuf {
-        self.root().join(l3m_core::refs::paths::acr(&agent(name)))
-    }
-
-    pub async fn client(&self, duty: Duty) -> HubClient {
-        HubClient::open(
-            self.bus.clone(),
-            self.hub_id.clone(),
-            &self.key_for(&duty),
-            duty,
-        )
-        .await
-        .unwrap()
-    }
-
-    /// The credential init issued for `duty`: the human's or the host's.
-    pub fn key_for(&self, duty: &Duty) -> l3m_wire::credential::KeyFile {
-        local_key(&self.root(), duty).unwrap()
+        self.hub.acr(&agent(name))
     }
 
     pub async fn human(&self) -> HubClient {
-        self.client(Duty::Human {
-            human: HumanName::parse("alice").unwrap(),
-        })
-        .await
+        self.human_client().await
     }
 
     pub async fn sequencer_client(&self, name: &str) -> HubClient {
@@ -251,22 +189,8 @@ pub fn assistant_texts(records: &[Record]) -> Vec<String> {
         .collect()
 }
 
-/// Runs `git` in `dir` with no system or global config; returns stdout, asserting success.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+#[allow(unused_imports)] // not every test binary runs git
+pub use hubd::test_support::git;
 
 /// Waits until `cond` holds for the Log of `name`, or panics after `secs`.
 pub async fn wait_log(hub: &TestHub, name: &str, secs: u64, cond: impl Fn(&[Record]) -> bool) {

@@ -69,6 +69,8 @@ pub mod net;
 pub mod path;
 pub mod rewind;
 pub mod shell;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod tokens;
 pub mod undo;
 

@@ -1,6 +1,6 @@
 //! The tame file provider's ordinary behaviour and the rewind semantics it supports.
 
-mod support;
+use l3m_ring::test_support::files_hub as support;
 
 use std::os::unix::fs::PermissionsExt;
 

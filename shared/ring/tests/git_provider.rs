@@ -1,7 +1,7 @@
 //! The git provider on a real worktree of a bare hub repository: status, diff, log, commit and
 //! push do what they say, and the result is a repository plain git accepts.
 
-mod git_hub;
+use l3m_ring::test_support::git_hub;
 
 use git_hub::{GitHub, WORK};
 use l3m_ring::git::{self, ChangeKind, GitError};

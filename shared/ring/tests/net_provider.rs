@@ -1,6 +1,6 @@
 //! The HTTP provider does its job for listed hosts: real HTTP against a loopback server.
 
-mod net_server;
+use l3m_ring::test_support::net_server;
 
 use l3m_ring::net::{FetchMethod, FetchRequest, NetError, fetch};
 use net_server::{Server, response, token};

@@ -3,7 +3,7 @@
 //! and a branch someone else moved since stops the restore before anything changes.
 #![allow(clippy::unwrap_used)] // the helpers drive a fixture; a step that cannot run is a failed test
 
-mod git_hub;
+use l3m_ring::test_support::git_hub;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

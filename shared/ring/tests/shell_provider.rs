@@ -1,7 +1,7 @@
 //! The sandboxed shell does its job: listed programs run in the cwd, read the ACR, write the
 //! write roots, take stdin and report their exit code.
 
-mod shell_acr;
+use l3m_ring::test_support::shell_acr;
 
 use l3m_core::effects::EffectClass;
 use l3m_ring::shell::{ShellError, run};

@@ -10,60 +10,24 @@
 )]
 
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)]
-#[path = "../../ring/tests/git_hub/mod.rs"]
-mod git_hub;
+use l3m_ring::test_support::git_hub;
 
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)]
-#[path = "../../ring/tests/net_server/mod.rs"]
-mod net_server;
+use l3m_ring::test_support::net_server;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use git_hub::{GitHub, WORK};
 use l3m_core::clock::FixedClock;
-use l3m_core::grant::{SpawnLevel, SpawnRequest};
-use l3m_core::mail::Address;
+use l3m_core::grant::SpawnLevel;
 use l3m_ring::effects::{Effects, HubOutlet, OutletError};
+use l3m_ring::test_support::outlet::Recorder;
 use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable, builtin};
 use serde_json::{Value, json};
 
 /// The instant every stamp here reads.
 const CLOCK: FixedClock = FixedClock(1_750_000_000_000);
-
-/// Records every call in the form hubd would receive it.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<String>>);
-
-impl HubOutlet for Recorder {
-    fn send_letter(
-        &self,
-        to: &Address,
-        subject: Option<&str>,
-        body: &str,
-    ) -> Result<String, OutletError> {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{} | {subject:?} | {body}", to.render()));
-        Ok("l-7".into())
-    }
-
-    fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError> {
-        self.0.lock().unwrap().push(format!(
-            "{} driven={} loan={} grant={} | {task}",
-            request.child,
-            request.driven,
-            request.loan.model_calls,
-            serde_json::to_string(&request.grant).unwrap()
-        ));
-        Err(OutletError::Refused {
-            code: "widening".into(),
-            reason: "spawn refused on axis `net`".into(),
-            axis: None,
-        })
-    }
-}
 
 struct Session {
     table: ToolTable,
@@ -87,7 +51,11 @@ fn session(hub: &GitHub, spawn: Option<SpawnLevel>, wild: bool) -> Session {
     tokens.mail = hub_mail(hub);
     let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
     let journal = MemoryUndo::default();
-    let outlet = Arc::new(Recorder::default());
+    let outlet = Arc::new(Recorder::refusing_spawns(OutletError::Refused {
+        code: "widening".into(),
+        reason: "spawn refused on axis `net`".into(),
+        axis: None,
+    }));
     let fx = Effects::new(
         tokens,
         Arc::new(journal),
@@ -174,7 +142,7 @@ fn send_letter_and_spawn_agent_reach_the_outlet_in_core_form() {
     )
     .unwrap()
     .text;
-    assert!(sent.contains("l-7"), "{sent}");
+    assert!(sent.contains("l-1"), "{sent}");
     let refused = ran(
         &s,
         "spawn_agent",
@@ -189,10 +157,10 @@ fn send_letter_and_spawn_agent_reach_the_outlet_in_core_form() {
     .unwrap_err();
     assert!(refused.to_string().contains("axis `net`"), "{refused}");
     assert_eq!(
-        *s.outlet.0.lock().unwrap(),
+        s.outlet.calls(),
         [
-            "agent:alice/helper* | Some(\"hi\") | the plan".to_owned(),
-            "alice/helper driven=false loan=5 grant={\"files\":[\"workspace\"],\"git-read\":[],\
+            "letter to agent:alice/helper* | Some(\"hi\") | the plan".to_owned(),
+            "spawn alice/helper driven=false loan=5 grant={\"files\":[\"workspace\"],\"git-read\":[],\
              \"git-write\":[],\"git-push\":{},\"net\":[\"example.org\"],\"mail\":[],\"spawn\":\"off\",\
              \"airmail\":[],\"postman\":false,\"wild\":[],\"build\":false,\"run\":false,\
              \"review\":false,\"lifetime\":\"unbounded\"} | read the code"

@@ -357,6 +357,7 @@ getters! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::outlet::Recorder;
     use crate::tokens::{MintInput, mint};
     use crate::undo::MemoryUndo;
     use cap_std::ambient_authority;
@@ -459,33 +460,6 @@ mod tests {
         }
     }
 
-    /// An outlet that records what reached it.
-    #[derive(Default)]
-    struct Recorder(std::sync::Mutex<Vec<String>>);
-
-    impl HubOutlet for Recorder {
-        fn send_letter(
-            &self,
-            to: &Address,
-            _subject: Option<&str>,
-            body: &str,
-        ) -> Result<String, OutletError> {
-            self.0
-                .lock()
-                .unwrap()
-                .push(format!("letter {} {body}", to.render()));
-            Ok("l1".into())
-        }
-
-        fn spawn(&self, request: &SpawnRequest, _task: &str) -> Result<String, OutletError> {
-            self.0
-                .lock()
-                .unwrap()
-                .push(format!("spawn {}", request.child));
-            Ok(request.child.to_string())
-        }
-    }
-
     fn hub_effects(
         spawn: l3m_core::grant::SpawnLevel,
         outlet: Option<Arc<Recorder>>,
@@ -531,7 +505,7 @@ mod tests {
             .unwrap();
         let mail = granted.mail().unwrap();
         let to = |s| Address::parse(s).unwrap();
-        assert_eq!(mail.send(&to("alice/kid"), None, "hi").unwrap(), "l1");
+        assert_eq!(mail.send(&to("alice/kid"), None, "hi").unwrap(), "l-1");
         assert!(matches!(
             mail.send(&to("bob"), None, "hi"),
             Err(MailError::NotCovered { ref address, .. }) if address.contains("bob")
@@ -545,9 +519,12 @@ mod tests {
             spawn.spawn(&request("alice/kid", false), "t"),
             Err(SpawnError::NeedsPersist { .. })
         ));
-        assert_eq!(
-            *outlet.0.lock().unwrap(),
-            ["letter agent:alice/kid* hi", "spawn alice/kid"]
+        let calls = outlet.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0], "letter to agent:alice/kid* | None | hi");
+        assert!(
+            calls[1].starts_with("spawn alice/kid driven=true"),
+            "{calls:?}"
         );
     }
 
@@ -566,7 +543,7 @@ mod tests {
             Spawn::spawn(&provider, &request("alice/kid", true), "t"),
             Err(SpawnError::Off)
         );
-        assert!(outlet.0.lock().unwrap().is_empty());
+        assert!(outlet.calls().is_empty());
     }
 
     #[test]

@@ -1,13 +1,11 @@
 //! A tiny real HTTP/1.1 server on a loopback address for the HTTP provider's tests: it records
 //! every request head it receives, so a test can prove a refused fetch reached nothing.
-#![allow(dead_code)] // each test crate uses a different part of the fixture
-#![allow(clippy::unwrap_used)] // a fixture that cannot be set up is a failed test
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use l3m_ring::tokens::{MintInput, NetToken, mint};
+use crate::tokens::{MintInput, NetToken, mint};
 
 /// A server answering every request with what its handler returns for the request head.
 pub struct Server {
@@ -72,7 +70,7 @@ pub fn token(hosts: &[String]) -> NetToken {
         net: Some(hosts.to_vec()),
         ..MintInput::default()
     };
-    mint(&input, l3m_ring::ambient_authority())
+    mint(&input, crate::ambient_authority())
         .unwrap()
         .net
         .unwrap()

@@ -1,14 +1,12 @@
 //! An ACR on disk for the shell's tests: `workspace/` (the write root), `docs/` (read-only),
 //! `.l3m/` (the harness's), and the tokens a shell run takes.
-#![allow(dead_code)] // each test crate uses a different part of the fixture
-#![allow(clippy::unwrap_used)] // a fixture that cannot be set up is a failed test
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::shell::ShellRequest;
+use crate::tokens::{FilesToken, MintInput, WildToken, mint};
 use l3m_core::effects::EffectClass;
-use l3m_ring::shell::ShellRequest;
-use l3m_ring::tokens::{FilesToken, MintInput, WildToken, mint};
 
 /// The ACR and the tokens for it.
 pub struct Acr {
@@ -33,7 +31,7 @@ impl Acr {
             wild: Some(vec![EffectClass::Shell]),
             ..MintInput::default()
         };
-        let tokens = mint(&input, l3m_ring::ambient_authority()).unwrap();
+        let tokens = mint(&input, crate::ambient_authority()).unwrap();
         Self {
             _dir: dir,
             path,

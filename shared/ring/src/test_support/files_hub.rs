@@ -1,15 +1,13 @@
 //! A hub folder on disk for provider tests: one agent's ACR, a sibling's, and a directory
 //! outside the hub, with snapshots to prove what a call did (or did not) change.
-#![allow(dead_code)] // each test crate uses a different part of the fixture
-#![allow(clippy::unwrap_used)] // a fixture that cannot be set up is a failed test
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use l3m_ring::tokens::{FilesToken, MintInput, mint};
-use l3m_ring::undo::MemoryUndo;
-use l3m_ring::{ambient_authority, undo::UndoStore};
+use crate::tokens::{FilesToken, MintInput, mint};
+use crate::undo::MemoryUndo;
+use crate::{ambient_authority, undo::UndoStore};
 
 /// `HUB/forest/alice/main/self` (ours), `HUB/forest/alice/other/self` (a sibling), and an
 /// `outside/` directory beside the hub holding a secret.

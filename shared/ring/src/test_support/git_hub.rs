@@ -1,17 +1,15 @@
-//! A hub-like layout for git provider tests, built by `fixtures/make_worktree.sh`: a bare hub
+//! A hub-like layout for git provider tests, built by `make_worktree.sh`: a bare hub
 //! repository, alice's ACR with a worktree of it at `workspace`, and two bare "remotes".
-#![allow(dead_code)] // each test crate uses a different part of the fixture
-#![allow(clippy::unwrap_used)] // a fixture that cannot be set up is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::tokens::{GitInput, GitToken, MintInput, PushInput, Tokens, mint};
+use crate::undo::MemoryUndo;
 use l3m_core::names::AgentName;
-use l3m_ring::tokens::{GitInput, GitToken, MintInput, PushInput, Tokens, mint};
-use l3m_ring::undo::MemoryUndo;
 
-/// The fixture script, included by path so test crates elsewhere can `#[path]` this module.
-const MAKE_WORKTREE: &str = include_str!("../fixtures/make_worktree.sh");
+/// The fixture script that lays the repositories out.
+const MAKE_WORKTREE: &str = include_str!("make_worktree.sh");
 
 /// The branch alice's worktree has checked out.
 pub const WORK: &str = "refs/heads/l3m/alice/_/work";
@@ -69,7 +67,7 @@ impl GitHub {
             }),
             ..MintInput::default()
         };
-        mint(&input, l3m_ring::ambient_authority()).unwrap()
+        mint(&input, crate::ambient_authority()).unwrap()
     }
 
     pub fn token(&self) -> GitToken {

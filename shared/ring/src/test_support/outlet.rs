@@ -1,0 +1,65 @@
+//! A hub outlet that records every call that reached it, in the form hubd would receive it.
+
+use std::sync::Mutex;
+
+use l3m_core::grant::SpawnRequest;
+use l3m_core::mail::Address;
+
+use crate::effects::{HubOutlet, OutletError};
+
+/// Records letters as `letter to <address> | <subject> | <body>` and spawns as
+/// `spawn <child> driven=<bool> loan=<model calls> grant=<grant JSON> | <task>`. Letters are
+/// accepted (id `l-<n>`); spawns are accepted, or all answered with the refusal set by
+/// [`Recorder::refusing_spawns`].
+#[derive(Debug, Default)]
+pub struct Recorder {
+    calls: Mutex<Vec<String>>,
+    spawn_refusal: Option<OutletError>,
+}
+
+impl Recorder {
+    /// A recorder whose every spawn hubd "refuses" with `refusal` (after recording it).
+    pub fn refusing_spawns(refusal: OutletError) -> Self {
+        Recorder {
+            spawn_refusal: Some(refusal),
+            ..Recorder::default()
+        }
+    }
+
+    /// Every call recorded, oldest first.
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn record(&self, call: String) -> usize {
+        let mut calls = self.calls.lock().unwrap();
+        calls.push(call);
+        calls.len()
+    }
+}
+
+impl HubOutlet for Recorder {
+    fn send_letter(
+        &self,
+        to: &Address,
+        subject: Option<&str>,
+        body: &str,
+    ) -> Result<String, OutletError> {
+        let n = self.record(format!("letter to {} | {subject:?} | {body}", to.render()));
+        Ok(format!("l-{n}"))
+    }
+
+    fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError> {
+        self.record(format!(
+            "spawn {} driven={} loan={} grant={} | {task}",
+            request.child,
+            request.driven,
+            request.loan.model_calls,
+            serde_json::to_string(&request.grant).unwrap()
+        ));
+        match &self.spawn_refusal {
+            Some(refusal) => Err(refusal.clone()),
+            None => Ok(request.child.to_string()),
+        }
+    }
+}
