@@ -167,7 +167,7 @@ async fn boot_holding(
     for record in &read.records {
         session.observe(record);
     }
-    session.tip = read.tip;
+    session.log.tip = read.tip;
     if read.records.is_empty() {
         let signal = Signal::Prompt {
             text,
@@ -175,18 +175,18 @@ async fn boot_holding(
         };
         session.signal(signal)?;
     } else {
-        let was_live = session.owed.is_live();
-        for body in owed::close_open(&session.owed, RESTARTED) {
+        let was_live = session.log.owed.is_live();
+        for body in owed::close_open(&session.log.owed, RESTARTED) {
             session.stage(body);
         }
-        if session.fold.view().system != text {
+        if session.log.fold.view().system != text {
             let _same = session.signal(Signal::Prompt {
                 text,
                 continues: true,
             });
         }
         if was_live {
-            let id = format!("restart-{}", session.owed.next_seq());
+            let id = format!("restart-{}", session.log.owed.next_seq());
             session.notice(
                 id,
                 format!("{RESTARTED}; what was open was closed; carry on with your turn"),

@@ -1,0 +1,192 @@
+//! Starting activities the plan owes: a model call (its request built from the view, sent
+//! whole or as what changed) and a tool use on a blocking thread; each reports back to the
+//! writer as an input.
+
+use super::*;
+
+impl Session {
+    /// Starts what the appended records authorize, and the follow-ups of the pass.
+    pub(super) fn start(&mut self, planned: &[RecordBody]) {
+        for body in planned {
+            match body {
+                RecordBody::CallStarted { call, attempt, .. } => self.start_call(call, *attempt),
+                RecordBody::ToolStarted { id } => self.start_tool(id),
+                _ => {}
+            }
+        }
+        for letter in self.buffer.to_mark.drain(..) {
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                if let Err(e) = client.mark_read(&letter).await {
+                    tracing::warn!(letter, error = %e, "could not mark a letter read");
+                }
+            });
+        }
+        for to in self.buffer.rewinds.drain(..) {
+            let client = self.client.clone();
+            let (hub_root, agent, grant) = (
+                self.hub_root.clone(),
+                self.agent.clone(),
+                self.grant.clone(),
+            );
+            let tx = self.tx.clone();
+            let undo = self.tools.undo();
+            tokio::spawn(async move {
+                let note = match crate::control::restore_after(
+                    &client, &undo, &hub_root, &agent, &grant, to,
+                )
+                .await
+                {
+                    Ok(note) => note,
+                    Err(e) => format!("rewind to {to}: restoring failed: {e}"),
+                };
+                let _closed = tx.send(Input::Note(note));
+            });
+        }
+    }
+
+    pub(super) fn start_call(&mut self, call: &CallId, attempt: u32) {
+        let (provider, model, notes) = match (&self.models.fallback, attempt > 1) {
+            (Some(fallback), true) => fallback.clone(),
+            _ => self.models.primary.clone(),
+        };
+        let request = self.request(call, model, notes);
+        let backoff = match attempt {
+            0 | 1 => Duration::ZERO,
+            n => Duration::from_millis(self.limits.retry_backoff_ms)
+                .saturating_mul(1 << (n - 2).min(6)),
+        };
+        let tx = self.tx.clone();
+        let call_id = call.clone();
+        let handle = tokio::spawn(async move {
+            if !backoff.is_zero() {
+                tokio::time::sleep(backoff).await;
+            }
+            let outcome = provider.complete(&request).await;
+            drop(request);
+            let oversized = outcome
+                .as_ref()
+                .ok()
+                .and_then(|reply| crate::bounds::check_reply(&reply.text, &reply.tool_uses).err());
+            if let Some(error) = oversized {
+                let _closed = tx.send(Input::Oversized(call_id, error));
+                return;
+            }
+            let signal = match outcome {
+                Ok(reply) => Signal::ModelReply {
+                    call: call_id,
+                    text: reply.text,
+                    tool_uses: reply.tool_uses,
+                    usage: reply.usage,
+                    stop_reason: reply.stop_reason,
+                },
+                Err(e) => Signal::ModelFailed {
+                    call: call_id,
+                    retryable: e.retryable(),
+                    error: e.to_string(),
+                },
+            };
+            let _closed = tx.send(Input::Signal(signal));
+        });
+        self.running
+            .calls
+            .insert(call.clone(), handle.abort_handle());
+    }
+
+    /// The request for `call`: the previous request's view with only what changed since
+    /// copied in (the fold only ever changes its last message or appends, unless a rewind, a
+    /// compaction or a new epoch reshaped it), so a turn's cost does not grow with history. The
+    /// tools are copied only when they changed, since their schemas are the bulk of a request
+    /// with a short conversation.
+    pub(super) fn request(
+        &mut self,
+        call: &CallId,
+        model: String,
+        notes: Option<String>,
+    ) -> Arc<ModelRequest> {
+        let view = self.log.fold.view();
+        let full = |model: String, notes: Option<String>| {
+            Arc::new(ModelRequest {
+                model,
+                view: view.clone(),
+                notes,
+                tools: self.specs.clone(),
+                max_tokens: self.limits.max_tokens,
+                call: call.clone(),
+            })
+        };
+        let request = match self.log.sent.take() {
+            Some(mut sent) if !self.log.reshaped => match Arc::get_mut(&mut sent) {
+                Some(request) => {
+                    let keep =
+                        (request.view.messages.len().saturating_sub(1)).min(view.messages.len());
+                    request.view.messages.truncate(keep);
+                    request
+                        .view
+                        .messages
+                        .extend_from_slice(&view.messages[keep..]);
+                    request.view.system.clone_from(&view.system);
+                    request.model = model;
+                    request.notes = notes;
+                    request.call = call.clone();
+                    sent
+                }
+                None => full(model, notes),
+            },
+            _ => full(model, notes),
+        };
+        debug_assert_eq!(&request.view, view);
+        debug_assert_eq!(request.tools, self.specs);
+        self.log.reshaped = false;
+        self.log.sent = Some(Arc::clone(&request));
+        request
+    }
+
+    pub(super) fn start_tool(&mut self, id: &ToolUseId) {
+        let Some(use_) = self.log.owed.tool_use(id).cloned() else {
+            tracing::warn!(%id, "a started tool use is not in the latest reply");
+            return;
+        };
+        self.running.running_tools.insert(id.clone());
+        let tools = Arc::clone(&self.tools);
+        let tx = self.tx.clone();
+        // The blocking thread reports to the writer itself: no task in between to wake.
+        tokio::task::spawn_blocking(move || {
+            let ToolUse { id, name, input } = use_;
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input)));
+            let input = match outcome {
+                Ok(Outcome::Finished {
+                    output,
+                    is_error,
+                    effects,
+                    refusal,
+                }) => Input::Signal(Signal::ToolFinished {
+                    id,
+                    output,
+                    is_error,
+                    effects,
+                    refusal,
+                }),
+                Ok(Outcome::NeedsReview { card }) => Input::NeedsReview(id, card),
+                Err(panic) => Input::Signal(Signal::ToolFinished {
+                    id,
+                    output: format!("(l3m) the tool crashed: {}", panic_message(&*panic)),
+                    is_error: true,
+                    effects: vec![],
+                    refusal: None,
+                }),
+            };
+            let _closed = tx.send(input);
+        });
+    }
+}
+
+/// What a panic said, if it said it with a string.
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("it panicked")
+}

@@ -1,0 +1,230 @@
+//! Taking inputs into the writer: signals, letters, grant moves, control requests and the
+//! hooks that decide events — each journaled through core, or dropped as stale.
+
+use super::*;
+
+impl Session {
+    pub(super) fn take_input(&mut self, input: Input) -> Option<Exit> {
+        match input {
+            Input::Signal(signal) => {
+                if let Signal::ToolFinished { id, .. } = &signal {
+                    self.running.running_tools.remove(id);
+                }
+                if let Signal::ModelReply { call, .. } | Signal::ModelFailed { call, .. } = &signal
+                {
+                    self.running.calls.remove(call);
+                }
+                self.signal_or_drop(signal);
+            }
+            Input::Letter(letter) => self.letter(*letter),
+            Input::Grant(view, tip) => self.grant_moved(*view, tip),
+            Input::Retired => return Some(Exit::Retired),
+            Input::LeaseLost(why) => {
+                tracing::warn!(agent = %self.agent, why, "lease lost; stopping");
+                return Some(Exit::LeaseLost);
+            }
+            Input::NeedsReview(id, card) => self.notice(
+                format!("review-{id}"),
+                format!("tool use {id} waits for review and was not run: {card}"),
+                Disposition::Show,
+            ),
+            Input::Note(text) => {
+                let id = format!("note-{}", self.log.owed.next_seq());
+                self.notice(id, text, Disposition::Dismiss);
+            }
+            Input::Oversized(call, error) => self.oversized(call, error),
+            Input::Control(request, reply) => self.control(request, reply),
+        }
+        None
+    }
+
+    /// Journals an oversized reply as a failed call; the first in a row is told to the model.
+    pub(super) fn oversized(&mut self, call: CallId, error: String) {
+        self.running.calls.remove(&call);
+        let failed = Signal::ModelFailed {
+            call,
+            retryable: false,
+            error: error.clone(),
+        };
+        if self.signal(failed).is_err() {
+            return;
+        }
+        self.log.oversized_in_a_row = self.log.oversized_in_a_row.saturating_add(1);
+        if self.log.oversized_in_a_row == 1 {
+            let id = format!("oversized-{}", self.log.owed.next_seq());
+            self.notice(id, format!("(l3m) {error}"), Disposition::Show);
+        }
+    }
+
+    pub(super) fn letter(&mut self, letter: Letter) {
+        let Ok(id) = EventId::new(letter.id.as_str()) else {
+            tracing::warn!(letter = letter.id.as_str(), "letter id is not an event id");
+            return;
+        };
+        let from = letter.from.recipient().0;
+        let body = match &letter.subject {
+            Some(s) => format!("[{s}] {}", letter.body),
+            None => letter.body.clone(),
+        };
+        let text: String = body
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let event = Signal::Event {
+            id,
+            source: EventSource::Letter {
+                letter_id: letter.id.to_string(),
+                from,
+            },
+            text,
+        };
+        match self.signal(event) {
+            Ok(()) | Err(Stale::DuplicateEvent { .. }) => {
+                self.buffer.to_mark.push(letter.id.to_string());
+            }
+            Err(stale) => tracing::debug!(%stale, "letter not journaled"),
+        }
+    }
+
+    pub(super) fn grant_moved(&mut self, view: GrantView, tip: String) {
+        if self.log.grants_commit.as_deref() == Some(tip.as_str()) {
+            return;
+        }
+        let summary = if view.grant == self.grant.grant {
+            "the grants ref moved; the grant itself is unchanged".to_owned()
+        } else {
+            "your grant changed; the tools offered follow it from now on".to_owned()
+        };
+        if view.grant != self.grant.grant {
+            match crate::toolbox::Toolbox::build(
+                (self.build_tools)(),
+                &view,
+                &self.agent,
+                &self.hub_root.join(l3m_core::refs::paths::acr(&self.agent)),
+                self.tools.outlet(),
+                self.tools.undo(),
+            ) {
+                Ok(tools) => {
+                    self.tools = Arc::new(tools);
+                    self.specs = self.tools.specs();
+                    self.log.reshaped = true;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not rebuild the tools; keeping the old")
+                }
+            }
+        }
+        self.signal_or_drop(Signal::GrantChanged {
+            summary,
+            grants_commit: tip,
+        });
+        self.grant = view;
+        self.budget_from_hub("the budget was re-read with the grant");
+    }
+
+    /// Journals the budget hubd's account implies (its `left`, less what this Log spent), if
+    /// it differs from the Log's.
+    pub fn budget_from_hub(&mut self, why: &str) {
+        let account = self.grant.account.left();
+        let spent = self.log.owed.spent();
+        let left = Fuel {
+            model_calls: account.model_calls.saturating_sub(spent.model_calls),
+            bytes: account.bytes.saturating_sub(spent.bytes),
+            wakes: account.wakes,
+        };
+        if self.log.owed.fuel_left() != Some(left) {
+            self.signal_or_drop(Signal::BudgetChanged {
+                left,
+                summary: why.to_owned(),
+            });
+        }
+    }
+
+    pub(super) fn control(
+        &mut self,
+        request: ControlRequest,
+        reply: oneshot::Sender<ControlReply>,
+    ) {
+        let answer = match request {
+            ControlRequest::Interrupt { reason } => {
+                for (_, call) in self.running.calls.drain() {
+                    call.abort();
+                }
+                match self.signal(Signal::Interrupt { reason }) {
+                    Ok(()) => ControlReply::Done {
+                        next_seq: self.log.owed.next_seq(),
+                    },
+                    Err(e) => ControlReply::Refused {
+                        reason: e.to_string(),
+                    },
+                }
+            }
+            ControlRequest::Rewind { to, reason } => {
+                for (_, call) in self.running.calls.drain() {
+                    call.abort();
+                }
+                match self.signal(Signal::Rewind { to, reason }) {
+                    Ok(()) => {
+                        self.buffer.rewinds.push(to);
+                        ControlReply::Done {
+                            next_seq: self.log.owed.next_seq(),
+                        }
+                    }
+                    Err(e) => ControlReply::Refused {
+                        reason: e.to_string(),
+                    },
+                }
+            }
+            ControlRequest::Status => ControlReply::Status(self.status()),
+            // The control server answers a forecast itself; one reaching the writer is a bug.
+            ControlRequest::Forecast { .. } => ControlReply::Refused {
+                reason: "a forecast is answered by the control server, not journaled".into(),
+            },
+        };
+        self.buffer.replies.push((reply, answer));
+    }
+
+    pub(super) fn status(&self) -> Status {
+        Status {
+            agent: self.agent.to_string(),
+            next_seq: self.log.owed.next_seq(),
+            live: self.log.owed.is_live(),
+            open_call: self.log.owed.open_call().map(|c| c.id.to_string()),
+            running_tools: self
+                .log
+                .owed
+                .running()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            fuel: self.log.owed.fuel_left(),
+        }
+    }
+
+    /// Decides every undecided event with the default hook (no hook: `without_hook`).
+    pub(super) fn hooks(&mut self) {
+        let undecided = self.log.owed.undecided_events().to_vec();
+        for event in undecided {
+            let disposition = Disposition::without_hook(&event.source);
+            self.signal_or_drop(Signal::Decision {
+                event: event.id,
+                disposition,
+            });
+        }
+        let waiting: Vec<ToolUseId> = self
+            .log
+            .owed
+            .awaiting_review()
+            .filter(|id| !self.running.noticed.contains(*id))
+            .cloned()
+            .collect();
+        for id in waiting {
+            self.running.noticed.insert(id.clone());
+            self.notice(
+                format!("review-{id}"),
+                format!("tool use {id} is wild and waits for a reviewer; it was not run"),
+                Disposition::Show,
+            );
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The single writer: the session's state, its inputs, and the pass.
+//!
+//! # Layout
+//! - this module: [`Session`], the pass (plan, stage, one append) and the run loop;
+//! - `state`: what the Log says ([`LogState`]), what runs, and the pass's buffer;
+//! - `intake`: inputs taken in (signals, letters, grant moves, control, hooks);
+//! - `activities`: model calls and tool uses started for the plan.
+//!
+//! The state is folded one record at a time (core's `Owed` and `ViewFold`, plus the budget),
+//! never refolded from the whole Log. A pass stages records (folding each in as it goes), then
+//! appends them all in one compare-and-swap; any append failure ends the run, because the fold
+//! is then ahead of the Log and only a fresh boot (which reads the Log) may continue.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use l3m_core::budget::Fuel;
+use l3m_core::log::{
+    CallId, Disposition, EventId, EventSource, Record, RecordBody, ToolUse, ToolUseId,
+};
+use l3m_core::mail::Letter;
+use l3m_core::names::AgentName;
+use l3m_core::owed::{self, PlanInput, Signal, Stale};
+use l3m_core::view::ViewFold;
+use l3m_wire::client::HubClient;
+use l3m_wire::hubd::authority::GrantView;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Limits;
+use crate::model::{ModelRequest, Provider, ToolSpec};
+use crate::toolbox::{Outcome, Toolbox};
+use crate::{Exit, SequencerError, now_ms};
+use l3m_wire::control::{ControlReply, ControlRequest, Status};
+
+mod activities;
+mod intake;
+mod state;
+
+pub(crate) use state::LogState;
+use state::{PassBuffer, Running};
+
+/// Something for the writer to journal or act on.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// A signal core journals as it is.
+    Signal(Signal),
+    /// A letter found unread in the inbox.
+    Letter(Box<Letter>),
+    /// The grant as hubd now reads it, with the grants ref's tip.
+    Grant(Box<GrantView>, String),
+    /// The agent was retired (its grant is gone).
+    Retired,
+    /// A tool use that needs review and was not run.
+    NeedsReview(ToolUseId, String),
+    /// A harness notice to record but not show (e.g. what a rewind restored).
+    Note(String),
+    /// A model reply too large to journal (`bounds::check_reply`), refused as a failed call.
+    Oversized(CallId, String),
+    /// A control request and where to answer.
+    Control(ControlRequest, oneshot::Sender<ControlReply>),
+    /// The lease was lost.
+    LeaseLost(String),
+}
+
+/// One model of the session: its provider, the model id asked, and its own notes.
+pub(crate) type ModelEntry = (Arc<dyn Provider>, String, Option<String>);
+
+/// The models of the session, by attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Models {
+    pub primary: ModelEntry,
+    pub fallback: Option<ModelEntry>,
+}
+
+/// The writer's state.
+pub(crate) struct Session {
+    pub client: HubClient,
+    pub agent: AgentName,
+    pub hub_root: PathBuf,
+    pub limits: Limits,
+    pub models: Models,
+    pub tools: Arc<Toolbox>,
+    pub specs: Vec<ToolSpec>,
+    pub build_tools: fn() -> Vec<Box<dyn l3m_tools::Tool>>,
+    pub tx: mpsc::UnboundedSender<Input>,
+    pub grant: GrantView,
+    /// What the Log says, folded once per record.
+    pub log: LogState,
+    /// The model calls and tools running now.
+    running: Running,
+    /// What this pass stages, and what waits for its append.
+    buffer: PassBuffer,
+}
+
+/// How a pass ended.
+pub(crate) enum Next {
+    Continue,
+    Stop(Exit),
+}
+
+impl Session {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: HubClient,
+        agent: AgentName,
+        hub_root: PathBuf,
+        limits: Limits,
+        models: Models,
+        tools: Arc<Toolbox>,
+        build_tools: fn() -> Vec<Box<dyn l3m_tools::Tool>>,
+        tx: mpsc::UnboundedSender<Input>,
+        grant: GrantView,
+    ) -> Session {
+        let specs = tools.specs();
+        Session {
+            client,
+            agent,
+            hub_root,
+            limits,
+            models,
+            tools,
+            specs,
+            build_tools,
+            tx,
+            log: LogState {
+                fold: ViewFold::new(),
+                reshaped: true,
+                ..LogState::default()
+            },
+            running: Running::default(),
+            buffer: PassBuffer::default(),
+            grant,
+        }
+    }
+
+    /// Folds in a record already in the Log (boot) or just staged.
+    pub fn observe(&mut self, record: &Record) {
+        self.log.owed.apply(record);
+        self.log.fold.advance(record);
+        match &record.body {
+            RecordBody::CallStarted { .. } => self.log.bytes_since_call = 0,
+            RecordBody::AssistantReply { .. } => self.log.oversized_in_a_row = 0,
+            RecordBody::GrantChange { grants_commit, .. } => {
+                self.log.grants_commit = Some(grants_commit.clone());
+            }
+            _ => {}
+        }
+        if matches!(
+            record.body,
+            RecordBody::Rewind { .. }
+                | RecordBody::Compaction { .. }
+                | RecordBody::SystemPrompt {
+                    continues: false,
+                    ..
+                }
+        ) {
+            self.log.reshaped = true;
+        }
+    }
+
+    /// Stages `body` as the next record.
+    pub fn stage(&mut self, body: RecordBody) {
+        let record = Record {
+            seq: self.log.owed.next_seq(),
+            at_ms: now_ms(),
+            body,
+        };
+        let len = record.to_line().map_or(0, |l| l.len() as u64);
+        self.observe(&record);
+        if !matches!(record.body, RecordBody::CallStarted { .. }) {
+            self.log.bytes_since_call += len;
+        }
+        self.buffer.staged.push(record);
+    }
+
+    /// Journals a signal, or drops it if core refuses it as stale.
+    pub fn signal(&mut self, signal: Signal) -> Result<(), Stale> {
+        let bodies = owed::journal(&self.log.owed, signal)?;
+        for body in bodies {
+            self.stage(body);
+        }
+        Ok(())
+    }
+
+    fn signal_or_drop(&mut self, signal: Signal) {
+        if let Err(stale) = self.signal(signal) {
+            tracing::debug!(agent = %self.agent, %stale, "dropped a stale signal");
+        }
+    }
+
+    /// Journals a harness notice with its decision in one go.
+    pub fn notice(&mut self, id: String, text: String, disposition: Disposition) {
+        let Ok(id) = EventId::new(id) else { return };
+        let event = Signal::Event {
+            id: id.clone(),
+            source: EventSource::Notice,
+            text,
+        };
+        if self.signal(event).is_ok() {
+            self.signal_or_drop(Signal::Decision {
+                event: id,
+                disposition,
+            });
+        }
+    }
+
+    /// What `plan` owes now, staged; the call's budget charge follows its `call-started`.
+    fn plan(&mut self) -> Result<Vec<RecordBody>, SequencerError> {
+        let attempt = self.log.owed.retrying().map_or(1, |r| r.attempt + 1);
+        let (provider, model) = match (&self.models.fallback, attempt > 1) {
+            (Some((p, m, _)), true) => (p.name().to_owned(), m.clone()),
+            _ => (
+                self.models.primary.0.name().to_owned(),
+                self.models.primary.1.clone(),
+            ),
+        };
+        // The table is shared; holding it by `Arc` lets `plan` borrow its footprints while
+        // `self` is staged into, without copying the table every pass.
+        let tools = Arc::clone(&self.tools);
+        let mut n = 0u32;
+        let bodies = loop {
+            let id = match n {
+                0 => format!("c{}", self.log.owed.next_seq()),
+                n => format!("c{}-{n}", self.log.owed.next_seq()),
+            };
+            let call = CallId::new(id)?;
+            let input = PlanInput {
+                call: &call,
+                provider: &provider,
+                model: &model,
+                max_attempts: self.limits.max_attempts,
+                tools: tools.footprints(),
+            };
+            match owed::plan(&self.log.owed, &input) {
+                Ok(bodies) => break bodies,
+                Err(Stale::CallIdReused { .. }) if n < 8 => n += 1,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        for body in &bodies {
+            let charge = self.log.bytes_since_call;
+            self.stage(body.clone());
+            if matches!(body, RecordBody::CallStarted { .. })
+                && let Some(before) = self.log.owed.fuel_left()
+            {
+                let left = Fuel {
+                    bytes: before.bytes.saturating_sub(charge),
+                    ..before
+                };
+                self.stage(RecordBody::BudgetChange {
+                    left,
+                    summary: format!("a model call: 1 call and {charge} bytes"),
+                });
+            }
+        }
+        Ok(bodies)
+    }
+
+    /// One pass over `inputs`: journal, hooks, plan, append, start.
+    pub async fn pass(&mut self, inputs: Vec<Input>) -> Result<Next, SequencerError> {
+        let mut stop = None;
+        for input in inputs {
+            if let Some(exit) = self.take_input(input) {
+                stop = Some(exit);
+                break;
+            }
+        }
+        if let Some(Exit::LeaseLost) = stop {
+            // The lease is gone: another sequencer may be writing. Append nothing.
+            self.buffer.staged.clear();
+            return Ok(Next::Stop(Exit::LeaseLost));
+        }
+        let mut planned = Vec::new();
+        if stop.is_none() {
+            self.hooks();
+            planned = self.plan()?;
+        }
+        self.append().await?;
+        self.start(&planned);
+        for (reply, answer) in self.buffer.replies.drain(..) {
+            let _gone = reply.send(answer);
+        }
+        if let Some(exit) = stop {
+            return Ok(Next::Stop(exit));
+        }
+        if planned
+            .iter()
+            .any(|b| matches!(b, RecordBody::OutOfFuel { .. }))
+        {
+            return Ok(Next::Stop(Exit::OutOfFuel));
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Appends the staged records in one compare-and-swap.
+    async fn append(&mut self) -> Result<(), SequencerError> {
+        if self.buffer.staged.is_empty() {
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.buffer.staged);
+        match self
+            .client
+            .append_log(&self.agent, self.log.tip.as_deref(), &records)
+            .await
+        {
+            Ok(appended) => {
+                self.log.tip = Some(appended.tip);
+                Ok(())
+            }
+            Err(e) if e.is_conflict() => Err(SequencerError::LostWriter {
+                agent: self.agent.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether nothing is running, so the session may count as idle.
+    pub fn quiet(&self) -> bool {
+        self.running.calls.is_empty()
+            && self.running.running_tools.is_empty()
+            && !self.log.owed.is_live()
+    }
+}
+
+/// The writer loop: waits for inputs, runs passes, stops on exit or shutdown.
+pub(crate) async fn run_loop(
+    mut session: Session,
+    mut rx: mpsc::UnboundedReceiver<Input>,
+    shutdown: CancellationToken,
+) -> Result<Exit, SequencerError> {
+    let idle = session.limits.idle_exit_secs.map(Duration::from_secs);
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return Ok(Exit::Shutdown),
+            input = rx.recv() => match input {
+                Some(input) => input,
+                None => return Ok(Exit::Shutdown),
+            },
+            () = sleep_or_forever(idle), if session.quiet() => return Ok(Exit::Idle),
+        };
+        let mut inputs = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            inputs.push(more);
+        }
+        if let Next::Stop(exit) = session.pass(inputs).await? {
+            return Ok(exit);
+        }
+    }
+}
+
+async fn sleep_or_forever(after: Option<Duration>) {
+    match after {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,60 @@
+//! The writer's state beside its configuration: what the Log says, what runs, and one pass's
+//! buffer.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use l3m_core::log::{CallId, Record, ToolUseId};
+use l3m_core::owed::Owed;
+use l3m_core::view::ViewFold;
+use l3m_wire::control::ControlReply;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+use crate::model::ModelRequest;
+
+/// The Log as the writer knows it: core's folds of every record so far, the tip the next append
+/// expects, and what the next model request is built from.
+#[derive(Default)]
+pub(crate) struct LogState {
+    pub(crate) owed: Owed,
+    pub(crate) fold: ViewFold,
+    pub(crate) tip: Option<String>,
+    /// Bytes of records journaled since the last call started: what the next call is charged.
+    pub(super) bytes_since_call: u64,
+    /// Grant commit last journaled.
+    pub(super) grants_commit: Option<String>,
+    /// Oversized replies since the model last replied in bounds: the first is told to the model
+    /// (so it can answer in smaller steps), a repeat is not, and the agent waits for its next
+    /// wake instead of spending call after call.
+    pub(super) oversized_in_a_row: u32,
+    /// The last request sent, kept so the next one copies only what changed since.
+    pub(super) sent: Option<Arc<ModelRequest>>,
+    /// Whether the next request is built whole: a record since the last one reshaped the view
+    /// (rewind, compaction, epoch), or the tools offered changed.
+    pub(super) reshaped: bool,
+}
+
+/// The activities running now, so an interrupt can stop them and a late result is known stale.
+#[derive(Default)]
+pub(super) struct Running {
+    /// Model calls, by id.
+    pub(super) calls: HashMap<CallId, AbortHandle>,
+    /// Tool uses running on blocking threads.
+    pub(super) running_tools: HashSet<ToolUseId>,
+    /// Wild uses already noticed as waiting for review.
+    pub(super) noticed: HashSet<ToolUseId>,
+}
+
+/// One pass's buffer: records staged and not yet appended, and what waits for that append.
+#[derive(Default)]
+pub(super) struct PassBuffer {
+    /// Records staged in this pass, not yet appended.
+    pub(super) staged: Vec<Record>,
+    /// Letters to mark read once their events are appended.
+    pub(super) to_mark: Vec<String>,
+    /// Control replies to send once this pass's records are appended.
+    pub(super) replies: Vec<(oneshot::Sender<ControlReply>, ControlReply)>,
+    /// Rewinds to restore files for once appended.
+    pub(super) rewinds: Vec<u64>,
+}
