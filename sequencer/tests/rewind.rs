@@ -24,34 +24,14 @@ git-write = ["refs/heads/l3m/"]
 "#;
 
 /// The first two turns of every script here: write `todo.md`, commit it.
-const WRITE_AND_COMMIT: &str = r#"
-[[turn]]
-text = "write"
-[[turn.tool_use]]
-name = "write_file"
-input = { path = "workspace/todo.md", content = "one" }
-[[turn]]
-text = "commit"
-[[turn.tool_use]]
-name = "git_commit"
-input = { message = "add todo" }
-"#;
+fn write_and_commit() -> String {
+    write_todo("write", "one") + &commit("commit", "add todo")
+}
 
 /// Then edit and commit again.
-const EDIT_COMMIT: &str = r#"
-[[turn]]
-text = "edit"
-[[turn.tool_use]]
-name = "write_file"
-input = { path = "workspace/todo.md", content = "two" }
-[[turn]]
-text = "commit again"
-[[turn.tool_use]]
-name = "git_commit"
-input = { message = "edit todo" }
-[[turn]]
-text = "done"
-"#;
+fn edit_commit() -> String {
+    write_todo("edit", "two") + &commit("commit again", "edit todo") + DONE
+}
 
 /// What a rewind must put back in the workspace.
 #[derive(Debug, PartialEq, Eq)]
@@ -112,7 +92,7 @@ async fn rewind_to_each_point_restores_files_index_and_branch() {
     let hub = TestHub::start_bound(GIT_GRANT).await;
     hub.spawn_with("demo", 20, GIT_GRANT).await;
     let start = workspace(&hub);
-    let log = run_script(&hub, &format!("{WRITE_AND_COMMIT}{EDIT_COMMIT}")).await;
+    let log = run_script(&hub, &(write_and_commit() + &edit_commit())).await;
     let results: Vec<u64> = log
         .iter()
         .filter(|r| matches!(r.body, RecordBody::ToolResult { .. }))
@@ -287,7 +267,7 @@ async fn a_rewind_across_a_push_restores_the_branch_and_reports_the_push() {
     human.update_settings(&text, &settings.tip).await.unwrap();
     hub.spawn_with("demo", 20, &granted).await;
     let start = workspace(&hub);
-    let log = run_script(&hub, &format!("{WRITE_AND_COMMIT}{PUSH}")).await;
+    let log = run_script(&hub, &(write_and_commit() + PUSH)).await;
     let work = "refs/heads/l3m/demo/_/work";
     let pushed = git(&remote, &["rev-parse", work]);
     assert_ne!(pushed.trim(), start.branch, "the commit was pushed");
@@ -373,18 +353,7 @@ async fn a_rewind_after_the_acr_was_deleted_and_rebuilt_restores_files_and_branc
     let hub = TestHub::start_bound(GIT_GRANT).await;
     hub.spawn_with("demo", 20, GIT_GRANT).await;
     let start = workspace(&hub);
-    let script = format!(
-        "{WRITE_AND_COMMIT}{}",
-        r#"
-[[turn]]
-text = "edit"
-[[turn.tool_use]]
-name = "write_file"
-input = { path = "workspace/todo.md", content = "two" }
-[[turn]]
-text = "done"
-"#
-    );
+    let script = write_and_commit() + &write_todo("edit", "two") + DONE;
     let log = run_script(&hub, &script).await;
     let first_start = log
         .iter()

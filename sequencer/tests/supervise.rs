@@ -81,21 +81,13 @@ async fn the_host_rewinds_an_asleep_agent_on_a_vouched_request_only() {
     let hub = TestHub::start().await;
     hub.spawn_with("demo", 20, "files = [\"workspace\"]").await;
     hub.letter("demo", "go").await;
-    let script = r#"
-[[turn]]
-text = "write"
-[[turn.tool_use]]
-name = "write_file"
-input = { path = "workspace/todo.md", content = "one" }
-[[turn]]
-text = "done"
-"#;
+    let script = write_todo("write", "one") + DONE;
     let shutdown = CancellationToken::new();
     let run = hub
         .run(
             "demo",
             config(""),
-            factory_of(counting(script, Duration::ZERO)),
+            factory_of(counting(&script, Duration::ZERO)),
         )
         .await;
     let task = tokio::spawn(sequencer::run_agent(run, shutdown.clone()));

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hubd::store::{CommitTime, Durability, Hub, HubOptions, Tip};
@@ -229,31 +229,18 @@ impl GitChain {
 
 /// Runs git on `git_dir`, fsyncing objects and refs, without user config; returns stdout.
 fn git(git_dir: &Path, args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new("git")
-        .args(["-c", "core.fsync=loose-object,reference"])
-        .args(["-c", "core.fsyncMethod=fsync"])
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "l3m hubd")
-        .env("GIT_AUTHOR_EMAIL", "hubd@l3m.invalid")
-        .env("GIT_COMMITTER_NAME", "l3m hubd")
-        .env("GIT_COMMITTER_EMAIL", "hubd@l3m.invalid")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "git {args:?} failed");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    let dir = git_dir.display().to_string();
+    let fsync = [
+        "-c",
+        "core.fsync=loose-object,reference",
+        "-c",
+        "core.fsyncMethod=fsync",
+        "--git-dir",
+        dir.as_str(),
+    ];
+    hubd::test_support::git_with_input(git_dir, &[&fsync[..], args].concat(), stdin)
+        .trim()
+        .to_owned()
 }
 
 /// The floor: the same `records.jsonl` bytes appended to one open file, then `fsync`.

@@ -261,3 +261,22 @@ pub fn check_log(records: &[Record]) {
         assert_eq!(open, last, "the open call is the last call");
     }
 }
+
+/// A scripted turn that writes `content` to `workspace/todo.md`.
+pub fn write_todo(text: &str, content: &str) -> String {
+    format!(
+        "[[turn]]\ntext = \"{text}\"\n[[turn.tool_use]]\nname = \"write_file\"\n\
+         input = {{ path = \"workspace/todo.md\", content = \"{content}\" }}\n"
+    )
+}
+
+/// A scripted turn that commits the workspace with `message`.
+pub fn commit(text: &str, message: &str) -> String {
+    format!(
+        "[[turn]]\ntext = \"{text}\"\n[[turn.tool_use]]\nname = \"git_commit\"\n\
+         input = {{ message = \"{message}\" }}\n"
+    )
+}
+
+/// The scripted turn that ends a script.
+pub const DONE: &str = "[[turn]]\ntext = \"done\"\n";

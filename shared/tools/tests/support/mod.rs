@@ -7,13 +7,13 @@
 // authority and takes snapshots — exactly what the sealing linter forbids a tool body.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use l3m_core::clock::FixedClock;
 use l3m_ring::ambient_authority;
 use l3m_ring::effects::Effects;
+use l3m_ring::test_support::files_hub::{Tree, snapshot};
 use l3m_ring::tokens::{FilesToken, MintInput, Tokens, mint};
 use l3m_ring::undo::{MemoryUndo, UndoEntry};
 use l3m_tools::{Dispatch, ToolError, ToolOutput, ToolTable};
@@ -105,29 +105,9 @@ impl Acr {
         std::os::unix::fs::symlink(target, self.path.join(rel)).unwrap();
     }
 
-    /// Everything under the ACR, the harness's journal included.
-    pub fn snapshot(&self) -> BTreeMap<String, Option<Vec<u8>>> {
-        let mut out = BTreeMap::new();
-        walk(&self.path, &self.path, &mut out);
-        out
-    }
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let rel = path
-            .strip_prefix(root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        if meta.is_dir() {
-            walk(root, &path, out);
-            out.insert(rel, None);
-        } else {
-            out.insert(rel, Some(std::fs::read(&path).unwrap_or_default()));
-        }
+    /// Everything under the ACR: content, permission bits and links.
+    pub fn snapshot(&self) -> Tree {
+        snapshot(&self.path)
     }
 }
 
