@@ -224,24 +224,33 @@ fn replay_leaves_a_ref_that_moved_elsewhere_alone() {
     assert_fsck_strict(&git_dir);
 }
 
-#[test]
-fn a_barriers_hub_replays_a_wal_left_by_an_earlier_run() {
-    let (_dir, root, git_dir) = hub_folder();
+/// A hub with three appends to `LOG` acknowledged, then `hub.git` rolled back to before them,
+/// so they live only in the WAL.
+fn three_appends_only_in_the_wal() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, root, git_dir) = hub_folder();
     let hub = Hub::create(&root, logged()).unwrap();
     let before = Snapshot::take(&git_dir);
     append_range(&hub, LOG, 0, 3);
     drop(hub);
     before.roll_back(&git_dir, usize::MAX);
+    (dir, root, git_dir)
+}
+
+/// The entries [`three_appends_only_in_the_wal`] appended.
+fn three() -> Vec<String> {
+    (0..3).map(|i| entry(LOG, i)).collect()
+}
+
+#[test]
+fn a_barriers_hub_replays_a_wal_left_by_an_earlier_run() {
+    let (_dir, root, git_dir) = three_appends_only_in_the_wal();
 
     let options = HubOptions {
         durability: Durability::Barriers,
         ..logged()
     };
     let hub = Hub::open(&root, options).unwrap();
-    assert_eq!(
-        entries(&hub, LOG),
-        (0..3).map(|i| entry(LOG, i)).collect::<Vec<_>>()
-    );
+    assert_eq!(entries(&hub, LOG), three());
     assert_eq!(
         segments(&git_dir),
         0,
@@ -253,19 +262,11 @@ fn a_barriers_hub_replays_a_wal_left_by_an_earlier_run() {
 /// A WAL an older build left under `hubd/journal` (its name before the rename) is replayed.
 #[test]
 fn a_wal_under_the_old_folder_name_is_replayed() {
-    let (_dir, root, git_dir) = hub_folder();
-    let hub = Hub::create(&root, logged()).unwrap();
-    let before = Snapshot::take(&git_dir);
-    append_range(&hub, LOG, 0, 3);
-    drop(hub);
-    before.roll_back(&git_dir, usize::MAX);
+    let (_dir, root, git_dir) = three_appends_only_in_the_wal();
     std::fs::rename(git_dir.join("hubd/wal"), git_dir.join("hubd/journal")).unwrap();
 
     let hub = Hub::open(&root, logged()).unwrap();
-    assert_eq!(
-        entries(&hub, LOG),
-        (0..3).map(|i| entry(LOG, i)).collect::<Vec<_>>()
-    );
+    assert_eq!(entries(&hub, LOG), three());
     assert!(!git_dir.join("hubd/journal").exists());
     assert_fsck_strict(&git_dir);
 }
