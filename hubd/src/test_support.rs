@@ -50,7 +50,12 @@ impl TestHub {
     /// A hub whose human is registered with `bound` (the ceiling of her roots), served over a
     /// nats-server whose configuration has `nats_config` added.
     pub async fn start(bound: Grant, nats_config: &str) -> TestHub {
-        let dir = tempfile::tempdir().unwrap();
+        TestHub::start_in(tempfile::tempdir().unwrap(), bound, nats_config).await
+    }
+
+    /// [`TestHub::start`] with the hub folder made in `dir` (a benchmark's folder away from
+    /// recently deleted files, say).
+    pub async fn start_in(dir: tempfile::TempDir, bound: Grant, nats_config: &str) -> TestHub {
         let options = || HubOptions {
             durability: Durability::Relaxed,
             ..HubOptions::default()

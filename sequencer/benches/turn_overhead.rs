@@ -18,17 +18,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use hubd::init::{init_hub, local_key};
-use hubd::store::{Durability, Hub, HubOptions};
+use hubd::test_support::TestHub;
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::log::{CallId, Record, RecordBody, ToolUse, ToolUseId, Usage};
 use l3m_core::names::{AgentName, Entity, HumanName};
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::client::HubClient;
-use l3m_wire::subjects::HubId;
-use l3m_wire::test_support::NatsServer;
 use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider};
 use sequencer::{AgentRun, Config, ProviderFactory, run_agent};
 use tokio_util::sync::CancellationToken;
@@ -128,42 +124,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// and one before the call is sent).
 async fn measure(len: usize) -> (Duration, Duration, Duration) {
     let dir = l3m_wire::test_support::bench_dir(&std::env::temp_dir()).unwrap();
-    let root = dir.path().join("HUB");
-    let options = || HubOptions {
-        durability: Durability::Relaxed,
-        ..HubOptions::default()
-    };
     let bound = toml::from_str("files = [\"workspace\"]").unwrap();
-    drop(
-        init_hub(
-            &root,
-            options(),
-            HumanName::parse("alice").unwrap(),
-            bound,
-            1,
-        )
-        .unwrap(),
-    );
-    let nats = NatsServer::start().unwrap();
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(nats.url(), NatsAuth::Anonymous)
-            .await
-            .unwrap(),
-    );
-    let hub_id = HubId::parse("b").unwrap();
-    let stop = CancellationToken::new();
-    let started = hubd::service::start(
-        Arc::clone(&bus),
-        Hub::open(&root, options()).unwrap(),
-        hub_id.clone(),
-        stop.clone(),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(started.serve());
+    let hub = TestHub::start_in(dir, bound, "").await;
+    let root = hub.root();
     let open = |duty: Duty| {
-        let credential = local_key(&root, &duty).unwrap();
-        let (bus, hub_id) = (Arc::clone(&bus), hub_id.clone());
+        let credential = hub.key_for(&duty);
+        let (bus, hub_id) = (Arc::clone(&hub.bus), hub.hub_id.clone());
         async move { HubClient::open(bus, hub_id, &credential, duty).await }
     };
     let human = open(Duty::Human {
@@ -246,7 +212,7 @@ async fn measure(len: usize) -> (Duration, Duration, Duration) {
         next += 1;
     }
     appends.sort();
-    stop.cancel();
+    drop(hub);
     let stamps = provider.stamps.lock().unwrap().clone();
     let mut gaps: Vec<Duration> = stamps
         .windows(2)

@@ -3,7 +3,7 @@
 //! # Format
 //! Each line of `refs/l3m/a/<agent>/_/undo` is a versioned JSON line
 //! (`l3m_core::record_format`): an [`UndoEntry`], or, for an entry whose line would pass
-//! [`MAX_STORED_LINE`](l3m_core::record_format::MAX_STORED_LINE) (a large file's prior bytes),
+//! [`MAX_STORED_LINE`] (a large file's prior bytes),
 //! one piece of that line: `{"v":1,"piece":"<text>","of":<id>,"at":<n>,"more":<bool>}`. The
 //! pieces of one entry are consecutive, numbered from 0, and the last has `"more": false`.
 //!
