@@ -227,6 +227,66 @@ fn a_whole_session_through_the_cli() {
 
     // A Log written as the sequencer writes it: log, view and stats read it back.
     append_session(&home, "demo");
+    // Offices: this hub's identity was made at init; pinning a peer writes the settings, a
+    // bad pin or a second one of the same name is refused with nothing written.
+    let identity = home.json(&["office", "show-identity"]);
+    let fingerprint = identity["fingerprint"].as_str().unwrap().to_owned();
+    assert!(
+        fingerprint.starts_with("sha256:") && fingerprint.len() == 71,
+        "{identity}"
+    );
+    home.l3m(&[
+        "office",
+        "add",
+        "south",
+        "--addr",
+        "127.0.0.1:4433",
+        "--cert-sha256",
+        &fingerprint,
+    ])
+    .assert()
+    .success();
+    home.l3m(&[
+        "office",
+        "add",
+        "south",
+        "--addr",
+        "127.0.0.1:4434",
+        "--cert-sha256",
+        &fingerprint,
+    ])
+    .assert()
+    .code(4)
+    .stderr(predicate::str::contains("already pinned"));
+    home.l3m(&[
+        "office",
+        "add",
+        "west",
+        "--addr",
+        "127.0.0.1:4435",
+        "--cert-sha256",
+        "12ab",
+    ])
+    .assert()
+    .code(2)
+    .stderr(predicate::str::contains("64 hex"));
+    let offices = home.json(&["office", "ls"]);
+    assert_eq!(offices["offices"].as_array().unwrap().len(), 1, "{offices}");
+    assert_eq!(offices["offices"][0]["name"], "south");
+    assert_eq!(offices["offices"][0]["addr"], "127.0.0.1:4433");
+    assert_eq!(
+        format!(
+            "sha256:{}",
+            offices["offices"][0]["cert_sha256"].as_str().unwrap()
+        ),
+        fingerprint
+    );
+    home.l3m(&["office", "rm", "south"]).assert().success();
+    assert_eq!(
+        home.json(&["office", "ls"])["offices"],
+        serde_json::json!([])
+    );
+
     // Rewinding an asleep agent is its host's to do; with no supervisor up (this stack runs
     // hubd alone) the command says so and what to run, and the CLI does not act in its place.
     let log_text = |home: &Home| home.l3m(&["log", "demo"]).output().unwrap().stdout;

@@ -41,7 +41,7 @@ fn crate_named(tree: &str, name: &str) -> bool {
 fn without_embedded_the_cli_links_neither_hubd_nor_the_sequencer() {
     let wire_only = dependencies(&["--no-default-features"]);
     assert!(crate_named(&wire_only, "l3m-wire"), "{wire_only}");
-    for service in ["hubd", "sequencer", "l3m-ring", "l3m-tools"] {
+    for service in ["hubd", "sequencer", "postman", "l3m-ring", "l3m-tools"] {
         assert!(
             !crate_named(&wire_only, service),
             "{service} in:\n{wire_only}"

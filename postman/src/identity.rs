@@ -10,12 +10,7 @@ use std::path::{Path, PathBuf};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
 
-/// Where a hub keeps its identity, relative to the hub folder (mode 0700).
-pub const IDENTITY_DIR: &str = ".postman/identity";
-/// The certificate's file (DER), which anyone may read.
-pub const CERT_FILE: &str = "cert.der";
-/// The private key's file (PKCS#8 DER), mode 0600.
-pub const KEY_FILE: &str = "key.der";
+pub use l3m_core::refs::paths::{IDENTITY_CERT, IDENTITY_DIR, IDENTITY_KEY};
 
 /// The SHA-256 of a certificate's DER bytes: what an office is pinned by.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,7 +140,7 @@ impl Identity {
 
     /// Reads the identity kept in `dir`, refusing a key others may read.
     pub fn read(dir: &Path) -> Result<Identity, IdentityError> {
-        let key_path = dir.join(KEY_FILE);
+        let key_path = dir.join(IDENTITY_KEY);
         let meta = std::fs::metadata(&key_path).map_err(io("read", &key_path))?;
         let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
@@ -155,7 +150,7 @@ impl Identity {
             });
         }
         let key = std::fs::read(&key_path).map_err(io("read", &key_path))?;
-        let cert_path = dir.join(CERT_FILE);
+        let cert_path = dir.join(IDENTITY_CERT);
         let cert = std::fs::read(&cert_path).map_err(io("read", &cert_path))?;
         Ok(Identity {
             cert: CertificateDer::from(cert),
@@ -169,13 +164,13 @@ impl Identity {
         std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .map_err(io("restrict", dir))?;
-        write_new(&dir.join(KEY_FILE), self.key.secret_pkcs8_der(), 0o600)?;
-        write_new(&dir.join(CERT_FILE), &self.cert, 0o644)
+        write_new(&dir.join(IDENTITY_KEY), self.key.secret_pkcs8_der(), 0o600)?;
+        write_new(&dir.join(IDENTITY_CERT), &self.cert, 0o644)
     }
 
     /// The identity in `dir`, made for hub `name` if there is none yet.
     pub fn load_or_create(dir: &Path, name: &str) -> Result<Identity, IdentityError> {
-        if dir.join(KEY_FILE).exists() {
+        if dir.join(IDENTITY_KEY).exists() {
             return Identity::read(dir);
         }
         let identity = Identity::generate(name)?;
@@ -219,10 +214,13 @@ mod tests {
         let again = Identity::load_or_create(&at, "north").unwrap();
         assert_eq!(made.fingerprint(), again.fingerprint());
         let mode = |f: &str| std::fs::metadata(at.join(f)).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(KEY_FILE), 0o600);
+        assert_eq!(mode(IDENTITY_KEY), 0o600);
         assert!(made.write(&at).is_err(), "an identity is never overwritten");
-        std::fs::set_permissions(at.join(KEY_FILE), std::fs::Permissions::from_mode(0o640))
-            .unwrap();
+        std::fs::set_permissions(
+            at.join(IDENTITY_KEY),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
         assert!(matches!(
             Identity::read(&at),
             Err(IdentityError::KeyExposed { mode: 0o640, .. })

@@ -71,7 +71,7 @@ fn identity(args: &IdentityArgs) -> Result<(), String> {
     });
     let dir = args.hub.join(IDENTITY_DIR);
     let identity = Identity::load_or_create(&dir, &name).map_err(|e| e.to_string())?;
-    let cert = dir.join(postman::identity::CERT_FILE);
+    let cert = dir.join(postman::identity::IDENTITY_CERT);
     if args.json {
         let out = serde_json::json!({
             "fingerprint": identity.fingerprint().to_string(),

@@ -110,6 +110,11 @@ pub async fn cmd_init(args: Args, cx: Context) -> Result<(), CliError> {
         now_ms,
     )
     .map_err(|e| CliError::Runtime(format!("cannot create the hub at {}: {e}", root.display())))?;
+    let identity = postman::identity::Identity::load_or_create(
+        &root.join(l3m_core::refs::paths::IDENTITY_DIR),
+        &name,
+    )
+    .map_err(|e| CliError::Runtime(format!("cannot make the hub's identity: {e}")))?;
     let (head, table) = add_hub(existing.as_ref(), &human, &name, &root, &hub_id);
     let old = match &existing {
         Some(_) => std::fs::read_to_string(&path).map_err(|e| CliError::io("read", &path, e))?,
@@ -125,6 +130,10 @@ pub async fn cmd_init(args: Args, cx: Context) -> Result<(), CliError> {
         root.display()
     );
     println!("recorded it in {}", path.display());
+    println!(
+        "its identity for other hubs: {} (`l3m office show-identity`)",
+        identity.fingerprint()
+    );
     println!("next: l3m up");
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod init;
 pub mod log;
 pub mod ls;
 pub mod mail;
+pub mod office;
 pub mod persona;
 pub mod retire;
 pub mod rewind;
@@ -94,6 +95,9 @@ pub enum Command {
     /// Make, publish and pull personas.
     #[command(subcommand)]
     Persona(persona::Command),
+    /// Pin other hubs as offices for airmail, and show this hub's identity.
+    #[command(subcommand)]
+    Office(office::Command),
     /// Show and replace the hub's settings (push remotes and more).
     #[command(subcommand)]
     Settings(settings::Command),
@@ -126,6 +130,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         #[cfg(feature = "embedded")]
         Command::Demo(args) => demo::cmd_demo(args, cx).await,
         Command::Persona(command) => persona::dispatch(command, cx).await,
+        Command::Office(command) => office::dispatch(command, cx).await,
         Command::Settings(command) => settings::dispatch(command, cx).await,
         Command::Credential(command) => credential::dispatch(command, cx).await,
     }

@@ -167,6 +167,14 @@ pub mod paths {
     /// Where `hubd init` keeps the private keys of the credentials it issued (mode 0700).
     pub const CREDENTIALS_DIR: &str = ".hubd/credentials";
 
+    /// Where the postman keeps the hub's identity between hubs (its certificate, and its key
+    /// only the postman reads; mode 0700).
+    pub const IDENTITY_DIR: &str = ".postman/identity";
+    /// The hub's certificate (DER) inside [`IDENTITY_DIR`]; its SHA-256 is what peers pin.
+    pub const IDENTITY_CERT: &str = "cert.der";
+    /// The hub's private key (PKCS#8 DER, mode 0600) inside [`IDENTITY_DIR`].
+    pub const IDENTITY_KEY: &str = "key.der";
+
     /// The private key of `human`'s credential as init issued it.
     pub fn human_key(human: &crate::names::HumanName) -> PathBuf {
         PathBuf::from(CREDENTIALS_DIR).join(format!("human-{human}.key"))

@@ -2,8 +2,9 @@
 //!
 //! hubd keeps the file as its human wrote it (comments and all) and reads from it only what it
 //! serves; so parsing checks the whole file is well-formed TOML with a known schema, and types
-//! the parts l3m uses. Today that is `[remotes]`: where each push remote a grant may name
-//! points.
+//! the parts l3m uses: `[remotes]`, where each push remote a grant may name points; and
+//! `offices`, the other hubs airmail reaches, each pinned by its certificate's fingerprint:
+//! `offices = [{ name = "south", addr = "south.example:4433", cert-sha256 = "<64 hex>" }]`.
 //!
 //! ```
 //! use l3m_core::settings::Settings;
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::grant::RemoteName;
+use crate::names::OfficeName;
 
 /// The only settings schema there is.
 pub const SCHEMA: u32 = 1;
@@ -30,6 +32,18 @@ pub const SCHEMA: u32 = 1;
 pub struct Settings {
     /// Push remotes by name, each with its URL.
     pub remotes: BTreeMap<RemoteName, String>,
+    /// The other hubs airmail reaches, by name.
+    pub offices: BTreeMap<OfficeName, Office>,
+}
+
+/// Another hub, as a human pinned it: where its postman listens and the SHA-256 of its
+/// certificate (no CA, no trust on first use: a peer showing another certificate is refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Office {
+    /// `host:port` of its postman.
+    pub addr: String,
+    /// The certificate's SHA-256 as 64 lowercase hex digits.
+    pub cert_sha256: String,
 }
 
 /// Why a settings file was refused; each names what to fix.
@@ -65,6 +79,14 @@ pub enum SettingsError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// An office entry is not usable; the reason says which field and what to write.
+    #[error("settings.toml's office {name:?}: {reason}")]
+    Office {
+        /// The office's name as written.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// The file's shape; every other key is kept in the text and not read.
@@ -73,6 +95,16 @@ struct Raw {
     schema: Option<u32>,
     #[serde(default)]
     remotes: BTreeMap<String, String>,
+    #[serde(default)]
+    offices: Vec<RawOffice>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct RawOffice {
+    name: String,
+    addr: String,
+    cert_sha256: String,
 }
 
 impl Settings {
@@ -97,7 +129,29 @@ impl Settings {
             })?;
             remotes.insert(remote, url);
         }
-        Ok(Settings { remotes })
+        let mut offices = BTreeMap::new();
+        for raw in raw.offices {
+            let bad = |reason: String| SettingsError::Office {
+                name: raw.name.clone(),
+                reason,
+            };
+            let name = OfficeName::parse(&raw.name).map_err(|e| bad(e.to_string()))?;
+            check_office_addr(&raw.addr).map_err(|r| bad(format!("addr {:?}: {r}", raw.addr)))?;
+            let cert_sha256 = normalize_fingerprint(&raw.cert_sha256).ok_or_else(|| {
+                bad(format!(
+                    "cert-sha256 {:?} is not 64 hex digits (give what `l3m office show-identity` prints on that hub)",
+                    raw.cert_sha256
+                ))
+            })?;
+            let office = Office {
+                addr: raw.addr.clone(),
+                cert_sha256,
+            };
+            if offices.insert(name, office).is_some() {
+                return Err(bad("is named twice".into()));
+            }
+        }
+        Ok(Settings { remotes, offices })
     }
 
     /// The URL of the push remote `name`, if the settings give one.
@@ -107,6 +161,42 @@ impl Settings {
             .find(|(remote, _)| remote.as_str() == name)
             .map(|(_, url)| url.as_str())
     }
+}
+
+/// Checks an office's `host:port`: a host (a name or an IP literal, `[...]` for IPv6) and a
+/// port from 1 to 65535.
+pub fn check_office_addr(addr: &str) -> Result<(), &'static str> {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Err("write it as host:port");
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty()
+        || host
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '/')
+    {
+        return Err("the host must be a name or an IP address");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err("the port must be a number from 1 to 65535"),
+    }
+}
+
+/// A certificate fingerprint as 64 lowercase hex digits, from the forms people paste: with or
+/// without `sha256:`, with or without `:` between bytes, in either case.
+pub fn normalize_fingerprint(text: &str) -> Option<String> {
+    let hex: String = text
+        .trim()
+        .trim_start_matches("sha256:")
+        .chars()
+        .filter(|c| *c != ':')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit())).then_some(hex)
 }
 
 /// Refuses a URL git could read as an option, or whose transport runs a command (`ext::`,
@@ -158,6 +248,47 @@ mod tests {
             let error = Settings::parse(text).unwrap_err().to_string();
             assert!(error.contains(needle), "{text:?}: {error}");
         }
+    }
+
+    #[test]
+    fn offices_parse_pinned_and_bad_ones_are_refused_naming_the_field() {
+        let fp = "AB".repeat(32);
+        let text = format!(
+            "schema = 1\noffices = [{{ name = \"south\", addr = \"127.0.0.1:4433\", cert-sha256 = \"sha256:{fp}\" }}]\n"
+        );
+        let settings = Settings::parse(&text).unwrap();
+        let south = &settings.offices[&OfficeName::parse("south").unwrap()];
+        assert_eq!(south.addr, "127.0.0.1:4433");
+        assert_eq!(south.cert_sha256, "ab".repeat(32));
+        let office = |name: &str, addr: &str, cert: &str| {
+            format!(
+                "schema = 1\noffices = [{{ name = \"{name}\", addr = \"{addr}\", cert-sha256 = \"{cert}\" }}]\n"
+            )
+        };
+        for (text, needle) in [
+            (office("South!", "h:1", &fp), "\"South!\""),
+            (office("south", "h", &fp), "host:port"),
+            (office("south", "h:0", &fp), "port"),
+            (office("south", "[::1]:99999", &fp), "port"),
+            (office("south", "h:1", "12"), "64 hex"),
+            (
+                "schema = 1\noffices = [{ name = \"s\", addr = \"h:1\", cert-sha256 = \"x\", extra = 1 }]\n".into(),
+                "not valid",
+            ),
+        ] {
+            let error = Settings::parse(&text).unwrap_err().to_string();
+            assert!(error.contains(needle), "{text:?}: {error}");
+        }
+        let twice = format!(
+            "schema = 1\noffices = [{{ name = \"s\", addr = \"h:1\", cert-sha256 = \"{fp}\" }}, {{ name = \"s\", addr = \"h:2\", cert-sha256 = \"{fp}\" }}]\n"
+        );
+        assert!(
+            Settings::parse(&twice)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+        assert!(check_office_addr("[::1]:4433").is_ok());
     }
 
     #[test]

@@ -1,0 +1,210 @@
+//! `l3m office`: the other hubs airmail reaches, pinned in the hub's settings by the SHA-256 of
+//! their certificates, and this hub's own identity to give them.
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+use toml_edit::{DocumentMut, InlineTable, Value};
+
+use l3m_core::refs::paths::{IDENTITY_CERT, IDENTITY_DIR};
+use l3m_core::settings::Settings;
+
+use crate::context::Context;
+use crate::error::CliError;
+use crate::output;
+
+/// The office subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Pin another hub as an office: its postman's address and its certificate's SHA-256
+    /// (what `l3m office show-identity` prints on that hub). No CA, no trust on first use: a
+    /// peer showing another certificate is refused. Humans only; written into settings.toml.
+    Add(AddArgs),
+    /// List the offices this hub's settings pin.
+    Ls(LsArgs),
+    /// Remove an office from the settings; letters staged for it stay on the outboxes.
+    Rm(RmArgs),
+    /// Print this hub's certificate fingerprint, which a peer pins with `office add`.
+    ShowIdentity(ShowArgs),
+}
+
+/// `l3m office add`.
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// The office's name, as this hub's letters address it (`office:NAME`).
+    pub name: String,
+    /// `host:port` where its postman listens.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: String,
+    /// The SHA-256 of its certificate (64 hex digits; `sha256:` and colons are accepted).
+    #[arg(long, value_name = "HEX")]
+    pub cert_sha256: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `l3m office ls`.
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    /// Print JSON: `{"offices": [{"name", "addr", "cert_sha256"}]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `l3m office rm`.
+#[derive(Debug, clap::Args)]
+pub struct RmArgs {
+    /// The office.
+    pub name: String,
+}
+
+/// `l3m office show-identity`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Print JSON: `{"fingerprint", "certificate"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One office as listed.
+#[derive(Debug, Serialize)]
+struct Listed {
+    name: String,
+    addr: String,
+    cert_sha256: String,
+}
+
+/// Runs one office subcommand.
+pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
+    match command {
+        Command::Add(args) => {
+            edit(cx, |doc| add(doc, &args)).await?;
+            if args.json {
+                return output::json(&serde_json::json!({ "added": args.name }));
+            }
+            println!("office {} pinned at {}", args.name, args.addr);
+            Ok(())
+        }
+        Command::Rm(args) => {
+            edit(cx, |doc| remove(doc, &args.name)).await?;
+            println!("office {} removed", args.name);
+            Ok(())
+        }
+        Command::Ls(args) => {
+            let session = cx.connect().await?;
+            let text = session.client.read_settings().await?.text;
+            let settings = Settings::parse(&text).map_err(|e| CliError::Runtime(e.to_string()))?;
+            let offices: Vec<Listed> = settings
+                .offices
+                .iter()
+                .map(|(name, office)| Listed {
+                    name: name.to_string(),
+                    addr: office.addr.clone(),
+                    cert_sha256: office.cert_sha256.clone(),
+                })
+                .collect();
+            if args.json {
+                return output::json(&serde_json::json!({ "offices": offices }));
+            }
+            if offices.is_empty() {
+                println!(
+                    "no offices: pin one with `l3m office add NAME --addr HOST:PORT --cert-sha256 HEX`"
+                );
+            }
+            for o in &offices {
+                println!("{:<16} {:<28} sha256:{}", o.name, o.addr, o.cert_sha256);
+            }
+            Ok(())
+        }
+        Command::ShowIdentity(args) => {
+            let hub = cx.hub()?;
+            let cert = hub.root().join(IDENTITY_DIR).join(IDENTITY_CERT);
+            let der = std::fs::read(&cert).map_err(|e| CliError::Runtime(format!(
+                "cannot read this hub's certificate {}: {e}; make it with `postman identity --hub {}`",
+                cert.display(),
+                hub.root().display()
+            )))?;
+            let fingerprint: String = Sha256::digest(&der)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            if args.json {
+                return output::json(&serde_json::json!({
+                    "fingerprint": format!("sha256:{fingerprint}"),
+                    "certificate": cert.display().to_string(),
+                }));
+            }
+            println!("sha256:{fingerprint}");
+            Ok(())
+        }
+    }
+}
+
+/// Reads the settings, edits them with `change` (keeping every comment and key it does not
+/// touch), checks the result as hubd will, and writes it back only if no one changed the
+/// settings since they were read.
+async fn edit(
+    cx: Context,
+    change: impl FnOnce(&mut DocumentMut) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let session = cx.connect().await?;
+    let view = session.client.read_settings().await?;
+    let mut doc: DocumentMut = view
+        .text
+        .parse()
+        .map_err(|e| CliError::Runtime(format!("the hub's settings.toml does not parse: {e}")))?;
+    change(&mut doc)?;
+    let text = doc.to_string();
+    Settings::parse(&text).map_err(|e| CliError::usage(e.to_string()))?;
+    session.client.update_settings(&text, &view.tip).await?;
+    Ok(())
+}
+
+/// The `offices` array, made if absent; an `offices` that is not an inline array is refused.
+fn offices(doc: &mut DocumentMut) -> Result<&mut toml_edit::Array, CliError> {
+    let item = doc
+        .entry("offices")
+        .or_insert(toml_edit::value(toml_edit::Array::new()));
+    item.as_array_mut().ok_or_else(|| {
+        CliError::usage(
+            "settings.toml's `offices` is not an inline array (`offices = [...]`); edit it with `l3m settings apply`",
+        )
+    })
+}
+
+fn name_of(value: &Value) -> Option<&str> {
+    value.as_inline_table()?.get("name")?.as_str()
+}
+
+fn add(doc: &mut DocumentMut, args: &AddArgs) -> Result<(), CliError> {
+    let offices = offices(doc)?;
+    if offices
+        .iter()
+        .any(|v| name_of(v) == Some(args.name.as_str()))
+    {
+        return Err(CliError::Refused {
+            message: format!(
+                "office {} is already pinned; `l3m office rm {}` first to change it",
+                args.name, args.name
+            ),
+        });
+    }
+    let mut office = InlineTable::new();
+    office.insert("name", args.name.as_str().into());
+    office.insert("addr", args.addr.as_str().into());
+    office.insert("cert-sha256", args.cert_sha256.as_str().into());
+    offices.push(office);
+    Ok(())
+}
+
+fn remove(doc: &mut DocumentMut, name: &str) -> Result<(), CliError> {
+    let offices = offices(doc)?;
+    let at = offices
+        .iter()
+        .position(|v| name_of(v) == Some(name))
+        .ok_or_else(|| CliError::NotFound {
+            message: format!("no office {name} in this hub's settings; `l3m office ls` lists them"),
+        })?;
+    offices.remove(at);
+    Ok(())
+}
