@@ -15,7 +15,7 @@ use l3m_core::credential::{CredentialRow, Registry, Scope};
 use l3m_core::duty::Duty;
 use l3m_core::grant::Grant;
 use l3m_core::ledger::{Ledger, LedgerError, LedgerRow};
-use l3m_core::names::{AgentName, HumanName};
+use l3m_core::names::{AgentName, HumanName, ServiceName};
 use l3m_core::record_format::{self, LineError};
 use l3m_core::refs;
 
@@ -66,14 +66,17 @@ pub enum InitError {
     /// The ledger does not replay.
     #[error("the ledger does not replay: {0}")]
     Ledger(#[from] LedgerError),
+    /// A name init writes does not parse (a bug in a constant, named).
+    #[error("{0}")]
+    Name(#[from] l3m_core::names::NameError),
     /// The hub's settings file does not parse (it was changed outside hubd).
     #[error("{0}; fix refs/l3m/settings with git, or restore the previous commit")]
     Settings(#[from] l3m_core::settings::SettingsError),
 }
 
-/// Creates a hub at `root`, appends the ledger's first row registering `human` with `grant`
-/// (the bound of every root agent that human spawns), and issues the human's and the host's
-/// credentials.
+/// Creates a hub at `root`, appends the ledger's first rows — `human` registered with `grant`
+/// (the bound of every root agent that human spawns), and the postman service with the postman
+/// axis alone — and issues the human's, the host's and the postman's credentials.
 pub fn init_hub(
     root: impl AsRef<Path>,
     options: HubOptions,
@@ -87,13 +90,30 @@ pub fn init_hub(
         grant,
         at_ms,
     };
-    let line =
-        record_format::to_line(&row).map_err(|source| InitError::LedgerLine { line: 0, source })?;
+    let postman = ServiceName::parse(refs::paths::POSTMAN_SERVICE)?;
+    let service = LedgerRow::RegisterService {
+        service: postman.clone(),
+        grant: Grant {
+            postman: true,
+            ..Grant::default()
+        },
+        at_ms,
+    };
+    let lines = [row, service]
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            record_format::to_line(row).map_err(|source| InitError::LedgerLine {
+                line: i as u64,
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     hub.append(
         refs::LEDGER,
         Tip::Absent,
-        &[line],
-        &format!("register human:{human}"),
+        &lines,
+        &format!("register human:{human} and svc:{postman}"),
     )?;
     let root = hub.root().to_path_buf();
     let scope = Scope::Human {
@@ -113,6 +133,13 @@ pub fn init_hub(
         "this host's sequencers",
         at_ms,
         &host_key_path(&root),
+    )?;
+    issue_offline(
+        &hub,
+        Scope::Postman { service: postman },
+        "this hub's postman",
+        at_ms,
+        &root.join(refs::paths::postman_key()),
     )?;
     Ok(hub)
 }
@@ -146,6 +173,7 @@ pub fn load_ledger(hub: &Hub) -> Result<(Ledger, BTreeSet<AgentName>), InitError
 pub fn local_key(root: &Path, duty: &Duty) -> Result<KeyFile, InitError> {
     let path = match duty {
         Duty::Human { human } => human_key_path(root, human),
+        Duty::Postman { .. } => root.join(refs::paths::postman_key()),
         _ => host_key_path(root),
     };
     Ok(KeyFile::read(&path)?)

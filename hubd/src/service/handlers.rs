@@ -10,8 +10,8 @@ use l3m_wire::hubd::credential::{
 use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::mail::{
-    AirmailStaged, InboxLines, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter,
-    StageAirmail,
+    AirmailDelivered, AirmailStaged, DeliverAirmail, InboxLines, LetterSent, MarkRead, MarkedRead,
+    ReadInbox, SendLetter, StageAirmail,
 };
 use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
@@ -119,6 +119,19 @@ pub async fn read_undo(state: Arc<State>, req: ReadUndo) -> Result<UndoRange, Se
         s.read_undo(&req.capability, &req.agent, req.from, req.to)
     })
     .await
+}
+
+/// `hubd.deliver-airmail`.
+pub async fn deliver_airmail(
+    state: Arc<State>,
+    req: DeliverAirmail,
+) -> Result<AirmailDelivered, ServiceError> {
+    let (delivered, moved) = blocking(&state, move |s| {
+        s.deliver_airmail(&req.capability, &req.office, &req.letters)
+    })
+    .await?;
+    state.announce(&moved);
+    Ok(delivered)
 }
 
 /// `hubd.read-grant`.

@@ -112,6 +112,9 @@ pub async fn start(
     binder.bind(Op::ReadLog, handlers::read_log).await?;
     binder.bind(Op::AppendUndo, handlers::append_undo).await?;
     binder.bind(Op::ReadUndo, handlers::read_undo).await?;
+    binder
+        .bind(Op::DeliverAirmail, handlers::deliver_airmail)
+        .await?;
     binder.bind(Op::ReadGrant, handlers::read_grant).await?;
     binder.bind(Op::Spawn, handlers::spawn).await?;
     binder.bind(Op::Retire, handlers::retire).await?;

@@ -64,6 +64,9 @@ pub struct State {
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
     announcer: Announcer,
+    /// Held while airmail is delivered, so two deliveries of one letter cannot both find it
+    /// absent and both append it.
+    deliveries: Mutex<()>,
     /// Where every stamp hubd writes (a ledger row, a letter, a credential's expiry) comes from.
     clock: Arc<dyn Clock>,
 }
@@ -100,6 +103,7 @@ impl State {
             settings: RwLock::new(settings),
             announcer,
             clock: Arc::new(SystemClock),
+            deliveries: Mutex::new(()),
         })
     }
 

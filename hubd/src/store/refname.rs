@@ -57,6 +57,15 @@ pub fn classify(refname: &str) -> Result<RefKind, StoreError> {
     if refname == SETTINGS {
         return Ok(RefKind::Plain);
     }
+    // An office's inbound letters: `refs/l3m/mirror/<office>/inbound`.
+    if let Some(office) = refname
+        .strip_prefix(MIRROR_PREFIX)
+        .and_then(|rest| rest.strip_suffix("/inbound"))
+        && !office.is_empty()
+        && !office.contains('/')
+    {
+        return Ok(RefKind::Chain);
+    }
     if refname.starts_with(AGENTS_PREFIX) {
         return match parse_agent_ref(refname) {
             Some((_, which)) if agent_ref_is_chain(which) => Ok(RefKind::Chain),
@@ -104,6 +113,7 @@ mod tests {
             ("refs/l3m/personas/coder", RefKind::Plain),
             ("refs/l3m/blessings/alice/build", RefKind::Plain),
             ("refs/l3m/mirror/paris/alice/_/outbox", RefKind::Plain),
+            ("refs/l3m/mirror/paris/inbound", RefKind::Chain),
             ("refs/heads/l3m/alice/_/work", RefKind::Plain),
         ];
         for (refname, kind) in cases {

@@ -142,3 +142,150 @@ async fn airmail_is_refused_without_the_axis_for_the_office_or_to_a_local_addres
     );
     assert_eq!(f.refs(), before, "a refused airmail writes nothing");
 }
+
+/// A letter as office `north` staged it for this hub's `to`, and its stored line.
+fn carried(id: &str, to: &str) -> String {
+    let sender = l3m_core::mail::Sender::Agent {
+        agent: agent("lead"),
+        worktree: None,
+        human: None,
+    };
+    let draft = l3m_core::mail::Draft::new(l3m_core::mail::Address::parse(to).unwrap(), "hi");
+    let letter = l3m_core::mail::stamp(
+        draft,
+        &sender,
+        l3m_core::mail::LetterId::parse(id).unwrap(),
+        9,
+    )
+    .unwrap();
+    InboxEntry::Letter(Box::new(letter)).to_line().unwrap()
+}
+
+/// A hub with bob, office `north` pinned in its settings, and a postman session.
+async fn receiving() -> (Fixture, l3m_wire::client::HubClient) {
+    use l3m_core::duty::Duty;
+    use l3m_core::names::ServiceName;
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let settings = f
+        .client(Duty::Human {
+            human: test_support::human(),
+        })
+        .await;
+    let view = settings.read_settings().await.unwrap();
+    let pinned = view.text.replace(
+        "offices = []",
+        &format!(
+            "offices = [{{ name = \"north\", addr = \"127.0.0.1:4433\", cert-sha256 = \"{}\" }}]",
+            "ab".repeat(32)
+        ),
+    );
+    settings.update_settings(&pinned, &view.tip).await.unwrap();
+    let postman = f
+        .client(Duty::Postman {
+            service: ServiceName::parse("postman").unwrap(),
+        })
+        .await;
+    (f, postman)
+}
+
+/// The letters in `agent`'s inbox, read through hubd as the human.
+async fn inbox_letters(f: &Fixture, agent_name: &str) -> Vec<l3m_core::mail::Letter> {
+    let human = f
+        .client(l3m_core::duty::Duty::Human {
+            human: test_support::human(),
+        })
+        .await;
+    let read = human.read_inbox(&agent(agent_name), 0).await.unwrap();
+    read.entries
+        .into_iter()
+        .filter_map(|e| match e {
+            InboxEntry::Letter(letter) => Some(*letter),
+            InboxEntry::ReadMark(_) => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn carried_letters_are_mirrored_then_relayed_once_with_their_true_origin() {
+    let (f, postman) = receiving().await;
+    let letters = vec![
+        carried("n-1", "office:south agent:bob*"),
+        carried("n-2", "office:south agent:nobody*"),
+    ];
+    let first = postman
+        .deliver_airmail("north", letters.clone())
+        .await
+        .unwrap();
+    assert_eq!(first.delivered, ["n-1"]);
+    assert_eq!(first.bounced.len(), 1);
+    assert!(
+        first.bounced[0].reason.contains("no agent nobody"),
+        "{:?}",
+        first.bounced
+    );
+    let inbox = inbox_letters(&f, "bob").await;
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].from.render(), "office:north agent:lead*");
+    assert_eq!(inbox[0].to.office(), None);
+
+    // A retry (a crash or partition after delivery) writes nothing twice.
+    let again = postman.deliver_airmail("north", letters).await.unwrap();
+    assert_eq!(again.already, ["n-1"]);
+    assert!(again.delivered.is_empty());
+    assert_eq!(inbox_letters(&f, "bob").await.len(), 1);
+    let appends = git_bare(
+        &f.git_dir(),
+        &["rev-list", "--count", "refs/l3m/mirror/north/inbound"],
+    );
+    assert_eq!(appends.trim(), "1", "mirrored once");
+    f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_unpinned_malformed_or_unauthorised_deliveries_are_refused() {
+    let (f, postman) = receiving().await;
+    // A letter whose sender already names an office was not stamped by its origin hub.
+    let entry = InboxEntry::from_line(&carried("n-3", "office:south agent:bob*"), 1).unwrap();
+    let InboxEntry::Letter(mut forged) = entry else {
+        unreachable!()
+    };
+    forged.from = l3m_core::mail::Address::parse("office:east agent:lead*").unwrap();
+    let forged = InboxEntry::Letter(forged).to_line().unwrap();
+    let outcome = postman
+        .deliver_airmail("north", vec![forged])
+        .await
+        .unwrap();
+    assert!(outcome.bounced[0].reason.contains("forged"), "{outcome:?}");
+    assert!(inbox_letters(&f, "bob").await.is_empty());
+
+    let before = f.refs();
+    let unpinned = postman
+        .deliver_airmail("east", vec![carried("e-1", "office:south agent:bob*")])
+        .await
+        .unwrap_err();
+    assert!(unpinned.to_string().contains("not pinned"), "{unpinned}");
+    let malformed = postman
+        .deliver_airmail(
+            "north",
+            vec![carried("n-4", "office:south agent:bob*"), "{}".into()],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        malformed.to_string().contains("airmail line 1"),
+        "{malformed}"
+    );
+    let human = f
+        .client(l3m_core::duty::Duty::Human {
+            human: test_support::human(),
+        })
+        .await;
+    let posing = human
+        .deliver_airmail("north", vec![carried("n-5", "office:south agent:bob*")])
+        .await
+        .unwrap_err();
+    assert!(posing.to_string().contains("only the postman"), "{posing}");
+    assert_eq!(f.refs(), before, "nothing written");
+}

@@ -220,3 +220,30 @@ impl Fixture {
         git_bare(&self.git_dir(), &["fsck", "--strict"]);
     }
 }
+
+/// Issues a credential for `scope` through hubd as `alice`, valid for `valid_ms`.
+pub async fn issue(
+    f: &Fixture,
+    human: &Capability,
+    scope: l3m_core::credential::Scope,
+    valid_ms: u64,
+) -> KeyFile {
+    use l3m_wire::hubd::credential::{CredentialIssued, IssueCredential};
+    let key = KeyFile::generate(KeyFile::random_id().unwrap(), scope.clone()).unwrap();
+    let issued: CredentialIssued = f
+        .call(
+            Op::IssueCredential,
+            &IssueCredential {
+                capability: human.clone(),
+                id: key.id.to_string(),
+                scope,
+                key: key.public_key().to_string(),
+                expires_ms: l3m_core::clock::now_ms() + valid_ms,
+                label: "test".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(issued.credential.id, key.id);
+    key
+}

@@ -37,27 +37,6 @@ fn append(by: &Capability, agent: &str) -> AppendLog {
     }
 }
 
-/// Issues a credential for `scope` through hubd as `alice`, valid for `valid_ms`.
-async fn issue(f: &Fixture, human: &Capability, scope: Scope, valid_ms: u64) -> KeyFile {
-    let key = KeyFile::generate(KeyFile::random_id().unwrap(), scope.clone()).unwrap();
-    let issued: CredentialIssued = f
-        .call(
-            Op::IssueCredential,
-            &IssueCredential {
-                capability: human.clone(),
-                id: key.id.to_string(),
-                scope,
-                key: key.public_key().to_string(),
-                expires_ms: now_ms() + valid_ms,
-                label: "test".into(),
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(issued.credential.id, key.id);
-    key
-}
-
 async fn setup() -> (Fixture, Capability) {
     let f = Fixture::start().await;
     let human = f.human().await;

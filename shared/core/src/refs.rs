@@ -152,6 +152,12 @@ pub fn parse_agent_ref(full: &str) -> Option<(AgentName, AgentRef)> {
     Some((AgentName::parse(agent).ok()?, AgentRef::parse(which)?))
 }
 
+/// The chain of letters office `office` carried to this hub, written by the postman before
+/// each is relayed into its recipient's inbox: `refs/l3m/mirror/<office>/inbound`.
+pub fn mirror_inbound(office: &crate::names::OfficeName) -> String {
+    format!("{MIRROR_PREFIX}{office}/inbound")
+}
+
 /// Paths inside a hub folder (`HUB/`), relative to it. Pure: nothing here touches the disk.
 pub mod paths {
     use super::*;
@@ -178,6 +184,14 @@ pub mod paths {
     /// The private key of `human`'s credential as init issued it.
     pub fn human_key(human: &crate::names::HumanName) -> PathBuf {
         PathBuf::from(CREDENTIALS_DIR).join(format!("human-{human}.key"))
+    }
+
+    /// The name the hub's postman service is registered under at init.
+    pub const POSTMAN_SERVICE: &str = "postman";
+
+    /// The private key of the postman's credential init issued.
+    pub fn postman_key() -> PathBuf {
+        PathBuf::from(CREDENTIALS_DIR).join("postman.key")
     }
 
     /// The private key of the whole-hub host credential init issued.

@@ -29,6 +29,7 @@ use crate::hubd::Op;
 use crate::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use crate::hubd::log::{AppendLog, LogAppended, ReadLog};
+use crate::hubd::mail::{AirmailDelivered, DeliverAirmail};
 use crate::hubd::mail::{
     AirmailStaged, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter, StageAirmail,
 };
@@ -417,6 +418,24 @@ impl HubClient {
             index: 0,
             reason: format!("{agent}'s undo chain moved during each of 3 reads; read it again"),
         })
+    }
+
+    /// Hands over `letters` (stored letter lines) that office `office` carried here: the
+    /// postman's duty.
+    pub async fn deliver_airmail(
+        &self,
+        office: &str,
+        letters: Vec<String>,
+    ) -> Result<AirmailDelivered, ClientError> {
+        self.call(
+            Op::DeliverAirmail,
+            &DeliverAirmail {
+                capability: self.cap(),
+                office: office.to_owned(),
+                letters,
+            },
+        )
+        .await
     }
 
     /// Reads `agent`'s grant and budget account.

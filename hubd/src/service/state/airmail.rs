@@ -1,9 +1,15 @@
-//! `hubd.stage-airmail`: a letter for another hub, stamped and staged on the sender's outbox.
+//! Airmail: `hubd.stage-airmail`, a letter for another hub stamped and staged on the sender's
+//! outbox; and `hubd.deliver-airmail`, letters another hub's postman carried here, mirrored and
+//! then relayed into their recipients' inboxes by set union on their ids.
+
+use std::collections::HashSet;
+use std::sync::PoisonError;
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
-use l3m_core::mail::{Address, InboxEntry, Sender};
+use l3m_core::mail::{self, Address, InboxEntry, Letter, Sender};
+use l3m_core::names::{Entity, OfficeName};
 use l3m_core::refs::{self, AgentRef};
-use l3m_wire::hubd::mail::AirmailStaged;
+use l3m_wire::hubd::mail::{AirmailDelivered, AirmailStaged, Bounced};
 use l3m_wire::hubd::session::Capability;
 
 use super::{Moved, State, not_found};
@@ -66,5 +72,126 @@ impl State {
             },
             (AgentRef::Outbox, agent.clone()),
         ))
+    }
+
+    /// `hubd.deliver-airmail`: the postman's duty only, for an office the settings pin. Each
+    /// letter goes onto the office's mirror chain, then into its recipient's inbox unless the
+    /// inbox holds it already — so a retry after a crash or a partition delivers nothing twice,
+    /// and nothing is delivered that the office did not carry.
+    pub fn deliver_airmail(
+        &self,
+        capability: &Capability,
+        office: &str,
+        lines: &[String],
+    ) -> Result<(AirmailDelivered, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        if !matches!(duty, Duty::Postman { .. }) {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: "deliver airmail".into(),
+                reason: "only the postman hands over letters another hub carried",
+            });
+        }
+        let office = OfficeName::parse(office)
+            .map_err(|e| ServiceError::Invalid(format!("office {office:?}: {e}")))?;
+        let pinned = self
+            .settings
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .offices
+            .contains_key(&office);
+        if !pinned {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: format!("deliver airmail from office {office}"),
+                reason: "the office is not pinned in this hub's settings (l3m office add)",
+            });
+        }
+        let letters = lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| match InboxEntry::from_line(line, i + 1) {
+                Ok(InboxEntry::Letter(letter)) => Ok(*letter),
+                Ok(other) => Err(ServiceError::Invalid(format!(
+                    "airmail line {i} is a {}, not a letter",
+                    other.kind()
+                ))),
+                Err(e) => Err(ServiceError::Invalid(format!("airmail line {i}: {e}"))),
+            })
+            .collect::<Result<Vec<Letter>, _>>()?;
+        let mirror = refs::mirror_inbound(&office);
+        may_write(&duty, &mirror, RefWrite::Append)?;
+        let _one_at_a_time = self
+            .deliveries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut mirrored = self.letter_ids(&mirror)?;
+        let mut out = AirmailDelivered {
+            delivered: Vec::new(),
+            already: Vec::new(),
+            bounced: Vec::new(),
+        };
+        let mut moved = Vec::new();
+        for carried in letters {
+            let id = carried.id.to_string();
+            let bounce = |reason: String| Bounced {
+                letter: id.clone(),
+                reason,
+            };
+            let local = match mail::receive(carried.clone(), &office) {
+                Ok(local) => local,
+                Err(refusal) => {
+                    out.bounced.push(bounce(refusal.to_string()));
+                    continue;
+                }
+            };
+            let agent = match local.to.recipient().0 {
+                Entity::Agent(agent) if self.tree().ledger.is_live(&agent) => agent,
+                Entity::Agent(agent) => {
+                    out.bounced
+                        .push(bounce(format!("no agent {agent} lives on this hub")));
+                    continue;
+                }
+                other => {
+                    out.bounced.push(bounce(format!(
+                        "airmail reaches agents only; {other} has no inbox on this hub"
+                    )));
+                    continue;
+                }
+            };
+            if mirrored.insert(id.clone()) {
+                let entry = InboxEntry::Letter(Box::new(carried));
+                let summary = format!("airmail {id} carried by office {office}");
+                self.append_line(&mirror, &entry, &summary)?;
+            }
+            let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
+            may_write(&duty, &inbox, RefWrite::Append)?;
+            if self.letter_ids(&inbox)?.contains(&id) {
+                out.already.push(id);
+                continue;
+            }
+            let summary = format!("airmail {id} from office {office}");
+            self.append_line(&inbox, &InboxEntry::Letter(Box::new(local)), &summary)?;
+            moved.push((AgentRef::Inbox, agent));
+            out.delivered.push(id);
+        }
+        Ok((out, moved))
+    }
+
+    /// The ids of the letters on the chain `refname` (its read marks are not letters).
+    fn letter_ids(&self, refname: &str) -> Result<HashSet<String>, ServiceError> {
+        let len = self.chain_len(refname)?;
+        if len == 0 {
+            return Ok(HashSet::new());
+        }
+        let lines = self.hub.read_range(refname, 0, len)?;
+        Ok(lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, line)| match InboxEntry::from_line(line, i + 1) {
+                Ok(InboxEntry::Letter(letter)) => Some(letter.id.to_string()),
+                _ => None,
+            })
+            .collect())
     }
 }

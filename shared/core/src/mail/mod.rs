@@ -43,6 +43,7 @@ mod inbox;
 mod letter;
 mod line;
 mod party;
+mod relay;
 mod stamp;
 
 pub use address::{Address, AddressError};
@@ -50,6 +51,7 @@ pub use inbox::{Inbox, ReadMark};
 pub use letter::{HEADLINE_TEXT_CHARS, Letter, LetterError, LetterId, MAX_ID_LEN};
 pub use line::InboxEntry;
 pub use party::{MAX_PLACE_LEN, Parties, Party, PlaceName, Star};
+pub use relay::{AirmailRefusal, receive};
 pub use stamp::{Draft, Sender, StampError, stamp};
 
 /// Why a short token (a place name or a letter id) was refused.

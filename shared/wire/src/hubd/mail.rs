@@ -18,6 +18,15 @@
 //!   outbox, where the postman picks it up. Only an agent's sequencer stages airmail, and only
 //!   if its grant covers the office on both its `mail` axis (`office:<name>`) and its
 //!   `airmail` axis; otherwise `refused`, naming the axis.
+//! - `hubd.deliver-airmail` `{ capability, office: str, letters: [str] }` →
+//!   `hubd.airmail-delivered` `{ delivered: [str], already: [str], bounced: [{ letter, reason }] }`:
+//!   the postman hands over letters office `office` carried (each a stored letter line as the
+//!   origin hub staged it). Each is appended to the mirror chain
+//!   `refs/l3m/mirror/<office>/inbound` and then, by set union on its id, to its recipient's
+//!   inbox, before hubd answers; a letter already there is `already`, never delivered twice.
+//!   A letter is bounced, with the reason, when it claims an origin office, is not airmail, or
+//!   stars a party this hub does not know. Only the postman's duty, and only for an office the
+//!   settings pin; a line that is not a letter refuses the whole request, writing nothing.
 
 use serde::{Deserialize, Serialize};
 
@@ -140,4 +149,43 @@ pub struct AirmailStaged {
 
 impl Message for AirmailStaged {
     const KIND: &'static str = "hubd.airmail-staged";
+}
+
+/// Hands over letters an office carried to this hub (the postman's duty only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliverAirmail {
+    /// The postman's session.
+    pub capability: Capability,
+    /// The office that carried them: the peer the postman authenticated.
+    pub office: String,
+    /// The letters, each a stored letter line as the origin hub staged it.
+    pub letters: Vec<String>,
+}
+
+impl Message for DeliverAirmail {
+    const KIND: &'static str = "hubd.deliver-airmail";
+}
+
+/// A letter this hub will not deliver, and why (the postman bounces it to its sender).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bounced {
+    /// The letter's id.
+    pub letter: String,
+    /// Why, for the sender.
+    pub reason: String,
+}
+
+/// What became of delivered airmail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AirmailDelivered {
+    /// Letters now in their recipients' inboxes.
+    pub delivered: Vec<String>,
+    /// Letters delivered before (a retry): nothing was written for them.
+    pub already: Vec<String>,
+    /// Letters refused, each with its reason.
+    pub bounced: Vec<Bounced>,
+}
+
+impl Message for AirmailDelivered {
+    const KIND: &'static str = "hubd.airmail-delivered";
 }

@@ -70,6 +70,7 @@ in_session!(
     mail::ReadInbox,
     mail::MarkRead,
     mail::StageAirmail,
+    mail::DeliverAirmail,
     persona::PublishPersona,
     persona::PullPersona,
     settings::ReadSettings,
@@ -136,11 +137,13 @@ pub enum Op {
     AppendUndo,
     /// [`undo::ReadUndo`].
     ReadUndo,
+    /// [`mail::DeliverAirmail`].
+    DeliverAirmail,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 26] = [
+    pub const ALL: [Op; 27] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -167,6 +170,7 @@ impl Op {
         Op::Vouch,
         Op::AppendUndo,
         Op::ReadUndo,
+        Op::DeliverAirmail,
     ];
 
     /// The operation's subject token.
@@ -198,6 +202,7 @@ impl Op {
             Op::Vouch => "vouch",
             Op::AppendUndo => "append-undo",
             Op::ReadUndo => "read-undo",
+            Op::DeliverAirmail => "deliver-airmail",
         }
     }
 
