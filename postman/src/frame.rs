@@ -25,10 +25,24 @@ pub enum Frame {
         /// The office the accepting hub is.
         office: String,
     },
-    /// The other side refused what it was sent, and why; the link closes after it.
+    /// The other side refused what it was sent, and why.
     Refused {
         /// Why, for the operator.
         reason: String,
+    },
+    /// Letters for the receiving hub: each a stored letter line as the sending hub staged it.
+    Letters {
+        /// The lines.
+        letters: Vec<String>,
+    },
+    /// What the receiving hub made of [`Frame::Letters`], once it holds them durably.
+    Delivered {
+        /// Now in their recipients' inboxes.
+        delivered: Vec<String>,
+        /// Delivered before (a retry).
+        already: Vec<String>,
+        /// Refused: each letter id with the reason.
+        bounced: Vec<(String, String)>,
     },
 }
 

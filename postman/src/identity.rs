@@ -65,6 +65,15 @@ pub struct Identity {
     key: PrivatePkcs8KeyDer<'static>,
 }
 
+impl Clone for Identity {
+    fn clone(&self) -> Self {
+        Identity {
+            cert: self.cert.clone(),
+            key: self.key.clone_key(),
+        }
+    }
+}
+
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Identity")

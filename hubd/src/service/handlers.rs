@@ -11,7 +11,7 @@ use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::mail::{
     AirmailDelivered, AirmailStaged, DeliverAirmail, InboxLines, LetterSent, MarkRead, MarkedRead,
-    ReadInbox, SendLetter, StageAirmail,
+    ReadInbox, ReadOutbox, SendLetter, StageAirmail,
 };
 use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
@@ -132,6 +132,14 @@ pub async fn deliver_airmail(
     .await?;
     state.announce(&moved);
     Ok(delivered)
+}
+
+/// `hubd.read-outbox`.
+pub async fn read_outbox(state: Arc<State>, req: ReadOutbox) -> Result<InboxLines, ServiceError> {
+    blocking(&state, move |s| {
+        s.read_outbox(&req.capability, &req.agent, req.from)
+    })
+    .await
 }
 
 /// `hubd.read-grant`.

@@ -115,6 +115,7 @@ pub async fn start(
     binder
         .bind(Op::DeliverAirmail, handlers::deliver_airmail)
         .await?;
+    binder.bind(Op::ReadOutbox, handlers::read_outbox).await?;
     binder.bind(Op::ReadGrant, handlers::read_grant).await?;
     binder.bind(Op::Spawn, handlers::spawn).await?;
     binder.bind(Op::Retire, handlers::retire).await?;

@@ -580,13 +580,33 @@ impl HubClient {
     /// Reads `agent`'s inbox entries from index `from` on, page by page: hubd answers each read
     /// with as many lines as fit one message, so an inbox of any stored size reads back whole.
     pub async fn read_inbox(&self, agent: &AgentName, from: u64) -> Result<InboxRead, ClientError> {
-        let mut read = self.read_inbox_page(agent, from).await?;
+        self.read_mail(Op::ReadInbox, agent, from).await
+    }
+
+    /// Reads `agent`'s outbox (the airmail it staged) from line `from`, page by page: the
+    /// postman's read.
+    pub async fn read_outbox(
+        &self,
+        agent: &AgentName,
+        from: u64,
+    ) -> Result<InboxRead, ClientError> {
+        self.read_mail(Op::ReadOutbox, agent, from).await
+    }
+
+    /// An inbox or outbox from line `from`, page by page.
+    async fn read_mail(
+        &self,
+        op: Op,
+        agent: &AgentName,
+        from: u64,
+    ) -> Result<InboxRead, ClientError> {
+        let mut read = self.read_mail_page(op, agent, from).await?;
         loop {
             let next = read.from + read.entries.len() as u64;
             if next >= read.len {
                 break;
             }
-            let page = self.read_inbox_page(agent, next).await?;
+            let page = self.read_mail_page(op, agent, next).await?;
             if page.entries.is_empty() {
                 break;
             }
@@ -596,23 +616,32 @@ impl HubClient {
         Ok(read)
     }
 
-    /// One page of `agent`'s inbox from index `from`.
-    async fn read_inbox_page(
+    /// One page of `agent`'s inbox or outbox (`op`) from index `from`.
+    async fn read_mail_page(
         &self,
+        op: Op,
         agent: &AgentName,
         from: u64,
     ) -> Result<InboxRead, ClientError> {
-        let op = Op::ReadInbox;
-        let lines: crate::hubd::mail::InboxLines = self
-            .call(
-                op,
-                &ReadInbox {
-                    capability: self.cap(),
-                    agent: agent.to_string(),
+        let (capability, agent) = (self.cap(), agent.to_string());
+        let lines: crate::hubd::mail::InboxLines = match op {
+            Op::ReadOutbox => {
+                let request = crate::hubd::mail::ReadOutbox {
+                    capability,
+                    agent,
                     from,
-                },
-            )
-            .await?;
+                };
+                self.call(op, &request).await?
+            }
+            _ => {
+                let request = ReadInbox {
+                    capability,
+                    agent,
+                    from,
+                };
+                self.call(op, &request).await?
+            }
+        };
         let entries = lines
             .entries
             .iter()

@@ -166,6 +166,24 @@ impl State {
             .map(|(entries, from, len)| InboxLines { entries, from, len })
     }
 
+    /// `hubd.read-outbox`: the postman reads any agent's outbox (it carries what is staged
+    /// there); an agent's own sequencer, an ancestor's, or a human, as for an inbox.
+    pub fn read_outbox(
+        &self,
+        capability: &Capability,
+        agent: &str,
+        from: u64,
+    ) -> Result<InboxLines, ServiceError> {
+        let duty = self.duty(capability)?;
+        let agent = gate::agent(agent)?;
+        self.require_known(&agent)?;
+        if !matches!(duty, Duty::Postman { .. }) {
+            gate::may_read(&duty, &agent, "outbox")?;
+        }
+        self.read_chain(&refs::agent_ref(&agent, AgentRef::Outbox), from, u64::MAX)
+            .map(|(entries, from, len)| InboxLines { entries, from, len })
+    }
+
     /// `hubd.mark-read`: a read mark on the caller's own inbox.
     pub fn mark_read(
         &self,

@@ -18,6 +18,9 @@
 //!   outbox, where the postman picks it up. Only an agent's sequencer stages airmail, and only
 //!   if its grant covers the office on both its `mail` axis (`office:<name>`) and its
 //!   `airmail` axis; otherwise `refused`, naming the axis.
+//! - `hubd.read-outbox` `{ capability, agent: str, from: u64 }` → `hubd.inbox-lines`, paged
+//!   like `read-inbox`: the letters an agent staged for other hubs. The postman reads any
+//!   outbox; an agent's own sequencer and humans read theirs.
 //! - `hubd.deliver-airmail` `{ capability, office: str, letters: [str] }` →
 //!   `hubd.airmail-delivered` `{ delivered: [str], already: [str], bounced: [{ letter, reason }] }`:
 //!   the postman hands over letters office `office` carried (each a stored letter line as the
@@ -78,6 +81,21 @@ pub struct ReadInbox {
 
 impl Message for ReadInbox {
     const KIND: &'static str = "hubd.read-inbox";
+}
+
+/// Reads an agent's outbox (its staged airmail), a page at a time, like an inbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadOutbox {
+    /// The caller's session: the postman, the agent's own sequencer, or a human.
+    pub capability: Capability,
+    /// Whose outbox.
+    pub agent: String,
+    /// The first line wanted.
+    pub from: u64,
+}
+
+impl Message for ReadOutbox {
+    const KIND: &'static str = "hubd.read-outbox";
 }
 
 /// Lines of an inbox, as stored.

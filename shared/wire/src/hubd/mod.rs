@@ -71,6 +71,7 @@ in_session!(
     mail::MarkRead,
     mail::StageAirmail,
     mail::DeliverAirmail,
+    mail::ReadOutbox,
     persona::PublishPersona,
     persona::PullPersona,
     settings::ReadSettings,
@@ -139,11 +140,13 @@ pub enum Op {
     ReadUndo,
     /// [`mail::DeliverAirmail`].
     DeliverAirmail,
+    /// [`mail::ReadOutbox`].
+    ReadOutbox,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 27] = [
+    pub const ALL: [Op; 28] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -171,6 +174,7 @@ impl Op {
         Op::AppendUndo,
         Op::ReadUndo,
         Op::DeliverAirmail,
+        Op::ReadOutbox,
     ];
 
     /// The operation's subject token.
@@ -203,6 +207,7 @@ impl Op {
             Op::AppendUndo => "append-undo",
             Op::ReadUndo => "read-undo",
             Op::DeliverAirmail => "deliver-airmail",
+            Op::ReadOutbox => "read-outbox",
         }
     }
 

@@ -1,0 +1,294 @@
+//! Carrying letters between hubs: the serving postman.
+//!
+//! **Sending.** Every `poll`, the carrier reads each agent's outbox through hubd from where it
+//! last got to, groups the staged letters by the office they are addressed to, and sends each
+//! group over that office's link as [`Frame::Letters`]. The office answers
+//! [`Frame::Delivered`] only once its hubd holds them (mirrored, then relayed into inboxes);
+//! only then does the agent's position move past them. A letter whose link failed is sent again
+//! on the next round; the receiving hub's set union makes that harmless.
+//!
+//! **Receiving.** Each accepted link's streams carry [`Frame::Letters`]; the carrier hands them
+//! to its hubd (`deliver-airmail`, as the office the link authenticated) and answers with what
+//! hubd made of them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use l3m_core::mail::InboxEntry;
+use l3m_core::names::AgentName;
+use l3m_wire::client::HubClient;
+use l3m_wire::hubd::tree::AgentLife;
+use tokio_util::sync::CancellationToken;
+
+use crate::frame::{self, Frame, MAX_FRAME};
+use crate::identity::Identity;
+use crate::link::{self, Limits, Link, Office};
+
+/// An office as the carrier reaches it.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The office, as this hub's settings pin it.
+    pub office: Office,
+    /// Where its postman listens.
+    pub addr: SocketAddr,
+}
+
+/// What a serving postman holds.
+#[derive(Debug)]
+pub struct Carrier {
+    /// Its session with its own hubd (duty `postman`).
+    pub hub: HubClient,
+    /// The hub's identity between hubs.
+    pub identity: Identity,
+    /// The name the offices give this hub (what its hello says).
+    pub me: String,
+    /// The offices it carries to and from.
+    pub peers: Vec<Peer>,
+    /// Link timeouts and bounds.
+    pub limits: Limits,
+    /// How often outboxes are read.
+    pub poll: Duration,
+}
+
+/// Why a round of carrying stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CarryError {
+    /// hubd refused or could not be reached.
+    #[error("hubd: {0}")]
+    Hub(#[from] l3m_wire::client::ClientError),
+    /// A link failed.
+    #[error(transparent)]
+    Link(#[from] link::LinkError),
+    /// A stream failed.
+    #[error("office {office}: {reason}")]
+    Stream {
+        /// The office.
+        office: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Serves on `endpoint` until `shutdown`: accepts the offices' links and delivers what they
+/// carry, and carries this hub's staged letters to them.
+pub async fn serve(carrier: Arc<Carrier>, endpoint: quinn::Endpoint, shutdown: CancellationToken) {
+    let accepting = {
+        let (carrier, endpoint) = (Arc::clone(&carrier), endpoint.clone());
+        tokio::spawn(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                let carrier = Arc::clone(&carrier);
+                tokio::spawn(async move {
+                    if let Err(error) = receive(&carrier, incoming).await {
+                        tracing::warn!(%error, "an incoming link ended");
+                    }
+                });
+            }
+        })
+    };
+    let mut positions: HashMap<AgentName, u64> = HashMap::new();
+    let mut links: HashMap<String, Link> = HashMap::new();
+    loop {
+        if let Err(error) = carry_once(&carrier, &endpoint, &mut positions, &mut links).await {
+            tracing::warn!(%error, "a round of carrying stopped; it is retried");
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(carrier.poll) => {}
+        }
+    }
+    accepting.abort();
+    endpoint.close(0u32.into(), b"postman stopping");
+}
+
+/// Accepts one office's link and delivers every batch it carries.
+async fn receive(carrier: &Carrier, incoming: quinn::Incoming) -> Result<(), CarryError> {
+    let offices: Vec<Office> = carrier.peers.iter().map(|p| p.office.clone()).collect();
+    let link = link::accept(incoming, &carrier.me, &offices, &carrier.limits).await?;
+    let office = link.office.name.clone();
+    let stream = |reason: String| CarryError::Stream {
+        office: office.clone(),
+        reason,
+    };
+    loop {
+        let (mut send, mut recv) = match link.connection.accept_bi().await {
+            Ok(streams) => streams,
+            Err(quinn::ConnectionError::ApplicationClosed(_)) => return Ok(()),
+            Err(e) => return Err(stream(e.to_string())),
+        };
+        let answer = match frame::read(&mut recv).await {
+            Ok(Frame::Letters { letters }) => {
+                match carrier.hub.deliver_airmail(&office, letters).await {
+                    Ok(done) => Frame::Delivered {
+                        delivered: done.delivered,
+                        already: done.already,
+                        bounced: done
+                            .bounced
+                            .into_iter()
+                            .map(|b| (b.letter, b.reason))
+                            .collect(),
+                    },
+                    Err(e) => Frame::Refused {
+                        reason: format!("the receiving hub did not take the letters: {e}"),
+                    },
+                }
+            }
+            Ok(other) => Frame::Refused {
+                reason: format!("expected letters, got {other:?}"),
+            },
+            Err(e) => Frame::Refused {
+                reason: e.to_string(),
+            },
+        };
+        frame::write(&mut send, &answer)
+            .await
+            .map_err(|e| stream(e.to_string()))?;
+        let _finished = send.finish();
+    }
+}
+
+/// One letter staged on an outbox: its agent, the outbox line after it, and the line itself.
+struct Staged {
+    agent: AgentName,
+    next: u64,
+    line: String,
+}
+
+/// Reads every outbox past its position, sends each office its letters, and moves each
+/// agent's position past the letters every office took.
+async fn carry_once(
+    carrier: &Carrier,
+    endpoint: &quinn::Endpoint,
+    positions: &mut HashMap<AgentName, u64>,
+    links: &mut HashMap<String, Link>,
+) -> Result<(), CarryError> {
+    let mut by_office: BTreeMap<String, Vec<Staged>> = BTreeMap::new();
+    let mut reached: HashMap<AgentName, u64> = HashMap::new();
+    for state in carrier.hub.list_agents().await?.agents {
+        if matches!(state.life, AgentLife::Collected) {
+            continue;
+        }
+        let Ok(agent) = AgentName::parse(&state.name) else {
+            continue;
+        };
+        let from = positions.get(&agent).copied().unwrap_or(0);
+        let read = carrier.hub.read_outbox(&agent, from).await?;
+        for (next, entry) in (from + 1..).zip(read.entries) {
+            let InboxEntry::Letter(letter) = &entry else {
+                continue;
+            };
+            let Some(office) = letter.to.office() else {
+                continue;
+            };
+            let Ok(line) = entry.to_line() else { continue };
+            by_office
+                .entry(office.to_string())
+                .or_default()
+                .push(Staged {
+                    agent: agent.clone(),
+                    next,
+                    line,
+                });
+        }
+        reached.insert(agent, read.len);
+    }
+    // An agent's position moves only past letters every office took.
+    let mut held: HashMap<AgentName, u64> = HashMap::new();
+    for (office, staged) in by_office {
+        let sent = send_to(carrier, endpoint, links, &office, &staged).await;
+        if let Err(error) = sent {
+            tracing::warn!(%office, %error, "letters not carried this round");
+            links.remove(&office);
+            for s in &staged {
+                let first_unsent = s.next - 1;
+                held.entry(s.agent.clone())
+                    .and_modify(|h| *h = (*h).min(first_unsent))
+                    .or_insert(first_unsent);
+            }
+        }
+    }
+    for (agent, len) in reached {
+        let to = held.get(&agent).copied().unwrap_or(len);
+        positions.insert(agent, to);
+    }
+    Ok(())
+}
+
+/// Sends `staged` to `office` over its link (made if needed), in frames that fit, and waits
+/// for each to be held by the office's hubd.
+async fn send_to(
+    carrier: &Carrier,
+    endpoint: &quinn::Endpoint,
+    links: &mut HashMap<String, Link>,
+    office: &str,
+    staged: &[Staged],
+) -> Result<(), CarryError> {
+    let Some(peer) = carrier.peers.iter().find(|p| p.office.name == office) else {
+        return Err(CarryError::Stream {
+            office: office.into(),
+            reason: "no such office is pinned in this hub's settings (l3m office add)".into(),
+        });
+    };
+    if !links.contains_key(office) {
+        let link = link::connect(
+            endpoint,
+            &carrier.identity,
+            &carrier.me,
+            &peer.office,
+            peer.addr,
+            &carrier.limits,
+        )
+        .await?;
+        links.insert(office.to_owned(), link);
+    }
+    let Some(link) = links.get(office) else {
+        return Ok(());
+    };
+    let stream = |reason: String| CarryError::Stream {
+        office: office.into(),
+        reason,
+    };
+    for batch in batches(staged) {
+        let (mut send, mut recv) = link
+            .connection
+            .open_bi()
+            .await
+            .map_err(|e| stream(e.to_string()))?;
+        frame::write(&mut send, &Frame::Letters { letters: batch })
+            .await
+            .map_err(|e| stream(e.to_string()))?;
+        let _finished = send.finish();
+        match frame::read(&mut recv).await {
+            Ok(Frame::Delivered { bounced, .. }) => {
+                for (letter, reason) in bounced {
+                    tracing::warn!(office, letter, reason, "the office bounced a letter");
+                }
+            }
+            Ok(Frame::Refused { reason }) => return Err(stream(reason)),
+            Ok(other) => return Err(stream(format!("answered letters with {other:?}"))),
+            Err(e) => return Err(stream(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// The staged lines grouped into frames well under [`MAX_FRAME`].
+fn batches(staged: &[Staged]) -> Vec<Vec<String>> {
+    let budget = MAX_FRAME / 2;
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut size = 0;
+    for s in staged {
+        match out.last_mut() {
+            Some(batch) if size + s.line.len() <= budget => {
+                size += s.line.len();
+                batch.push(s.line.clone());
+            }
+            _ => {
+                size = s.line.len();
+                out.push(vec![s.line.clone()]);
+            }
+        }
+    }
+    out
+}

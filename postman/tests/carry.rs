@@ -1,0 +1,223 @@
+//! Two hubs, each served by hubd over its own nats-server, each with a postman: a letter an
+//! agent on north stages for `office:south agent:bob*` arrives in bob's inbox on south, with its
+//! true origin, exactly once — also when north's postman restarts and sends everything again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hubd::test_support::TestHub;
+use l3m_core::duty::Duty;
+use l3m_core::grant::{Grant, MailCover, SpawnLevel, SpawnRequest};
+use l3m_core::mail::{InboxEntry, Letter};
+use l3m_core::names::{AgentName, OfficeName, ServiceName};
+use l3m_wire::client::HubClient;
+use postman::carry::{self, Carrier, Peer};
+use postman::identity::Identity;
+use postman::link::{self, Limits, Office};
+use tokio_util::sync::CancellationToken;
+
+fn agent(s: &str) -> AgentName {
+    AgentName::parse(s).unwrap()
+}
+
+/// A grant that may spawn, and mail and airmail `office`.
+fn airmail_to(office: &str) -> Grant {
+    let office = OfficeName::parse(office).unwrap();
+    Grant {
+        spawn: SpawnLevel::Persist,
+        airmail: [office.clone()].into(),
+        mail: [MailCover::Office(office)].into(),
+        ..Grant::default()
+    }
+}
+
+async fn spawn(hub: &TestHub, name: &str, grant: Grant) {
+    hub.human_client()
+        .await
+        .spawn(SpawnRequest {
+            child: agent(name),
+            grant,
+            loan: Default::default(),
+            driven: false,
+            persona: None,
+            fork: None,
+        })
+        .await
+        .unwrap();
+}
+
+/// Pins `office` (listening at `addr`, with `identity`) in `hub`'s settings.
+async fn pin(hub: &TestHub, office: &str, addr: SocketAddr, identity: &Identity) {
+    let human = hub.human_client().await;
+    let view = human.read_settings().await.unwrap();
+    let fingerprint = identity.fingerprint().to_string();
+    let text = view.text.replace(
+        "offices = []",
+        &format!("offices = [{{ name = \"{office}\", addr = \"{addr}\", cert-sha256 = \"{fingerprint}\" }}]"),
+    );
+    human.update_settings(&text, &view.tip).await.unwrap();
+}
+
+async fn postman_session(hub: &TestHub) -> HubClient {
+    hub.client(Duty::Postman {
+        service: ServiceName::parse("postman").unwrap(),
+    })
+    .await
+}
+
+/// A postman for hub `me`, carrying to `peer`, on `endpoint`.
+async fn start_postman(
+    hub: &TestHub,
+    me: &str,
+    identity: Identity,
+    peer: Peer,
+    endpoint: quinn::Endpoint,
+) -> CancellationToken {
+    let carrier = Arc::new(Carrier {
+        hub: postman_session(hub).await,
+        identity,
+        me: me.into(),
+        peers: vec![peer],
+        limits: Limits::default(),
+        poll: Duration::from_millis(100),
+    });
+    let stop = CancellationToken::new();
+    tokio::spawn(carry::serve(carrier, endpoint, stop.clone()));
+    stop
+}
+
+async fn letters(hub: &TestHub, whose: &str) -> Vec<Letter> {
+    let read = hub
+        .human_client()
+        .await
+        .read_inbox(&agent(whose), 0)
+        .await
+        .unwrap();
+    read.entries
+        .into_iter()
+        .filter_map(|e| match e {
+            InboxEntry::Letter(l) => Some(*l),
+            InboxEntry::ReadMark(_) => None,
+        })
+        .collect()
+}
+
+async fn wait_for(hub: &TestHub, whose: &str, n: usize) -> Vec<Letter> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = letters(hub, whose).await;
+        if got.len() >= n || tokio::time::Instant::now() > deadline {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_letter_crosses_to_another_hub_once_with_its_true_origin() {
+    let north = TestHub::start(airmail_to("south"), "").await;
+    let south = TestHub::start(airmail_to("north"), "").await;
+    spawn(&north, "lead", airmail_to("south")).await;
+    spawn(&south, "bob", Grant::default()).await;
+    let (north_id, south_id) = (
+        Identity::generate("north").unwrap(),
+        Identity::generate("south").unwrap(),
+    );
+    let office = |name: &str, id: &Identity| Office {
+        name: name.into(),
+        fingerprint: id.fingerprint(),
+    };
+    let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let limits = Limits::default();
+    let north_ep = link::endpoint(
+        &north_id,
+        vec![office("south", &south_id)],
+        loopback,
+        &limits,
+    )
+    .unwrap();
+    let south_ep = link::endpoint(
+        &south_id,
+        vec![office("north", &north_id)],
+        loopback,
+        &limits,
+    )
+    .unwrap();
+    let (north_addr, south_addr) = (
+        north_ep.local_addr().unwrap(),
+        south_ep.local_addr().unwrap(),
+    );
+    pin(&north, "south", south_addr, &south_id).await;
+    pin(&south, "north", north_addr, &north_id).await;
+
+    let south_office = office("south", &south_id);
+    let north_office = office("north", &north_id);
+    let _south_postman = start_postman(
+        &south,
+        "south",
+        south_id,
+        Peer {
+            office: north_office,
+            addr: north_addr,
+        },
+        south_ep,
+    )
+    .await;
+    let north_stop = start_postman(
+        &north,
+        "north",
+        north_id.clone(),
+        Peer {
+            office: south_office.clone(),
+            addr: south_addr,
+        },
+        north_ep,
+    )
+    .await;
+
+    let lead = north
+        .client(Duty::Sequencer {
+            agent: agent("lead"),
+        })
+        .await;
+    let staged = lead
+        .stage_airmail("office:south agent:bob*", Some("hi"), "from north")
+        .await
+        .unwrap();
+    let got = wait_for(&south, "bob", 1).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].id.to_string(), staged.letter);
+    assert_eq!(got[0].from.render(), "office:north agent:lead*");
+    assert_eq!(got[0].body, "from north");
+
+    // North's postman restarts with no memory of what it sent, on a fresh endpoint: it sends
+    // everything again, and south's hubd delivers nothing twice; a later letter still arrives.
+    north_stop.cancel();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = link::endpoint(&north_id, vec![south_office.clone()], loopback, &limits).unwrap();
+    let _north_again = start_postman(
+        &north,
+        "north",
+        north_id,
+        Peer {
+            office: south_office,
+            addr: south_addr,
+        },
+        again,
+    )
+    .await;
+    lead.stage_airmail("office:south agent:bob*", None, "second")
+        .await
+        .unwrap();
+    let got = wait_for(&south, "bob", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got_later = letters(&south, "bob").await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got_later.len(), 2, "nothing delivered twice: {got_later:?}");
+    assert_eq!(got_later[1].body, "second");
+    for hub in [&north, &south] {
+        hubd::test_support::git_bare(&hub.git_dir(), &["fsck", "--strict"]);
+    }
+}
