@@ -1,8 +1,7 @@
 //! `postman`: carries airmail between hubs over QUIC with mutual TLS.
 //!
-//! Built so far: the hub's identity between hubs (`postman identity`) and the link layer in the
-//! library (pinned mutual TLS over QUIC, the hello). Carrying letters is not built yet, and the
-//! binary says so rather than pretend.
+//! `postman identity` makes and shows the hub's identity between hubs; `postman serve` carries
+//! letters between this hub and the offices its settings pin.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,8 +13,8 @@ use postman::identity::{IDENTITY_DIR, Identity};
 ///
 /// The postman holds its hub's postman duty and nothing more: it pushes staged outboxes to each
 /// office named in the hub's settings, fetches offices only into mirror refs, relays their
-/// letters into local inboxes by set union, and carries read marks back as receipts. Today it
-/// makes and shows the hub's identity; carrying letters is not built yet.
+/// letters into local inboxes by set union. (Read receipts and bounce letters are not carried
+/// yet.)
 #[derive(Debug, Parser)]
 #[command(name = "postman", version, arg_required_else_help = true)]
 struct Cli {
@@ -29,6 +28,39 @@ enum Command {
     /// HUB/.postman/identity, the key readable by its owner alone), and print the fingerprint a
     /// peer hub pins for this one.
     Identity(IdentityArgs),
+    /// Carry letters until interrupted: accept the pinned offices' links and hand what they
+    /// carry to this hub's hubd; read this hub's outboxes and carry their letters to the
+    /// offices. Offices are read from the hub's settings at start (restart after
+    /// `l3m office add`). Logs go to stderr (`RUST_LOG`).
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The hub folder (its identity, and the postman credential init issued).
+    #[arg(long)]
+    hub: PathBuf,
+    /// The hub's id on NATS subjects.
+    #[arg(long)]
+    hub_id: String,
+    /// The NATS server hubd serves on.
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    /// The NATS user (the `postman` user of deploy/nats.conf).
+    #[arg(long)]
+    nats_user: Option<String>,
+    /// The name of the environment variable holding the NATS password (never the password).
+    #[arg(long, value_name = "VAR")]
+    nats_password_env: Option<String>,
+    /// Where to listen for the offices' links (UDP).
+    #[arg(long, default_value = "0.0.0.0:4433")]
+    listen: std::net::SocketAddr,
+    /// The name the offices give this hub (default: the hub id).
+    #[arg(long)]
+    name: Option<String>,
+    /// The postman credential (default: the one init issued).
+    #[arg(long)]
+    credential: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,15 +78,117 @@ struct IdentityArgs {
 
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
-    match command {
-        Command::Identity(args) => match identity(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("postman: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let outcome = match command {
+        Command::Identity(args) => identity(&args),
+        Command::Serve(args) => serve(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("postman: {e}");
+            ExitCode::FAILURE
+        }
     }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(serve_on(args))
+}
+
+async fn serve_on(args: ServeArgs) -> Result<(), String> {
+    use std::sync::Arc;
+
+    use l3m_core::duty::Duty;
+    use l3m_core::names::ServiceName;
+    use l3m_core::refs::paths;
+    use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+    use l3m_wire::credential::KeyFile;
+    use l3m_wire::subjects::HubId;
+    use postman::carry::{Carrier, Peer};
+    use postman::identity::Fingerprint;
+    use postman::link::{Limits, Office};
+
+    let identity = Identity::read(&args.hub.join(IDENTITY_DIR)).map_err(|e| e.to_string())?;
+    let credential_path = args
+        .credential
+        .clone()
+        .unwrap_or_else(|| args.hub.join(paths::postman_key()));
+    let credential = KeyFile::read(&credential_path).map_err(|e| e.to_string())?;
+    let hub_id = HubId::parse(&args.hub_id).map_err(|e| e.to_string())?;
+    let auth = match (&args.nats_user, &args.nats_password_env) {
+        (Some(user), Some(var)) => NatsAuth::UserPassword {
+            user: user.clone(),
+            password: std::env::var(var)
+                .map_err(|_| format!("the environment variable {var} is not set"))?,
+        },
+        _ => NatsAuth::Anonymous,
+    };
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect(&args.nats, auth)
+            .await
+            .map_err(|e| format!("connecting to NATS at {}: {e}", args.nats))?,
+    );
+    let service = ServiceName::parse(paths::POSTMAN_SERVICE).map_err(|e| e.to_string())?;
+    let hub = l3m_wire::client::HubClient::open(
+        bus,
+        hub_id.clone(),
+        &credential,
+        Duty::Postman { service },
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let settings = hub.read_settings().await.map_err(|e| e.to_string())?;
+    let settings =
+        l3m_core::settings::Settings::parse(&settings.text).map_err(|e| e.to_string())?;
+    let mut peers = Vec::new();
+    for (name, office) in &settings.offices {
+        let fingerprint = Fingerprint::parse(&office.cert_sha256).map_err(|e| e.to_string())?;
+        let addr = tokio::net::lookup_host(&office.addr)
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| format!("office {name}: cannot resolve {}", office.addr))?;
+        peers.push(Peer {
+            office: Office {
+                name: name.to_string(),
+                fingerprint,
+            },
+            addr,
+        });
+    }
+    let limits = Limits::default();
+    let offices = peers.iter().map(|p| p.office.clone()).collect();
+    let endpoint = postman::link::endpoint(&identity, offices, args.listen, &limits)
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        listen = %args.listen,
+        offices = peers.len(),
+        fingerprint = %identity.fingerprint(),
+        "postman serving"
+    );
+    let carrier = Arc::new(Carrier {
+        hub,
+        identity,
+        me: args.name.clone().unwrap_or_else(|| hub_id.to_string()),
+        peers,
+        limits,
+        poll: std::time::Duration::from_secs(1),
+    });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let serving = tokio::spawn(postman::carry::serve(carrier, endpoint, stop.clone()));
+    let _interrupted = tokio::signal::ctrl_c().await;
+    stop.cancel();
+    serving
+        .await
+        .map_err(|e| format!("the postman stopped badly: {e}"))
 }
 
 fn identity(args: &IdentityArgs) -> Result<(), String> {
