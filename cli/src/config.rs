@@ -60,6 +60,9 @@ pub struct HubEntry {
     /// The human's credential file (mode 0600) [default: the one `l3m init` issued,
     /// `ROOT/.hubd/credentials/human-NAME.key`].
     pub credential: Option<PathBuf>,
+    /// Where this hub's postman listens for other hubs (`host:port`, UDP); when set, `l3m up`
+    /// starts the postman too.
+    pub postman_listen: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

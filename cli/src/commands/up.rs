@@ -180,7 +180,7 @@ fn service_args(
 ) -> Result<Launch, CliError> {
     let root = hub.root().display().to_string();
     let mut args: Vec<String> = match service {
-        Service::Hubd => vec!["serve".into()],
+        Service::Hubd | Service::Postman => vec!["serve".into()],
         Service::Sequencer => vec!["supervise".into()],
     };
     args.extend([
@@ -222,6 +222,16 @@ fn service_args(
     }
     match service {
         Service::Hubd => {}
+        Service::Postman => {
+            let listen = hub.entry.postman_listen.clone().ok_or_else(|| {
+                CliError::usage(format!(
+                    "the postman needs somewhere to listen: set `postman_listen = \"HOST:PORT\"` in [hubs.{}] of {}",
+                    hub.name,
+                    hub.document.display()
+                ))
+            })?;
+            args.extend(["--listen".into(), listen]);
+        }
         Service::Sequencer => {
             args.extend([
                 "--credential".into(),
@@ -249,7 +259,7 @@ async fn start_service(
     let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
     let launch = service_args(service, hub, url, users)?;
     let inherit = match service {
-        Service::Hubd => process::Inherit::Minimal,
+        Service::Hubd | Service::Postman => process::Inherit::Minimal,
         Service::Sequencer => process::Inherit::All,
     };
     let mut started = process::start(
@@ -262,7 +272,7 @@ async fn start_service(
     )?;
     let ready = match service {
         Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
-        Service::Sequencer => {
+        Service::Sequencer | Service::Postman => {
             tokio::time::sleep(SETTLE).await;
             match started.child.try_wait() {
                 Ok(Some(status)) => Err(CliError::Runtime(format!(
@@ -297,6 +307,9 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     let dir = run_dir(hub.root());
     std::fs::create_dir_all(&dir).map_err(|e| CliError::io("create", &dir, e))?;
     let mut services = args.services.clone();
+    if hub.entry.postman_listen.is_some() {
+        services.push(Service::Postman);
+    }
     services.sort();
     services.dedup();
     if !services.contains(&Service::Hubd) && hub.entry.nats.is_none() {
@@ -423,6 +436,11 @@ async fn run_embedded(
     bar: ProgressBar,
 ) -> Result<(), CliError> {
     let connect = |service: Service| service_bus(hub, url, users, service);
+    if services.contains(&Service::Postman) {
+        println!(
+            "the postman runs as its own process, not in the embedded stack: run `postman serve` beside it"
+        );
+    }
     let mut embedded = None;
     if services.contains(&Service::Hubd) {
         bar.set_message("starting hubd in this process");

@@ -42,17 +42,20 @@ pub enum Service {
     /// The sequencer supervisor (`sequencer supervise`), which starts a sequencer for each
     /// asleep agent with mail.
     Sequencer,
+    /// The postman (`postman serve`), which carries airmail to and from the pinned offices.
+    Postman,
 }
 
 impl Service {
     /// Every service, in start order.
-    pub const ALL: [Service; 2] = [Service::Hubd, Service::Sequencer];
+    pub const ALL: [Service; 3] = [Service::Hubd, Service::Sequencer, Service::Postman];
 
     /// The service's name, as in the run file and its log file.
     pub fn as_str(self) -> &'static str {
         match self {
             Service::Hubd => "hubd",
             Service::Sequencer => "sequencer",
+            Service::Postman => "postman",
         }
     }
 
@@ -61,6 +64,7 @@ impl Service {
         match self {
             Service::Hubd => "hubd",
             Service::Sequencer => "sequencer",
+            Service::Postman => "postman",
         }
     }
 }
