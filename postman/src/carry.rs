@@ -4,8 +4,10 @@
 //! last got to, groups the staged letters by the office they are addressed to, and sends each
 //! group over that office's link as [`Frame::Letters`]. The office answers
 //! [`Frame::Delivered`] only once its hubd holds them (mirrored, then relayed into inboxes);
-//! only then does the agent's position move past them. A letter whose link failed is sent again
-//! on the next round; the receiving hub's set union makes that harmless.
+//! only then does the office's cursor move past them. The cursors are durable, on
+//! `refs/l3m/mirror/<office>/sent` (moved through hubd by compare-and-swap, never backwards), so
+//! a restarted postman resumes where the offices' acknowledgments left it. A letter whose link
+//! failed is sent again on the next round; the receiving hub's set union makes that harmless.
 //!
 //! **Receiving.** Each accepted link's streams carry [`Frame::Letters`]; the carrier hands them
 //! to its hubd (`deliver-airmail`, as the office the link authenticated) and answers with what
@@ -87,10 +89,10 @@ pub async fn serve(carrier: Arc<Carrier>, endpoint: quinn::Endpoint, shutdown: C
             }
         })
     };
-    let mut positions: HashMap<AgentName, u64> = HashMap::new();
+    let mut cursors: HashMap<String, OfficeCursor> = HashMap::new();
     let mut links: HashMap<String, Link> = HashMap::new();
     loop {
-        if let Err(error) = carry_once(&carrier, &endpoint, &mut positions, &mut links).await {
+        if let Err(error) = carry_once(&carrier, &endpoint, &mut cursors, &mut links).await {
             tracing::warn!(%error, "a round of carrying stopped; it is retried");
         }
         tokio::select! {
@@ -148,23 +150,41 @@ async fn receive(carrier: &Carrier, incoming: quinn::Incoming) -> Result<(), Car
     }
 }
 
-/// One letter staged on an outbox: its agent, the outbox line after it, and the line itself.
+/// One letter staged on an outbox, and the line itself.
 struct Staged {
-    agent: AgentName,
-    next: u64,
     line: String,
 }
 
-/// Reads every outbox past its position, sends each office its letters, and moves each
-/// agent's position past the letters every office took.
+/// An office's durable cursor as last read or moved: per agent, the first outbox line the
+/// office does not hold yet, and the cursor ref's tip.
+#[derive(Debug, Clone, Default)]
+struct OfficeCursor {
+    positions: BTreeMap<String, u64>,
+    tip: Option<String>,
+}
+
+/// Reads every outbox past the offices' cursors, sends each office its letters, and moves each
+/// office's cursor past what it now holds.
 async fn carry_once(
     carrier: &Carrier,
     endpoint: &quinn::Endpoint,
-    positions: &mut HashMap<AgentName, u64>,
+    cursors: &mut HashMap<String, OfficeCursor>,
     links: &mut HashMap<String, Link>,
 ) -> Result<(), CarryError> {
+    for peer in &carrier.peers {
+        if !cursors.contains_key(&peer.office.name) {
+            let read = carrier.hub.read_cursor(&peer.office.name).await?;
+            cursors.insert(
+                peer.office.name.clone(),
+                OfficeCursor {
+                    positions: read.positions,
+                    tip: read.tip,
+                },
+            );
+        }
+    }
     let mut by_office: BTreeMap<String, Vec<Staged>> = BTreeMap::new();
-    let mut reached: HashMap<AgentName, u64> = HashMap::new();
+    let mut reached: BTreeMap<String, u64> = BTreeMap::new();
     for state in carrier.hub.list_agents().await?.agents {
         if matches!(state.life, AgentLife::Collected) {
             continue;
@@ -172,47 +192,80 @@ async fn carry_once(
         let Ok(agent) = AgentName::parse(&state.name) else {
             continue;
         };
-        let from = positions.get(&agent).copied().unwrap_or(0);
+        let held = |office: &str| {
+            cursors
+                .get(office)
+                .and_then(|c| c.positions.get(agent.as_str()).copied())
+                .unwrap_or(0)
+        };
+        let Some(from) = carrier.peers.iter().map(|p| held(&p.office.name)).min() else {
+            return Ok(());
+        };
         let read = carrier.hub.read_outbox(&agent, from).await?;
-        for (next, entry) in (from + 1..).zip(read.entries) {
+        for (at, entry) in (from..).zip(read.entries) {
             let InboxEntry::Letter(letter) = &entry else {
                 continue;
             };
-            let Some(office) = letter.to.office() else {
+            let Some(office) = letter.to.office().map(ToString::to_string) else {
                 continue;
             };
+            if !cursors.contains_key(&office) || at < held(&office) {
+                continue;
+            }
             let Ok(line) = entry.to_line() else { continue };
-            by_office
-                .entry(office.to_string())
-                .or_default()
-                .push(Staged {
-                    agent: agent.clone(),
-                    next,
-                    line,
-                });
+            by_office.entry(office).or_default().push(Staged { line });
         }
-        reached.insert(agent, read.len);
+        reached.insert(agent.to_string(), read.len);
     }
-    // An agent's position moves only past letters every office took.
-    let mut held: HashMap<AgentName, u64> = HashMap::new();
-    for (office, staged) in by_office {
-        let sent = send_to(carrier, endpoint, links, &office, &staged).await;
-        if let Err(error) = sent {
-            tracing::warn!(%office, %error, "letters not carried this round");
-            links.remove(&office);
-            for s in &staged {
-                let first_unsent = s.next - 1;
-                held.entry(s.agent.clone())
-                    .and_modify(|h| *h = (*h).min(first_unsent))
-                    .or_insert(first_unsent);
+    for peer in &carrier.peers {
+        let office = &peer.office.name;
+        if let Some(staged) = by_office.get(office) {
+            if let Err(error) = send_to(carrier, endpoint, links, office, staged).await {
+                tracing::warn!(%office, %error, "letters not carried this round");
+                links.remove(office);
+                continue;
             }
         }
-    }
-    for (agent, len) in reached {
-        let to = held.get(&agent).copied().unwrap_or(len);
-        positions.insert(agent, to);
+        move_cursor(carrier, cursors, office, &reached).await?;
     }
     Ok(())
+}
+
+/// Moves `office`'s cursor to `reached` for every agent read, now that the office holds every
+/// letter for it up to there.
+async fn move_cursor(
+    carrier: &Carrier,
+    cursors: &mut HashMap<String, OfficeCursor>,
+    office: &str,
+    reached: &BTreeMap<String, u64>,
+) -> Result<(), CarryError> {
+    let cursor = cursors.entry(office.to_owned()).or_default();
+    let mut positions = cursor.positions.clone();
+    for (agent, len) in reached {
+        let at = positions.entry(agent.clone()).or_insert(0);
+        *at = (*at).max(*len);
+    }
+    if positions == cursor.positions {
+        return Ok(());
+    }
+    match carrier
+        .hub
+        .move_cursor(office, positions.clone(), cursor.tip.as_deref())
+        .await
+    {
+        Ok(moved) => {
+            *cursor = OfficeCursor {
+                positions,
+                tip: Some(moved.tip),
+            };
+            Ok(())
+        }
+        Err(e) => {
+            // Someone else moved it (another postman of this hub): read it again next round.
+            cursors.remove(office);
+            Err(e.into())
+        }
+    }
 }
 
 /// Sends `staged` to `office` over its link (made if needed), in frames that fit, and waits

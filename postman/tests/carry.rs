@@ -1,6 +1,7 @@
 //! Two hubs, each served by hubd over its own nats-server, each with a postman: a letter an
 //! agent on north stages for `office:south agent:bob*` arrives in bob's inbox on south, with its
-//! true origin, exactly once — also when north's postman restarts and sends everything again.
+//! true origin, exactly once — also across a restart of north's postman, which resumes from the
+//! office's durable cursor.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
@@ -192,8 +193,8 @@ async fn a_letter_crosses_to_another_hub_once_with_its_true_origin() {
     assert_eq!(got[0].from.render(), "office:north agent:lead*");
     assert_eq!(got[0].body, "from north");
 
-    // North's postman restarts with no memory of what it sent, on a fresh endpoint: it sends
-    // everything again, and south's hubd delivers nothing twice; a later letter still arrives.
+    // North's postman restarts on a fresh endpoint: it resumes from the office's cursor, and
+    // south's hubd delivers nothing twice; a later letter still arrives.
     north_stop.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let again = link::endpoint(&north_id, vec![south_office.clone()], loopback, &limits).unwrap();

@@ -10,8 +10,8 @@ use l3m_wire::hubd::credential::{
 use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::mail::{
-    AirmailDelivered, AirmailStaged, DeliverAirmail, InboxLines, LetterSent, MarkRead, MarkedRead,
-    ReadInbox, ReadOutbox, SendLetter, StageAirmail,
+    AirmailDelivered, AirmailStaged, Cursor, CursorMoved, DeliverAirmail, InboxLines, LetterSent,
+    MarkRead, MarkedRead, MoveCursor, ReadCursor, ReadInbox, ReadOutbox, SendLetter, StageAirmail,
 };
 use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
@@ -138,6 +138,24 @@ pub async fn deliver_airmail(
 pub async fn read_outbox(state: Arc<State>, req: ReadOutbox) -> Result<InboxLines, ServiceError> {
     blocking(&state, move |s| {
         s.read_outbox(&req.capability, &req.agent, req.from)
+    })
+    .await
+}
+
+/// `hubd.read-cursor`.
+pub async fn read_cursor(state: Arc<State>, req: ReadCursor) -> Result<Cursor, ServiceError> {
+    blocking(&state, move |s| s.read_cursor(&req.capability, &req.office)).await
+}
+
+/// `hubd.move-cursor`.
+pub async fn move_cursor(state: Arc<State>, req: MoveCursor) -> Result<CursorMoved, ServiceError> {
+    blocking(&state, move |s| {
+        s.move_cursor(
+            &req.capability,
+            &req.office,
+            req.positions,
+            req.expected.as_deref(),
+        )
     })
     .await
 }

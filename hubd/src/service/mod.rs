@@ -116,6 +116,8 @@ pub async fn start(
         .bind(Op::DeliverAirmail, handlers::deliver_airmail)
         .await?;
     binder.bind(Op::ReadOutbox, handlers::read_outbox).await?;
+    binder.bind(Op::ReadCursor, handlers::read_cursor).await?;
+    binder.bind(Op::MoveCursor, handlers::move_cursor).await?;
     binder.bind(Op::ReadGrant, handlers::read_grant).await?;
     binder.bind(Op::Spawn, handlers::spawn).await?;
     binder.bind(Op::Retire, handlers::retire).await?;

@@ -289,3 +289,31 @@ async fn forged_unpinned_malformed_or_unauthorised_deliveries_are_refused() {
     assert!(posing.to_string().contains("only the postman"), "{posing}");
     assert_eq!(f.refs(), before, "nothing written");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_office_cursor_moves_forward_by_compare_and_swap_for_the_postman_only() {
+    let (f, postman) = receiving().await;
+    let at = |n: u64| [("bob".to_owned(), n)].into_iter().collect();
+    let empty = postman.read_cursor("north").await.unwrap();
+    assert_eq!((empty.positions.len(), empty.tip), (0, None));
+    let moved = postman.move_cursor("north", at(3), None).await.unwrap();
+    let read = postman.read_cursor("north").await.unwrap();
+    assert_eq!(read.positions, at(3));
+    assert_eq!(read.tip.as_deref(), Some(moved.tip.as_str()));
+    // Never backwards, never from a stale tip.
+    let back = postman
+        .move_cursor("north", at(1), Some(&moved.tip))
+        .await
+        .unwrap_err();
+    assert!(back.to_string().contains("only moves forward"), "{back}");
+    let stale = postman.move_cursor("north", at(5), None).await.unwrap_err();
+    assert!(stale.is_conflict(), "{stale}");
+    let human = f
+        .client(l3m_core::duty::Duty::Human {
+            human: test_support::human(),
+        })
+        .await;
+    let posing = human.read_cursor("north").await.unwrap_err();
+    assert!(posing.to_string().contains("only the postman"), "{posing}");
+    assert_eq!(postman.read_cursor("north").await.unwrap().positions, at(3));
+}

@@ -158,6 +158,12 @@ pub fn mirror_inbound(office: &crate::names::OfficeName) -> String {
     format!("{MIRROR_PREFIX}{office}/inbound")
 }
 
+/// How far the postman has carried this hub's outboxes to office `office`: a plain ref whose
+/// `positions.json` maps each agent to the first outbox line not yet held by the office.
+pub fn mirror_sent(office: &crate::names::OfficeName) -> String {
+    format!("{MIRROR_PREFIX}{office}/sent")
+}
+
 /// Paths inside a hub folder (`HUB/`), relative to it. Pure: nothing here touches the disk.
 pub mod paths {
     use super::*;

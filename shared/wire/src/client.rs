@@ -29,7 +29,9 @@ use crate::hubd::Op;
 use crate::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use crate::hubd::log::{AppendLog, LogAppended, ReadLog};
-use crate::hubd::mail::{AirmailDelivered, DeliverAirmail};
+use crate::hubd::mail::{
+    AirmailDelivered, Cursor, CursorMoved, DeliverAirmail, MoveCursor, ReadCursor,
+};
 use crate::hubd::mail::{
     AirmailStaged, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter, StageAirmail,
 };
@@ -436,6 +438,31 @@ impl HubClient {
             },
         )
         .await
+    }
+
+    /// How far this hub's outboxes were carried to `office` (the postman's duty).
+    pub async fn read_cursor(&self, office: &str) -> Result<Cursor, ClientError> {
+        let request = ReadCursor {
+            capability: self.cap(),
+            office: office.to_owned(),
+        };
+        self.call(Op::ReadCursor, &request).await
+    }
+
+    /// Moves `office`'s cursor to `positions` if it is still at `expected` (the postman's duty).
+    pub async fn move_cursor(
+        &self,
+        office: &str,
+        positions: std::collections::BTreeMap<String, u64>,
+        expected: Option<&str>,
+    ) -> Result<CursorMoved, ClientError> {
+        let request = MoveCursor {
+            capability: self.cap(),
+            office: office.to_owned(),
+            positions,
+            expected: expected.map(str::to_owned),
+        };
+        self.call(Op::MoveCursor, &request).await
     }
 
     /// Reads `agent`'s grant and budget account.

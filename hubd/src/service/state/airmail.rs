@@ -2,17 +2,21 @@
 //! outbox; and `hubd.deliver-airmail`, letters another hub's postman carried here, mirrored and
 //! then relayed into their recipients' inboxes by set union on their ids.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::PoisonError;
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
 use l3m_core::mail::{self, Address, InboxEntry, Letter, Sender};
 use l3m_core::names::{Entity, OfficeName};
 use l3m_core::refs::{self, AgentRef};
-use l3m_wire::hubd::mail::{AirmailDelivered, AirmailStaged, Bounced};
+use l3m_wire::hubd::mail::{AirmailDelivered, AirmailStaged, Bounced, Cursor, CursorMoved};
 use l3m_wire::hubd::session::Capability;
 
 use super::{Moved, State, not_found};
+use crate::store::Tip;
+
+/// The file on an office's cursor ref.
+const CURSOR_FILE: &str = "positions.json";
 use crate::service::error::ServiceError;
 use crate::service::gate;
 
@@ -176,6 +180,94 @@ impl State {
             out.delivered.push(id);
         }
         Ok((out, moved))
+    }
+
+    /// `hubd.read-cursor`: how far the outboxes were carried to `office`.
+    pub fn read_cursor(
+        &self,
+        capability: &Capability,
+        office: &str,
+    ) -> Result<Cursor, ServiceError> {
+        let (_duty, refname) = self.cursor_ref(capability, office)?;
+        let (positions, tip) = self.cursor_at(&refname)?;
+        Ok(Cursor {
+            positions,
+            tip: gate::tip_hex(tip),
+        })
+    }
+
+    /// `hubd.move-cursor`: the postman moves `office`'s cursor forward by compare-and-swap;
+    /// a position behind the stored one is refused, so what an office acknowledged is never
+    /// carried as new again by mistake, nor forgotten.
+    pub fn move_cursor(
+        &self,
+        capability: &Capability,
+        office: &str,
+        positions: BTreeMap<String, u64>,
+        expected: Option<&str>,
+    ) -> Result<CursorMoved, ServiceError> {
+        let (duty, refname) = self.cursor_ref(capability, office)?;
+        may_write(&duty, &refname, RefWrite::Set)?;
+        let expected = gate::tip(expected)?;
+        let (stored, actual) = self.cursor_at(&refname)?;
+        if actual != expected {
+            return Err(ServiceError::Conflict {
+                refname,
+                expected,
+                actual,
+            });
+        }
+        for (agent, at) in &stored {
+            let to = positions.get(agent).copied().unwrap_or(0);
+            if to < *at {
+                return Err(ServiceError::Invalid(format!(
+                    "the cursor of {agent} would move back from {at} to {to}; it only moves forward"
+                )));
+            }
+        }
+        for agent in positions.keys() {
+            gate::agent(agent)?;
+        }
+        let text = serde_json::to_string_pretty(&positions)
+            .map_err(|e| ServiceError::Internal(format!("encoding a cursor: {e}")))?;
+        let files: [(&str, &[u8]); 1] = [(CURSOR_FILE, text.as_bytes())];
+        let commit =
+            self.hub
+                .commit_files(&refname, expected, &files, "postman: carried to here")?;
+        Ok(CursorMoved {
+            tip: commit.to_string(),
+        })
+    }
+
+    /// The postman's session and the cursor ref of a pinned `office`.
+    fn cursor_ref(
+        &self,
+        capability: &Capability,
+        office: &str,
+    ) -> Result<(Duty, String), ServiceError> {
+        let duty = self.duty(capability)?;
+        if !matches!(duty, Duty::Postman { .. }) {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: "read or move an office's cursor".into(),
+                reason: "only the postman carries airmail",
+            });
+        }
+        let office = OfficeName::parse(office)
+            .map_err(|e| ServiceError::Invalid(format!("office {office:?}: {e}")))?;
+        Ok((duty, refs::mirror_sent(&office)))
+    }
+
+    /// The positions stored on `refname`, and its tip.
+    fn cursor_at(&self, refname: &str) -> Result<(BTreeMap<String, u64>, Tip), ServiceError> {
+        let tip = self.hub.tip(refname)?;
+        if tip == Tip::Absent {
+            return Ok((BTreeMap::new(), tip));
+        }
+        let bytes = self.hub.read_file(refname, CURSOR_FILE)?;
+        let positions = serde_json::from_slice(&bytes)
+            .map_err(|e| ServiceError::Internal(format!("{refname} holds a bad cursor: {e}")))?;
+        Ok((positions, tip))
     }
 
     /// The ids of the letters on the chain `refname` (its read marks are not letters).

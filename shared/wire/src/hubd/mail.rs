@@ -21,6 +21,11 @@
 //! - `hubd.read-outbox` `{ capability, agent: str, from: u64 }` → `hubd.inbox-lines`, paged
 //!   like `read-inbox`: the letters an agent staged for other hubs. The postman reads any
 //!   outbox; an agent's own sequencer and humans read theirs.
+//! - `hubd.read-cursor` `{ capability, office: str }` → `hubd.cursor` `{ positions: {agent:
+//!   u64}, tip: str|nil }` and `hubd.move-cursor` `{ capability, office, positions, expected:
+//!   str|nil }` → `hubd.cursor-moved` `{ tip: str }`: how far the postman has carried the
+//!   outboxes to `office` (`refs/l3m/mirror/<office>/sent`), moved by compare-and-swap and
+//!   never backwards. The postman's duty only.
 //! - `hubd.deliver-airmail` `{ capability, office: str, letters: [str] }` →
 //!   `hubd.airmail-delivered` `{ delivered: [str], already: [str], bounced: [{ letter, reason }] }`:
 //!   the postman hands over letters office `office` carried (each a stored letter line as the
@@ -206,4 +211,58 @@ pub struct AirmailDelivered {
 
 impl Message for AirmailDelivered {
     const KIND: &'static str = "hubd.airmail-delivered";
+}
+
+/// Reads how far the outboxes were carried to an office (the postman's duty only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadCursor {
+    /// The postman's session.
+    pub capability: Capability,
+    /// The office.
+    pub office: String,
+}
+
+impl Message for ReadCursor {
+    const KIND: &'static str = "hubd.read-cursor";
+}
+
+/// How far the outboxes were carried to an office.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// Per agent, the first outbox line the office does not hold yet.
+    pub positions: std::collections::BTreeMap<String, u64>,
+    /// The cursor ref's commit (`None`: nothing carried yet), for the next move.
+    pub tip: Option<String>,
+}
+
+impl Message for Cursor {
+    const KIND: &'static str = "hubd.cursor";
+}
+
+/// Moves an office's cursor forward, by compare-and-swap (the postman's duty only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveCursor {
+    /// The postman's session.
+    pub capability: Capability,
+    /// The office.
+    pub office: String,
+    /// The new positions; none may be behind the stored one.
+    pub positions: std::collections::BTreeMap<String, u64>,
+    /// The tip read with the old positions.
+    pub expected: Option<String>,
+}
+
+impl Message for MoveCursor {
+    const KIND: &'static str = "hubd.move-cursor";
+}
+
+/// A cursor moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CursorMoved {
+    /// Its new commit.
+    pub tip: String,
+}
+
+impl Message for CursorMoved {
+    const KIND: &'static str = "hubd.cursor-moved";
 }

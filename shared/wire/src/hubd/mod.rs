@@ -72,6 +72,8 @@ in_session!(
     mail::StageAirmail,
     mail::DeliverAirmail,
     mail::ReadOutbox,
+    mail::ReadCursor,
+    mail::MoveCursor,
     persona::PublishPersona,
     persona::PullPersona,
     settings::ReadSettings,
@@ -142,11 +144,15 @@ pub enum Op {
     DeliverAirmail,
     /// [`mail::ReadOutbox`].
     ReadOutbox,
+    /// [`mail::ReadCursor`].
+    ReadCursor,
+    /// [`mail::MoveCursor`].
+    MoveCursor,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 28] = [
+    pub const ALL: [Op; 30] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -175,6 +181,8 @@ impl Op {
         Op::ReadUndo,
         Op::DeliverAirmail,
         Op::ReadOutbox,
+        Op::ReadCursor,
+        Op::MoveCursor,
     ];
 
     /// The operation's subject token.
@@ -208,6 +216,8 @@ impl Op {
             Op::ReadUndo => "read-undo",
             Op::DeliverAirmail => "deliver-airmail",
             Op::ReadOutbox => "read-outbox",
+            Op::ReadCursor => "read-cursor",
+            Op::MoveCursor => "move-cursor",
         }
     }
 
