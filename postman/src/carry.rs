@@ -219,12 +219,12 @@ async fn carry_once(
     }
     for peer in &carrier.peers {
         let office = &peer.office.name;
-        if let Some(staged) = by_office.get(office) {
-            if let Err(error) = send_to(carrier, endpoint, links, office, staged).await {
-                tracing::warn!(%office, %error, "letters not carried this round");
-                links.remove(office);
-                continue;
-            }
+        if let Some(staged) = by_office.get(office)
+            && let Err(error) = send_to(carrier, endpoint, links, office, staged).await
+        {
+            tracing::warn!(%office, %error, "letters not carried this round");
+            links.remove(office);
+            continue;
         }
         move_cursor(carrier, cursors, office, &reached).await?;
     }
