@@ -303,24 +303,36 @@ async fn send_to(
         reason,
     };
     for batch in batches(staged) {
-        let (mut send, mut recv) = link
-            .connection
-            .open_bi()
+        let exchange = async {
+            let (mut send, mut recv) = link
+                .connection
+                .open_bi()
+                .await
+                .map_err(|e| stream(e.to_string()))?;
+            frame::write(&mut send, &Frame::Letters { letters: batch })
+                .await
+                .map_err(|e| stream(e.to_string()))?;
+            let _finished = send.finish();
+            frame::read(&mut recv)
+                .await
+                .map_err(|e| stream(e.to_string()))
+        };
+        let answer = tokio::time::timeout(carrier.limits.answer_within, exchange)
             .await
-            .map_err(|e| stream(e.to_string()))?;
-        frame::write(&mut send, &Frame::Letters { letters: batch })
-            .await
-            .map_err(|e| stream(e.to_string()))?;
-        let _finished = send.finish();
-        match frame::read(&mut recv).await {
-            Ok(Frame::Delivered { bounced, .. }) => {
+            .map_err(|_| {
+                stream(format!(
+                    "no answer within {:?}",
+                    carrier.limits.answer_within
+                ))
+            })??;
+        match answer {
+            Frame::Delivered { bounced, .. } => {
                 for (letter, reason) in bounced {
                     tracing::warn!(office, letter, reason, "the office bounced a letter");
                 }
             }
-            Ok(Frame::Refused { reason }) => return Err(stream(reason)),
-            Ok(other) => return Err(stream(format!("answered letters with {other:?}"))),
-            Err(e) => return Err(stream(e.to_string())),
+            Frame::Refused { reason } => return Err(stream(reason)),
+            other => return Err(stream(format!("answered letters with {other:?}"))),
         }
     }
     Ok(())

@@ -46,6 +46,9 @@ pub struct Limits {
     pub keep_alive: Duration,
     /// How long a hello may take.
     pub hello_within: Duration,
+    /// How long an office may take to answer a batch of letters before the link is dropped and
+    /// made again (a peer that died silently is otherwise noticed only at the idle timeout).
+    pub answer_within: Duration,
     /// Connections waiting to be accepted before new ones are refused.
     pub max_incoming: usize,
 }
@@ -56,6 +59,7 @@ impl Default for Limits {
             idle: Duration::from_secs(30),
             keep_alive: Duration::from_secs(10),
             hello_within: Duration::from_secs(10),
+            answer_within: Duration::from_secs(5),
             max_incoming: 64,
         }
     }
@@ -147,7 +151,7 @@ pub fn endpoint(
 ) -> Result<quinn::Endpoint, LinkError> {
     let verifier = Arc::new(PinnedClients {
         offices,
-        algorithms: provider().signature_verification_algorithms,
+        signatures: Signatures::of_provider(),
     });
     let mut tls = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -181,7 +185,7 @@ pub async fn connect(
     };
     let verifier = Arc::new(PinnedServer {
         office: office.clone(),
-        algorithms: provider().signature_verification_algorithms,
+        signatures: Signatures::of_provider(),
     });
     let mut tls = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -322,12 +326,46 @@ fn certified_office(connection: &quinn::Connection, offices: &[Office]) -> Optio
     offices.iter().find(|o| o.fingerprint == seen).cloned()
 }
 
+/// How both verifiers check a handshake signature: TLS 1.3 only, with the provider's
+/// algorithms (pinning replaces the chain check, never the signature check).
+#[derive(Debug)]
+struct Signatures {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl Signatures {
+    fn of_provider() -> Self {
+        Signatures {
+            algorithms: provider().signature_verification_algorithms,
+        }
+    }
+
+    fn no_tls12() -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General(
+            "TLS 1.2 is not spoken between postmen".into(),
+        ))
+    }
+
+    fn tls13(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
 /// Verifies the server is the pinned office: its certificate's fingerprint, and its handshake
 /// signature with that certificate's key.
 #[derive(Debug)]
 struct PinnedServer {
     office: Office,
-    algorithms: WebPkiSupportedAlgorithms,
+    signatures: Signatures,
 }
 
 impl ServerCertVerifier for PinnedServer {
@@ -355,9 +393,7 @@ impl ServerCertVerifier for PinnedServer {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::General(
-            "TLS 1.2 is not spoken between postmen".into(),
-        ))
+        Signatures::no_tls12()
     }
 
     fn verify_tls13_signature(
@@ -366,11 +402,11 @@ impl ServerCertVerifier for PinnedServer {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        self.signatures.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
+        self.signatures.schemes()
     }
 }
 
@@ -378,7 +414,7 @@ impl ServerCertVerifier for PinnedServer {
 #[derive(Debug)]
 struct PinnedClients {
     offices: Vec<Office>,
-    algorithms: WebPkiSupportedAlgorithms,
+    signatures: Signatures,
 }
 
 impl ClientCertVerifier for PinnedClients {
@@ -412,9 +448,7 @@ impl ClientCertVerifier for PinnedClients {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::General(
-            "TLS 1.2 is not spoken between postmen".into(),
-        ))
+        Signatures::no_tls12()
     }
 
     fn verify_tls13_signature(
@@ -423,10 +457,10 @@ impl ClientCertVerifier for PinnedClients {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        self.signatures.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
+        self.signatures.schemes()
     }
 }

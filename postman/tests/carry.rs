@@ -4,62 +4,23 @@
 //! office's durable cursor.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{agent, airmail_to, letters, pin, spawn};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hubd::test_support::TestHub;
 use l3m_core::duty::Duty;
-use l3m_core::grant::{Grant, MailCover, SpawnLevel, SpawnRequest};
-use l3m_core::mail::{InboxEntry, Letter};
-use l3m_core::names::{AgentName, OfficeName, ServiceName};
+use l3m_core::grant::Grant;
+use l3m_core::mail::Letter;
+use l3m_core::names::ServiceName;
 use l3m_wire::client::HubClient;
 use postman::carry::{self, Carrier, Peer};
 use postman::identity::Identity;
 use postman::link::{self, Limits, Office};
 use tokio_util::sync::CancellationToken;
-
-fn agent(s: &str) -> AgentName {
-    AgentName::parse(s).unwrap()
-}
-
-/// A grant that may spawn, and mail and airmail `office`.
-fn airmail_to(office: &str) -> Grant {
-    let office = OfficeName::parse(office).unwrap();
-    Grant {
-        spawn: SpawnLevel::Persist,
-        airmail: [office.clone()].into(),
-        mail: [MailCover::Office(office)].into(),
-        ..Grant::default()
-    }
-}
-
-async fn spawn(hub: &TestHub, name: &str, grant: Grant) {
-    hub.human_client()
-        .await
-        .spawn(SpawnRequest {
-            child: agent(name),
-            grant,
-            loan: Default::default(),
-            driven: false,
-            persona: None,
-            fork: None,
-        })
-        .await
-        .unwrap();
-}
-
-/// Pins `office` (listening at `addr`, with `identity`) in `hub`'s settings.
-async fn pin(hub: &TestHub, office: &str, addr: SocketAddr, identity: &Identity) {
-    let human = hub.human_client().await;
-    let view = human.read_settings().await.unwrap();
-    let fingerprint = identity.fingerprint().to_string();
-    let text = view.text.replace(
-        "offices = []",
-        &format!("offices = [{{ name = \"{office}\", addr = \"{addr}\", cert-sha256 = \"{fingerprint}\" }}]"),
-    );
-    human.update_settings(&text, &view.tip).await.unwrap();
-}
 
 async fn postman_session(hub: &TestHub) -> HubClient {
     hub.client(Duty::Postman {
@@ -87,22 +48,6 @@ async fn start_postman(
     let stop = CancellationToken::new();
     tokio::spawn(carry::serve(carrier, endpoint, stop.clone()));
     stop
-}
-
-async fn letters(hub: &TestHub, whose: &str) -> Vec<Letter> {
-    let read = hub
-        .human_client()
-        .await
-        .read_inbox(&agent(whose), 0)
-        .await
-        .unwrap();
-    read.entries
-        .into_iter()
-        .filter_map(|e| match e {
-            InboxEntry::Letter(l) => Some(*l),
-            InboxEntry::ReadMark(_) => None,
-        })
-        .collect()
 }
 
 async fn wait_for(hub: &TestHub, whose: &str, n: usize) -> Vec<Letter> {
@@ -150,8 +95,20 @@ async fn a_letter_crosses_to_another_hub_once_with_its_true_origin() {
         north_ep.local_addr().unwrap(),
         south_ep.local_addr().unwrap(),
     );
-    pin(&north, "south", south_addr, &south_id).await;
-    pin(&south, "north", north_addr, &north_id).await;
+    pin(
+        &north,
+        "south",
+        south_addr.port(),
+        &south_id.fingerprint().to_string(),
+    )
+    .await;
+    pin(
+        &south,
+        "north",
+        north_addr.port(),
+        &north_id.fingerprint().to_string(),
+    )
+    .await;
 
     let south_office = office("south", &south_id);
     let north_office = office("north", &north_id);

@@ -22,7 +22,7 @@ pub fn postman(args: &[&str]) -> std::process::Output {
 }
 
 /// A grant that may spawn, and mail and airmail `office`.
-fn airmail_to(office: &str) -> Grant {
+pub fn airmail_to(office: &str) -> Grant {
     let office = OfficeName::parse(office).unwrap();
     Grant {
         spawn: SpawnLevel::Persist,
@@ -32,7 +32,7 @@ fn airmail_to(office: &str) -> Grant {
     }
 }
 
-fn agent(s: &str) -> AgentName {
+pub fn agent(s: &str) -> AgentName {
     AgentName::parse(s).unwrap()
 }
 
@@ -115,15 +115,7 @@ impl Pair {
 
     /// The letters in bob's inbox on south.
     pub async fn bob_letters(&self) -> Vec<Letter> {
-        let human = self.south.human_client().await;
-        let read = human.read_inbox(&agent("bob"), 0).await.unwrap();
-        read.entries
-            .into_iter()
-            .filter_map(|e| match e {
-                InboxEntry::Letter(l) => Some(*l),
-                InboxEntry::ReadMark(_) => None,
-            })
-            .collect()
+        letters(&self.south, "bob").await
     }
 
     /// Waits until bob holds at least `n` letters, or `secs` pass; returns them.
@@ -154,8 +146,38 @@ fn fingerprint(hub: &TestHub) -> String {
     json["fingerprint"].as_str().unwrap().to_owned()
 }
 
+/// The human of `hub` spawns root `name` with `grant`.
+pub async fn spawn(hub: &TestHub, name: &str, grant: Grant) {
+    let request = SpawnRequest {
+        child: agent(name),
+        grant,
+        loan: Default::default(),
+        driven: false,
+        persona: None,
+        fork: None,
+    };
+    hub.human_client().await.spawn(request).await.unwrap();
+}
+
+/// The letters in `whose` inbox on `hub`.
+pub async fn letters(hub: &TestHub, whose: &str) -> Vec<Letter> {
+    let read = hub
+        .human_client()
+        .await
+        .read_inbox(&agent(whose), 0)
+        .await
+        .unwrap();
+    read.entries
+        .into_iter()
+        .filter_map(|e| match e {
+            InboxEntry::Letter(l) => Some(*l),
+            InboxEntry::ReadMark(_) => None,
+        })
+        .collect()
+}
+
 /// Pins `office` (its postman on loopback `port`, its certificate `fingerprint`) in `hub`.
-async fn pin(hub: &TestHub, office: &str, port: u16, fingerprint: &str) {
+pub async fn pin(hub: &TestHub, office: &str, port: u16, fingerprint: &str) {
     let hub = hub.human_client().await;
     let view = hub.read_settings().await.unwrap();
     let text = view.text.replace(
