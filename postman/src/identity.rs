@@ -23,23 +23,20 @@ impl Fingerprint {
     }
 
     /// Parses 64 hex digits, optionally prefixed `sha256:` and with `:` between bytes (as
-    /// `openssl x509 -fingerprint` prints them).
+    /// `openssl x509 -fingerprint` prints them): the forms settings accept
+    /// ([`normalize_fingerprint`](l3m_core::settings::normalize_fingerprint), the one rule).
     pub fn parse(text: &str) -> Result<Fingerprint, IdentityError> {
         let bad = || IdentityError::BadFingerprint {
             text: text.chars().take(120).collect(),
         };
-        let hex: String = text
-            .trim()
-            .trim_start_matches("sha256:")
-            .chars()
-            .filter(|c| *c != ':')
-            .collect();
-        if hex.len() != 64 || !hex.is_ascii() {
-            return Err(bad());
-        }
+        let hex = l3m_core::settings::normalize_fingerprint(text).ok_or_else(bad)?;
         let mut out = [0u8; 32];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
+            let digit = |d: u8| char::from(d).to_digit(16);
+            match (digit(pair[0]), digit(pair[1])) {
+                (Some(high), Some(low)) => *byte = (high * 16 + low) as u8,
+                _ => return Err(bad()),
+            }
         }
         Ok(Fingerprint(out))
     }
@@ -249,7 +246,8 @@ mod tests {
             .collect::<Vec<_>>()
             .join(":");
         assert_eq!(Fingerprint::parse(&colons).unwrap(), f);
-        for bad in ["", "sha256:12", &"zz".repeat(32), &"é".repeat(32)] {
+        // `+a` reads as a hex byte to `u8::from_str_radix`; a fingerprint never has one.
+        for bad in ["", "sha256:12", &"zz".repeat(32), &"é".repeat(32), &"+a".repeat(32)] {
             assert!(Fingerprint::parse(bad).is_err(), "{bad}");
         }
     }
