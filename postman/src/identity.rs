@@ -247,7 +247,13 @@ mod tests {
             .join(":");
         assert_eq!(Fingerprint::parse(&colons).unwrap(), f);
         // `+a` reads as a hex byte to `u8::from_str_radix`; a fingerprint never has one.
-        for bad in ["", "sha256:12", &"zz".repeat(32), &"é".repeat(32), &"+a".repeat(32)] {
+        for bad in [
+            "",
+            "sha256:12",
+            &"zz".repeat(32),
+            &"é".repeat(32),
+            &"+a".repeat(32),
+        ] {
             assert!(Fingerprint::parse(bad).is_err(), "{bad}");
         }
     }

@@ -240,6 +240,12 @@ async fn carried_letters_are_mirrored_then_relayed_once_with_their_true_origin()
         &["rev-list", "--count", "refs/l3m/mirror/north/inbound"],
     );
     assert_eq!(appends.trim(), "1", "mirrored once");
+    // The same letter twice in one batch is delivered once.
+    let twice = vec![carried("n-9", "office:south agent:bob*"); 2];
+    let both = postman.deliver_airmail("north", twice).await.unwrap();
+    assert_eq!(both.delivered, ["n-9"]);
+    assert_eq!(both.already, ["n-9"]);
+    assert_eq!(inbox_letters(&f, "bob").await.len(), 2);
     f.fsck();
 }
 

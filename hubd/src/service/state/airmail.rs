@@ -2,12 +2,13 @@
 //! outbox; and `hubd.deliver-airmail`, letters another hub's postman carried here, mirrored and
 //! then relayed into their recipients' inboxes by set union on their ids.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::PoisonError;
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
 use l3m_core::mail::{self, Address, InboxEntry, Letter, Sender};
-use l3m_core::names::{Entity, OfficeName};
+use l3m_core::names::{AgentName, Entity, OfficeName};
 use l3m_core::refs::{self, AgentRef};
 use l3m_wire::hubd::mail::{AirmailDelivered, AirmailStaged, Bounced, Cursor, CursorMoved};
 use l3m_wire::hubd::session::Capability;
@@ -136,6 +137,8 @@ impl State {
             bounced: Vec::new(),
         };
         let mut moved = Vec::new();
+        // Each recipient's inbox is read once per request, not once per letter.
+        let mut held: HashMap<AgentName, HashSet<String>> = HashMap::new();
         for carried in letters {
             let id = carried.id.to_string();
             let bounce = |reason: String| Bounced {
@@ -170,13 +173,19 @@ impl State {
             }
             let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
             may_write(&duty, &inbox, RefWrite::Append)?;
-            if self.letter_ids(&inbox)?.contains(&id) {
+            let ids = match held.entry(agent.clone()) {
+                Entry::Occupied(ids) => ids.into_mut(),
+                Entry::Vacant(slot) => slot.insert(self.letter_ids(&inbox)?),
+            };
+            if !ids.insert(id.clone()) {
                 out.already.push(id);
                 continue;
             }
             let summary = format!("airmail {id} from office {office}");
             self.append_line(&inbox, &InboxEntry::Letter(Box::new(local)), &summary)?;
-            moved.push((AgentRef::Inbox, agent));
+            if !moved.iter().any(|(_, a)| *a == agent) {
+                moved.push((AgentRef::Inbox, agent));
+            }
             out.delivered.push(id);
         }
         Ok((out, moved))
