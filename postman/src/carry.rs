@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::AgentName;
+use l3m_core::record_format;
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use tokio_util::sync::CancellationToken;
@@ -150,11 +151,6 @@ async fn receive(carrier: &Carrier, incoming: quinn::Incoming) -> Result<(), Car
     }
 }
 
-/// One letter staged on an outbox, and the line itself.
-struct Staged {
-    line: String,
-}
-
 /// An office's durable cursor as last read or moved: per agent, the first outbox line the
 /// office does not hold yet, and the cursor ref's tip.
 #[derive(Debug, Clone, Default)]
@@ -183,7 +179,7 @@ async fn carry_once(
             );
         }
     }
-    let mut by_office: BTreeMap<String, Vec<Staged>> = BTreeMap::new();
+    let mut by_office: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut reached: BTreeMap<String, u64> = BTreeMap::new();
     for state in carrier.hub.list_agents().await?.agents {
         if matches!(state.life, AgentLife::Collected) {
@@ -213,7 +209,7 @@ async fn carry_once(
                 continue;
             }
             let Ok(line) = entry.to_line() else { continue };
-            by_office.entry(office).or_default().push(Staged { line });
+            by_office.entry(office).or_default().push(line);
         }
         reached.insert(agent.to_string(), read.len);
     }
@@ -275,7 +271,7 @@ async fn send_to(
     endpoint: &quinn::Endpoint,
     links: &mut HashMap<String, Link>,
     office: &str,
-    staged: &[Staged],
+    staged: &[String],
 ) -> Result<(), CarryError> {
     let Some(peer) = carrier.peers.iter().find(|p| p.office.name == office) else {
         return Err(CarryError::Stream {
@@ -302,7 +298,8 @@ async fn send_to(
         office: office.into(),
         reason,
     };
-    for batch in batches(staged) {
+    // Frames well under the frame limit (a letter line is at most the stored limit).
+    for batch in record_format::batches(staged.iter().cloned(), MAX_FRAME / 2) {
         let exchange = async {
             let (mut send, mut recv) = link
                 .connection
@@ -336,24 +333,4 @@ async fn send_to(
         }
     }
     Ok(())
-}
-
-/// The staged lines grouped into frames well under [`MAX_FRAME`].
-fn batches(staged: &[Staged]) -> Vec<Vec<String>> {
-    let budget = MAX_FRAME / 2;
-    let mut out: Vec<Vec<String>> = Vec::new();
-    let mut size = 0;
-    for s in staged {
-        match out.last_mut() {
-            Some(batch) if size + s.line.len() <= budget => {
-                size += s.line.len();
-                batch.push(s.line.clone());
-            }
-            _ => {
-                size = s.line.len();
-                out.push(vec![s.line.clone()]);
-            }
-        }
-    }
-    out
 }

@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 use l3m_core::names::AgentName;
-use l3m_core::record_format::MAX_STORED_LINE;
+use l3m_core::record_format::{self, MAX_STORED_LINE};
 use l3m_ring::undo::{EntryId, UndoEntry, UndoError, UndoStore, lines};
 use l3m_wire::client::HubClient;
 use tokio::runtime::Handle;
@@ -83,7 +83,7 @@ impl UndoStore for HubUndo {
         let lines = lines::encode(entry)?;
         // Held across the appends: one entry's lines are never interleaved with another's.
         let mut chain = self.chain.lock().map_err(|_| UndoError::Poisoned)?;
-        for batch in batches(lines) {
+        for batch in record_format::batches(lines, APPEND_BYTES) {
             let appended = self
                 .runtime
                 .block_on(
@@ -97,47 +97,7 @@ impl UndoStore for HubUndo {
     }
 }
 
-/// `lines` grouped into appends of at most [`APPEND_BYTES`] (and at least one line each).
-fn batches(lines: Vec<String>) -> Vec<Vec<String>> {
-    let mut out: Vec<Vec<String>> = Vec::new();
-    let mut bytes = 0;
-    for line in lines {
-        match out.last_mut() {
-            Some(batch) if bytes + line.len() <= APPEND_BYTES => {
-                bytes += line.len();
-                batch.push(line);
-            }
-            _ => {
-                bytes = line.len();
-                out.push(vec![line]);
-            }
-        }
-    }
-    out
-}
-
 /// An undo chain that does not read, as the sequencer reports it.
 fn undo_error(e: UndoError) -> SequencerError {
     SequencerError::Tools(format!("the undo chain: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_keep_order_and_stay_under_the_append_limit() {
-        let lines: Vec<String> = [10, MAX_STORED_LINE, MAX_STORED_LINE, 5, MAX_STORED_LINE, 7]
-            .iter()
-            .enumerate()
-            .map(|(i, n)| i.to_string().repeat(*n))
-            .collect();
-        let batches = batches(lines.clone());
-        assert!(batches.len() >= 2);
-        for batch in &batches {
-            assert!(!batch.is_empty());
-            assert!(batch.iter().map(String::len).sum::<usize>() <= APPEND_BYTES);
-        }
-        assert_eq!(batches.concat(), lines);
-    }
 }

@@ -37,6 +37,26 @@ pub fn page_len(lines: impl IntoIterator<Item = usize>) -> usize {
     n
 }
 
+/// `lines` in order, grouped so each group's bytes stay within `max_bytes` (a line longer
+/// than that goes alone): how a writer splits lines into messages its reader can take.
+pub fn batches(lines: impl IntoIterator<Item = String>, max_bytes: usize) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut bytes = 0usize;
+    for line in lines {
+        match out.last_mut() {
+            Some(batch) if bytes.saturating_add(line.len()) <= max_bytes => {
+                bytes += line.len();
+                batch.push(line);
+            }
+            _ => {
+                bytes = line.len();
+                out.push(vec![line]);
+            }
+        }
+    }
+    out
+}
+
 /// A record as stored: the version and the record's own fields, flattened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Versioned<T> {
@@ -141,6 +161,25 @@ pub fn to_lines<'a, T: Serialize + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_keep_order_and_stay_within_the_limit_but_for_a_longer_line() {
+        let lines: Vec<String> = [10, 300, 300, 5, 700, 7]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| i.to_string().repeat(*n))
+            .collect();
+        let batches = batches(lines.clone(), 600);
+        assert_eq!(batches.concat(), lines);
+        for batch in &batches {
+            let bytes: usize = batch.iter().map(String::len).sum();
+            assert!(
+                !batch.is_empty() && (bytes <= 600 || batch.len() == 1),
+                "{bytes}"
+            );
+        }
+        assert_eq!(batches.len(), 4);
+    }
 
     proptest::proptest! {
         /// A page is never empty when lines remain, and never carries more than its budget
