@@ -22,6 +22,7 @@ use l3m_core::mail::InboxEntry;
 use l3m_core::names::AgentName;
 use l3m_core::record_format;
 use l3m_wire::client::HubClient;
+use l3m_wire::hubd::mail::{Bounced, Returned};
 use l3m_wire::hubd::tree::AgentLife;
 use tokio_util::sync::CancellationToken;
 
@@ -126,11 +127,8 @@ async fn receive(carrier: &Carrier, incoming: quinn::Incoming) -> Result<(), Car
                     Ok(done) => Frame::Delivered {
                         delivered: done.delivered,
                         already: done.already,
-                        bounced: done
-                            .bounced
-                            .into_iter()
-                            .map(|b| (b.letter, b.reason))
-                            .collect(),
+                        bounced: pairs(done.bounced),
+                        refused: pairs(done.refused),
                     },
                     Err(e) => Frame::Refused {
                         reason: format!("the receiving hub did not take the letters: {e}"),
@@ -149,6 +147,11 @@ async fn receive(carrier: &Carrier, incoming: quinn::Incoming) -> Result<(), Car
             .map_err(|e| stream(e.to_string()))?;
         let _finished = send.finish();
     }
+}
+
+/// Each refusal as `(letter, reason)`, as frames carry it.
+fn pairs(refusals: Vec<Bounced>) -> Vec<(String, String)> {
+    refusals.into_iter().map(|b| (b.letter, b.reason)).collect()
 }
 
 /// An office's durable cursor as last read or moved: per agent, the first outbox line the
@@ -179,7 +182,7 @@ async fn carry_once(
             );
         }
     }
-    let mut by_office: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_office: BTreeMap<String, Vec<Staged>> = BTreeMap::new();
     let mut reached: BTreeMap<String, u64> = BTreeMap::new();
     for state in carrier.hub.list_agents().await?.agents {
         if matches!(state.life, AgentLife::Collected) {
@@ -199,30 +202,90 @@ async fn carry_once(
         };
         let read = carrier.hub.read_outbox(&agent, from).await?;
         for (at, entry) in (from..).zip(read.entries) {
-            let InboxEntry::Letter(letter) = &entry else {
-                continue;
-            };
-            let Some(office) = letter.to.office().map(ToString::to_string) else {
-                continue;
+            let (office, letter) = match &entry {
+                InboxEntry::Letter(letter) => match letter.to.office() {
+                    Some(office) => (office.to_string(), letter.id.to_string()),
+                    None => continue,
+                },
+                InboxEntry::Receipt(receipt) => {
+                    (receipt.office.to_string(), receipt.letter.to_string())
+                }
+                InboxEntry::ReadMark(_) => continue,
             };
             if !cursors.contains_key(&office) || at < held(&office) {
                 continue;
             }
             let Ok(line) = entry.to_line() else { continue };
-            by_office.entry(office).or_default().push(line);
+            by_office.entry(office).or_default().push(Staged {
+                agent: agent.to_string(),
+                letter,
+                line,
+            });
         }
         reached.insert(agent.to_string(), read.len);
     }
     for peer in &carrier.peers {
         let office = &peer.office.name;
-        if let Some(staged) = by_office.get(office)
-            && let Err(error) = send_to(carrier, endpoint, links, office, staged).await
-        {
-            tracing::warn!(%office, %error, "letters not carried this round");
-            links.remove(office);
-            continue;
+        if let Some(staged) = by_office.get(office) {
+            let lines: Vec<String> = staged.iter().map(|s| s.line.clone()).collect();
+            let bounced = match send_to(carrier, endpoint, links, office, &lines).await {
+                Ok(bounced) => bounced,
+                Err(error) => {
+                    tracing::warn!(%office, %error, "letters not carried this round");
+                    links.remove(office);
+                    continue;
+                }
+            };
+            return_bounces(carrier, office, staged, bounced).await?;
         }
         move_cursor(carrier, cursors, office, &reached).await?;
+    }
+    Ok(())
+}
+
+/// A line read from an outbox, on its way to an office.
+#[derive(Debug)]
+struct Staged {
+    /// Whose outbox.
+    agent: String,
+    /// The letter it is (or a receipt answers).
+    letter: String,
+    /// The stored line, as carried.
+    line: String,
+}
+
+/// Hands the letters `office` bounced back to this hub's hubd, which writes each sender a
+/// bounce letter; only then may the cursor move past them, so no bounce is lost to a crash.
+async fn return_bounces(
+    carrier: &Carrier,
+    office: &str,
+    staged: &[Staged],
+    bounced: Vec<(String, String)>,
+) -> Result<(), CarryError> {
+    let returned: Vec<Returned> = bounced
+        .into_iter()
+        .filter_map(|(letter, reason)| {
+            let from = staged.iter().find(|s| s.letter == letter);
+            if from.is_none() {
+                tracing::warn!(
+                    office,
+                    letter,
+                    "the office bounced a letter it was not sent"
+                );
+            }
+            Some(Returned {
+                agent: from?.agent.clone(),
+                letter,
+                reason,
+            })
+        })
+        .collect();
+    if returned.is_empty() {
+        return Ok(());
+    }
+    let done = carrier.hub.return_bounces(office, returned).await?;
+    for letter in &done.written {
+        tracing::info!(office, letter, "a bounced letter went back to its sender");
     }
     Ok(())
 }
@@ -265,14 +328,14 @@ async fn move_cursor(
 }
 
 /// Sends `staged` to `office` over its link (made if needed), in frames that fit, and waits
-/// for each to be held by the office's hubd.
+/// for each to be held by the office's hubd; returns the letters it bounced, with its reasons.
 async fn send_to(
     carrier: &Carrier,
     endpoint: &quinn::Endpoint,
     links: &mut HashMap<String, Link>,
     office: &str,
     staged: &[String],
-) -> Result<(), CarryError> {
+) -> Result<Vec<(String, String)>, CarryError> {
     let Some(peer) = carrier.peers.iter().find(|p| p.office.name == office) else {
         return Err(CarryError::Stream {
             office: office.into(),
@@ -292,8 +355,9 @@ async fn send_to(
         links.insert(office.to_owned(), link);
     }
     let Some(link) = links.get(office) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    let mut bounces = Vec::new();
     let stream = |reason: String| CarryError::Stream {
         office: office.into(),
         reason,
@@ -323,14 +387,20 @@ async fn send_to(
                 ))
             })??;
         match answer {
-            Frame::Delivered { bounced, .. } => {
-                for (letter, reason) in bounced {
+            Frame::Delivered {
+                bounced, refused, ..
+            } => {
+                for (letter, reason) in &bounced {
                     tracing::warn!(office, letter, reason, "the office bounced a letter");
                 }
+                for (letter, reason) in refused {
+                    tracing::warn!(office, letter, reason, "the office refused a receipt");
+                }
+                bounces.extend(bounced);
             }
             Frame::Refused { reason } => return Err(stream(reason)),
             other => return Err(stream(format!("answered letters with {other:?}"))),
         }
     }
-    Ok(())
+    Ok(bounces)
 }

@@ -30,7 +30,8 @@ pub enum Frame {
         /// Why, for the operator.
         reason: String,
     },
-    /// Letters for the receiving hub: each a stored letter line as the sending hub staged it.
+    /// Letters and receipts for the receiving hub: each a stored outbox line as the sending
+    /// hub staged it.
     Letters {
         /// The lines.
         letters: Vec<String>,
@@ -41,8 +42,11 @@ pub enum Frame {
         delivered: Vec<String>,
         /// Delivered before (a retry).
         already: Vec<String>,
-        /// Refused: each letter id with the reason.
+        /// Letters refused: each letter id with the reason (bounced to its sender).
         bounced: Vec<(String, String)>,
+        /// Receipts refused: each letter id with the reason.
+        #[serde(default)]
+        refused: Vec<(String, String)>,
     },
 }
 

@@ -210,7 +210,8 @@ async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, Sequ
             InboxEntry::ReadMark(m) if m.by == me => {
                 read.insert(m.letter.to_string());
             }
-            InboxEntry::ReadMark(_) => {}
+            // A receipt tells the sender its airmail was read; it asks nothing of the agent.
+            InboxEntry::ReadMark(_) | InboxEntry::Receipt(_) => {}
         }
     }
     Ok(letters.difference(&read).next().is_some())

@@ -10,8 +10,9 @@ use l3m_wire::hubd::credential::{
 use l3m_wire::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use l3m_wire::hubd::log::{AppendLog, LogAppended, LogRange, ReadLog};
 use l3m_wire::hubd::mail::{
-    AirmailDelivered, AirmailStaged, Cursor, CursorMoved, DeliverAirmail, InboxLines, LetterSent,
-    MarkRead, MarkedRead, MoveCursor, ReadCursor, ReadInbox, ReadOutbox, SendLetter, StageAirmail,
+    AirmailDelivered, AirmailStaged, BouncesReturned, Cursor, CursorMoved, DeliverAirmail,
+    InboxLines, LetterSent, MarkRead, MarkedRead, MoveCursor, ReadCursor, ReadInbox, ReadOutbox,
+    ReturnBounces, SendLetter, StageAirmail,
 };
 use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
@@ -132,6 +133,19 @@ pub async fn deliver_airmail(
     .await?;
     state.announce(&moved);
     Ok(delivered)
+}
+
+/// `hubd.return-bounces`.
+pub async fn return_bounces(
+    state: Arc<State>,
+    req: ReturnBounces,
+) -> Result<BouncesReturned, ServiceError> {
+    let (returned, moved) = blocking(&state, move |s| {
+        s.return_bounces(&req.capability, &req.office, &req.bounces)
+    })
+    .await?;
+    state.announce(&moved);
+    Ok(returned)
 }
 
 /// `hubd.read-outbox`.

@@ -115,6 +115,9 @@ pub async fn start(
     binder
         .bind(Op::DeliverAirmail, handlers::deliver_airmail)
         .await?;
+    binder
+        .bind(Op::ReturnBounces, handlers::return_bounces)
+        .await?;
     binder.bind(Op::ReadOutbox, handlers::read_outbox).await?;
     binder.bind(Op::ReadCursor, handlers::read_cursor).await?;
     binder.bind(Op::MoveCursor, handlers::move_cursor).await?;

@@ -19,9 +19,15 @@ fn far() -> OfficeName {
 
 /// Spawning, and staging airmail for office `far`.
 fn airmail() -> Grant {
+    airmail_for("far")
+}
+
+/// Spawning, and staging airmail for `office`.
+fn airmail_for(office: &str) -> Grant {
+    let office = OfficeName::parse(office).unwrap();
     Grant {
-        airmail: [far()].into(),
-        mail: [MailCover::Office(far())].into(),
+        airmail: [office.clone()].into(),
+        mail: [MailCover::Office(office)].into(),
         ..root_grant()
     }
 }
@@ -161,13 +167,15 @@ fn carried(id: &str, to: &str) -> String {
     InboxEntry::Letter(Box::new(letter)).to_line().unwrap()
 }
 
-/// A hub with bob, office `north` pinned in its settings, and a postman session.
+/// A hub with bob, and lead who may airmail office `north`, that office pinned in its
+/// settings, and a postman session.
 async fn receiving() -> (Fixture, l3m_wire::client::HubClient) {
     use l3m_core::duty::Duty;
     use l3m_core::names::ServiceName;
-    let f = Fixture::start().await;
+    let f = Fixture::start_granted("", airmail_for("north")).await;
     let human = f.human().await;
     f.spawn(&human, "bob", root_grant()).await.unwrap();
+    f.spawn(&human, "lead", airmail_for("north")).await.unwrap();
     let settings = f
         .client(Duty::Human {
             human: test_support::human(),
@@ -202,7 +210,7 @@ async fn inbox_letters(f: &Fixture, agent_name: &str) -> Vec<l3m_core::mail::Let
         .into_iter()
         .filter_map(|e| match e {
             InboxEntry::Letter(letter) => Some(*letter),
-            InboxEntry::ReadMark(_) => None,
+            _ => None,
         })
         .collect()
 }
@@ -319,7 +327,197 @@ async fn an_office_cursor_moves_forward_by_compare_and_swap_for_the_postman_only
             human: test_support::human(),
         })
         .await;
-    let posing = human.read_cursor("north").await.unwrap_err();
+    // A human reads how far the postman got, and moves nothing.
+    assert_eq!(human.read_cursor("north").await.unwrap().positions, at(3));
+    let posing = human
+        .move_cursor("north", at(9), Some(&moved.tip))
+        .await
+        .unwrap_err();
     assert!(posing.to_string().contains("only the postman"), "{posing}");
+    let bob = f
+        .client(l3m_core::duty::Duty::Sequencer {
+            agent: agent("bob"),
+        })
+        .await;
+    let agent_reads = bob.read_cursor("north").await.unwrap_err();
+    assert!(
+        agent_reads.to_string().contains("only the postman"),
+        "{agent_reads}"
+    );
     assert_eq!(postman.read_cursor("north").await.unwrap().positions, at(3));
+}
+
+/// Every entry on `agent`'s inbox (`outbox == false`) or outbox, read as the human.
+async fn entries(f: &Fixture, agent_name: &str, outbox: bool) -> Vec<InboxEntry> {
+    let human = f
+        .client(l3m_core::duty::Duty::Human {
+            human: test_support::human(),
+        })
+        .await;
+    let who = agent(agent_name);
+    let read = if outbox {
+        human.read_outbox(&who, 0).await.unwrap()
+    } else {
+        human.read_inbox(&who, 0).await.unwrap()
+    };
+    read.entries
+}
+
+fn receipts(entries: &[InboxEntry]) -> Vec<l3m_core::mail::Receipt> {
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            InboxEntry::Receipt(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_airmail_stages_a_receipt_for_its_office_and_reading_local_mail_does_not() {
+    let (f, postman) = receiving().await;
+    postman
+        .deliver_airmail("north", vec![carried("n-1", "office:south agent:bob*")])
+        .await
+        .unwrap();
+    let human = f.human().await;
+    let local = f
+        .call::<_, LetterSent>(
+            Op::SendLetter,
+            &SendLetter {
+                capability: human,
+                to: "bob".into(),
+                subject: None,
+                body: "local".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let bob = f
+        .client(l3m_core::duty::Duty::Sequencer {
+            agent: agent("bob"),
+        })
+        .await;
+    bob.mark_read("n-1").await.unwrap();
+    bob.mark_read(&local.letter).await.unwrap();
+    let staged = receipts(&entries(&f, "bob", true).await);
+    assert_eq!(
+        staged.len(),
+        1,
+        "one receipt, for the airmail only: {staged:?}"
+    );
+    assert_eq!(staged[0].letter.as_str(), "n-1");
+    assert_eq!(staged[0].office.as_str(), "north");
+    assert_eq!(staged[0].sender.as_str(), "lead");
+    assert_eq!(staged[0].by.to_string(), "bob");
+    f.fsck();
+}
+
+/// The line of a receipt office `north` sends back for `letter`, sent by `sender` here.
+fn receipt_line(letter: &str, sender: &str) -> String {
+    InboxEntry::Receipt(l3m_core::mail::Receipt {
+        letter: l3m_core::mail::LetterId::parse(letter).unwrap(),
+        // What the reading hub calls this one; the receiving hub writes the carrier instead.
+        office: OfficeName::parse("whatever").unwrap(),
+        sender: agent(sender),
+        by: l3m_core::names::Entity::parse("zed").unwrap(),
+        at_ms: 42,
+    })
+    .to_line()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_reaches_the_sender_once_and_only_for_a_letter_it_sent_that_office() {
+    let (f, postman) = receiving().await;
+    let lead = f.sequencer("lead").await;
+    let staged = stage(&f, &lead, "office:north agent:zed*").await.unwrap();
+    let first = postman
+        .deliver_airmail("north", vec![receipt_line(&staged.letter, "lead")])
+        .await
+        .unwrap();
+    assert_eq!(first.receipts, 1, "{first:?}");
+    let again = postman
+        .deliver_airmail("north", vec![receipt_line(&staged.letter, "lead")])
+        .await
+        .unwrap();
+    assert_eq!(again.receipts, 0, "a retry keeps nothing twice");
+    let kept = receipts(&entries(&f, "lead", false).await);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].office.as_str(), "north", "named by its carrier");
+    assert_eq!(kept[0].by.to_string(), "zed");
+
+    // Invented receipts: a letter never sent, a sender who did not send it, another office.
+    let before = f.refs();
+    let invented = postman
+        .deliver_airmail(
+            "north",
+            vec![
+                receipt_line("never-sent", "lead"),
+                receipt_line(&staged.letter, "bob"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(invented.receipts, 0);
+    assert_eq!(invented.refused.len(), 2, "{invented:?}");
+    assert!(invented.refused[0].reason.contains("staged no letter"));
+    assert_eq!(f.refs(), before, "nothing written for a refused receipt");
+    f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounce_returns_to_its_sender_once_and_only_for_a_letter_it_sent() {
+    use l3m_wire::hubd::mail::Returned;
+    let (f, postman) = receiving().await;
+    let lead = f.sequencer("lead").await;
+    let staged = stage(&f, &lead, "office:north agent:zed*").await.unwrap();
+    let bounce = |letter: &str, agent: &str| Returned {
+        agent: agent.into(),
+        letter: letter.into(),
+        reason: "no agent zed lives on this hub".into(),
+    };
+    let first = postman
+        .return_bounces("north", vec![bounce(&staged.letter, "lead")])
+        .await
+        .unwrap();
+    assert_eq!(first.written, [staged.letter.clone()]);
+    let again = postman
+        .return_bounces("north", vec![bounce(&staged.letter, "lead")])
+        .await
+        .unwrap();
+    assert_eq!(again.already, [staged.letter.clone()]);
+    let inbox = inbox_letters(&f, "lead").await;
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].id.to_string(), format!("bounce:{}", staged.letter));
+    assert_eq!(inbox[0].from.render(), "office:north agent:zed*");
+    assert!(inbox[0].body.contains("no agent zed"), "{}", inbox[0].body);
+
+    let before = f.refs();
+    for (letter, agent, office) in [
+        ("never-sent", "lead", "north"),
+        (staged.letter.as_str(), "bob", "north"),
+        (staged.letter.as_str(), "lead", "east"),
+    ] {
+        let refused = postman
+            .return_bounces(office, vec![bounce(letter, agent)])
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("staged no letter"),
+            "{refused}"
+        );
+    }
+    let human = f
+        .client(l3m_core::duty::Duty::Human {
+            human: test_support::human(),
+        })
+        .await;
+    let posing = human
+        .return_bounces("north", vec![bounce(&staged.letter, "lead")])
+        .await
+        .unwrap_err();
+    assert!(posing.to_string().contains("only the postman"), "{posing}");
+    assert_eq!(f.refs(), before, "nothing written");
+    f.fsck();
 }

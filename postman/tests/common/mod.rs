@@ -171,7 +171,7 @@ pub async fn letters(hub: &TestHub, whose: &str) -> Vec<Letter> {
         .into_iter()
         .filter_map(|e| match e {
             InboxEntry::Letter(l) => Some(*l),
-            InboxEntry::ReadMark(_) => None,
+            _ => None,
         })
         .collect()
 }

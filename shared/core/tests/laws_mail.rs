@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use l3m_core::mail::{
     Address, AddressError, Draft, Inbox, InboxEntry, Letter, LetterId, Parties, Party, PlaceName,
-    ReadMark, Sender, StampError, Star, TokenFault, stamp,
+    ReadMark, Receipt, Sender, StampError, Star, TokenFault, stamp,
 };
 use l3m_core::names::{AgentName, Entity, HumanName, NameError, OfficeName};
 use proptest::prelude::*;
@@ -151,18 +151,34 @@ fn pooled_mark() -> impl Strategy<Value = ReadMark> {
         })
 }
 
+fn pooled_receipt() -> impl Strategy<Value = Receipt> {
+    (pooled_mark(), prop::sample::select(vec!["south", "east"])).prop_map(|(mark, office)| {
+        Receipt {
+            letter: mark.letter,
+            office: OfficeName::parse(office).unwrap(),
+            sender: AgentName::parse("alice/main").unwrap(),
+            by: mark.by,
+            at_ms: mark.at_ms,
+        }
+    })
+}
+
 fn inbox() -> impl Strategy<Value = Inbox> {
     (
         prop::collection::vec(pooled_letter(), 0..6),
         prop::collection::vec(pooled_mark(), 0..5),
+        prop::collection::vec(pooled_receipt(), 0..3),
     )
-        .prop_map(|(letters, marks)| {
+        .prop_map(|(letters, marks, receipts)| {
             let mut inbox = Inbox::default();
             letters.into_iter().for_each(|l| {
                 inbox.insert(l);
             });
             marks.into_iter().for_each(|m| {
                 inbox.mark_read(m);
+            });
+            receipts.into_iter().for_each(|r| {
+                inbox.insert_receipt(r);
             });
             inbox
         })
@@ -284,7 +300,7 @@ proptest! {
     #[test]
     fn inbox_lines_round_trip(a in inbox()) {
         let blob = a.to_lines().unwrap();
-        prop_assert_eq!(blob.lines().count(), a.letters().count() + a.marks().count());
+        prop_assert_eq!(blob.lines().count(), a.letters().count() + a.marks().count() + a.receipts().count());
         prop_assert_eq!(Inbox::from_lines(&blob).unwrap(), a);
     }
 

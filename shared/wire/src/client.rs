@@ -30,7 +30,8 @@ use crate::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use crate::hubd::log::{AppendLog, LogAppended, ReadLog};
 use crate::hubd::mail::{
-    AirmailDelivered, Cursor, CursorMoved, DeliverAirmail, MoveCursor, ReadCursor,
+    AirmailDelivered, BouncesReturned, Cursor, CursorMoved, DeliverAirmail, MoveCursor, ReadCursor,
+    ReturnBounces, Returned,
 };
 use crate::hubd::mail::{
     AirmailStaged, LetterSent, MarkRead, MarkedRead, ReadInbox, SendLetter, StageAirmail,
@@ -438,6 +439,20 @@ impl HubClient {
             },
         )
         .await
+    }
+
+    /// Returns letters `office` bounced to their senders' inboxes (the postman's duty).
+    pub async fn return_bounces(
+        &self,
+        office: &str,
+        bounces: Vec<Returned>,
+    ) -> Result<BouncesReturned, ClientError> {
+        let request = ReturnBounces {
+            capability: self.cap(),
+            office: office.to_owned(),
+            bounces,
+        };
+        self.call(Op::ReturnBounces, &request).await
     }
 
     /// How far this hub's outboxes were carried to `office` (the postman's duty).

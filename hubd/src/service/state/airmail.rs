@@ -3,14 +3,16 @@
 //! then relayed into their recipients' inboxes by set union on their ids.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::PoisonError;
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
-use l3m_core::mail::{self, Address, InboxEntry, Letter, Sender};
+use l3m_core::mail::{self, Address, InboxEntry, Letter, Receipt, Sender};
 use l3m_core::names::{AgentName, Entity, OfficeName};
 use l3m_core::refs::{self, AgentRef};
-use l3m_wire::hubd::mail::{AirmailDelivered, AirmailStaged, Bounced, Cursor, CursorMoved};
+use l3m_wire::hubd::mail::{
+    AirmailDelivered, AirmailStaged, Bounced, BouncesReturned, Cursor, CursorMoved, Returned,
+};
 use l3m_wire::hubd::session::Capability;
 
 use super::{Moved, State, not_found};
@@ -82,7 +84,9 @@ impl State {
     /// `hubd.deliver-airmail`: the postman's duty only, for an office the settings pin. Each
     /// letter goes onto the office's mirror chain, then into its recipient's inbox unless the
     /// inbox holds it already — so a retry after a crash or a partition delivers nothing twice,
-    /// and nothing is delivered that the office did not carry.
+    /// and nothing is delivered that the office did not carry. Each receipt for a letter this
+    /// hub sent the office goes the same way into the letter's sender's inbox; a receipt for
+    /// any other letter is refused, so an office cannot invent one.
     pub fn deliver_airmail(
         &self,
         capability: &Capability,
@@ -112,34 +116,79 @@ impl State {
                 reason: "the office is not pinned in this hub's settings (l3m office add)",
             });
         }
-        let letters = lines
+        let entries = lines
             .iter()
             .enumerate()
             .map(|(i, line)| match InboxEntry::from_line(line, i + 1) {
-                Ok(InboxEntry::Letter(letter)) => Ok(*letter),
-                Ok(other) => Err(ServiceError::Invalid(format!(
-                    "airmail line {i} is a {}, not a letter",
-                    other.kind()
+                Ok(InboxEntry::ReadMark(_)) => Err(ServiceError::Invalid(format!(
+                    "airmail line {i} is a read mark; a read mark travels as a receipt"
                 ))),
+                Ok(entry) => Ok(entry),
                 Err(e) => Err(ServiceError::Invalid(format!("airmail line {i}: {e}"))),
             })
-            .collect::<Result<Vec<Letter>, _>>()?;
+            .collect::<Result<Vec<InboxEntry>, _>>()?;
         let mirror = refs::mirror_inbound(&office);
         may_write(&duty, &mirror, RefWrite::Append)?;
         let _one_at_a_time = self
             .deliveries
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut mirrored = self.letter_ids(&mirror)?;
+        let mut mirrored = self.held(&mirror)?;
         let mut out = AirmailDelivered {
             delivered: Vec::new(),
             already: Vec::new(),
             bounced: Vec::new(),
+            receipts: 0,
+            refused: Vec::new(),
         };
         let mut moved = Vec::new();
-        // Each recipient's inbox is read once per request, not once per letter.
-        let mut held: HashMap<AgentName, HashSet<String>> = HashMap::new();
-        for carried in letters {
+        // Each inbox and outbox is read once per request, not once per entry.
+        let mut inboxes: HashMap<AgentName, Held> = HashMap::new();
+        let mut outboxes: HashMap<AgentName, Held> = HashMap::new();
+        for entry in entries {
+            let carried = match entry {
+                InboxEntry::Letter(letter) => *letter,
+                InboxEntry::Receipt(receipt) => {
+                    let receipt = receipt.returned(&office);
+                    let letter = receipt.letter.to_string();
+                    let sender = receipt.sender.clone();
+                    let outbox = cached(&mut outboxes, &sender, |agent| {
+                        self.held(&refs::agent_ref(agent, AgentRef::Outbox))
+                    })?;
+                    if outbox.letters.get(&letter) != Some(&Some(office.clone())) {
+                        out.refused.push(Bounced {
+                            letter,
+                            reason: format!(
+                                "{sender} staged no letter {} for office {office}: a receipt \
+                                 answers only a letter this hub sent there",
+                                receipt.letter
+                            ),
+                        });
+                        continue;
+                    }
+                    if !mirrored.receipts.iter().any(|r| r.same_read(&receipt)) {
+                        let entry = InboxEntry::Receipt(receipt.clone());
+                        let summary = format!("receipt for {letter} carried by office {office}");
+                        self.append_line(&mirror, &entry, &summary)?;
+                        mirrored.receipts.push(receipt.clone());
+                    }
+                    let inbox = refs::agent_ref(&sender, AgentRef::Inbox);
+                    may_write(&duty, &inbox, RefWrite::Append)?;
+                    let held = cached(&mut inboxes, &sender, |agent| {
+                        self.held(&refs::agent_ref(agent, AgentRef::Inbox))
+                    })?;
+                    if held.receipts.iter().any(|r| r.same_read(&receipt)) {
+                        continue;
+                    }
+                    let summary = format!("receipt for {letter} from office {office}");
+                    self.append_line(&inbox, &InboxEntry::Receipt(receipt.clone()), &summary)?;
+                    held.receipts.push(receipt);
+                    announce(&mut moved, &sender);
+                    out.receipts += 1;
+                    continue;
+                }
+                InboxEntry::ReadMark(_) => continue,
+            };
             let id = carried.id.to_string();
             let bounce = |reason: String| Bounced {
                 letter: id.clone(),
@@ -166,38 +215,111 @@ impl State {
                     continue;
                 }
             };
-            if mirrored.insert(id.clone()) {
+            if !mirrored.letters.contains_key(&id) {
                 let entry = InboxEntry::Letter(Box::new(carried));
                 let summary = format!("airmail {id} carried by office {office}");
                 self.append_line(&mirror, &entry, &summary)?;
+                mirrored.letters.insert(id.clone(), None);
             }
             let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
             may_write(&duty, &inbox, RefWrite::Append)?;
-            let ids = match held.entry(agent.clone()) {
-                Entry::Occupied(ids) => ids.into_mut(),
-                Entry::Vacant(slot) => slot.insert(self.letter_ids(&inbox)?),
-            };
-            if !ids.insert(id.clone()) {
+            let held = cached(&mut inboxes, &agent, |agent| {
+                self.held(&refs::agent_ref(agent, AgentRef::Inbox))
+            })?;
+            if held.letters.insert(id.clone(), None).is_some() {
                 out.already.push(id);
                 continue;
             }
             let summary = format!("airmail {id} from office {office}");
             self.append_line(&inbox, &InboxEntry::Letter(Box::new(local)), &summary)?;
-            if !moved.iter().any(|(_, a)| *a == agent) {
-                moved.push((AgentRef::Inbox, agent));
-            }
+            announce(&mut moved, &agent);
             out.delivered.push(id);
         }
         Ok((out, moved))
     }
 
-    /// `hubd.read-cursor`: how far the outboxes were carried to `office`.
+    /// `hubd.return-bounces`: the postman's duty only. Every bounced letter must be on its
+    /// sender's outbox, addressed to `office` (checked for all before anything is written);
+    /// its bounce goes into the sender's inbox unless it is there already.
+    pub fn return_bounces(
+        &self,
+        capability: &Capability,
+        office: &str,
+        bounces: &[Returned],
+    ) -> Result<(BouncesReturned, Vec<Moved>), ServiceError> {
+        let duty = self.duty(capability)?;
+        if !matches!(duty, Duty::Postman { .. }) {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: "return bounced airmail".into(),
+                reason: "only the postman carries what an office answered",
+            });
+        }
+        let office = OfficeName::parse(office)
+            .map_err(|e| ServiceError::Invalid(format!("office {office:?}: {e}")))?;
+        let mut outboxes: HashMap<AgentName, Vec<Letter>> = HashMap::new();
+        let mut found = Vec::with_capacity(bounces.len());
+        for returned in bounces {
+            let agent = gate::agent(&returned.agent)?;
+            self.require_known(&agent)?;
+            let staged = match outboxes.entry(agent.clone()) {
+                Entry::Occupied(staged) => staged.into_mut(),
+                Entry::Vacant(slot) => {
+                    let outbox = refs::agent_ref(&agent, AgentRef::Outbox);
+                    slot.insert(self.letters_on(&outbox)?)
+                }
+            };
+            let letter = staged
+                .iter()
+                .find(|l| l.id.as_str() == returned.letter && l.to.office() == Some(&office))
+                .ok_or_else(|| {
+                    ServiceError::Invalid(format!(
+                        "{agent} staged no letter {} for office {office}; only a letter this \
+                         hub sent there can come back bounced",
+                        returned.letter
+                    ))
+                })?;
+            found.push((agent, letter.clone(), returned.reason.as_str()));
+        }
+        let _one_at_a_time = self
+            .deliveries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut out = BouncesReturned {
+            written: Vec::new(),
+            already: Vec::new(),
+        };
+        let mut moved = Vec::new();
+        let mut inboxes: HashMap<AgentName, Held> = HashMap::new();
+        for (agent, letter, reason) in found {
+            let bounce = mail::bounce(&letter, &office, reason, self.now_ms())
+                .map_err(|e| ServiceError::Invalid(format!("bouncing {}: {e}", letter.id)))?;
+            let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
+            may_write(&duty, &inbox, RefWrite::Append)?;
+            let held = cached(&mut inboxes, &agent, |agent| {
+                self.held(&refs::agent_ref(agent, AgentRef::Inbox))
+            })?;
+            let original = letter.id.to_string();
+            if held.letters.insert(bounce.id.to_string(), None).is_some() {
+                out.already.push(original);
+                continue;
+            }
+            let summary = format!("bounce of {original} from office {office}");
+            self.append_line(&inbox, &InboxEntry::Letter(Box::new(bounce)), &summary)?;
+            announce(&mut moved, &agent);
+            out.written.push(original);
+        }
+        Ok((out, moved))
+    }
+
+    /// `hubd.read-cursor`: how far the outboxes were carried to `office` (the postman, and
+    /// humans, who see there which airmail an office holds).
     pub fn read_cursor(
         &self,
         capability: &Capability,
         office: &str,
     ) -> Result<Cursor, ServiceError> {
-        let (_duty, refname) = self.cursor_ref(capability, office)?;
+        let (_duty, refname) = self.cursor_ref(capability, office, true)?;
         let (positions, tip) = self.cursor_at(&refname)?;
         Ok(Cursor {
             positions,
@@ -215,7 +337,7 @@ impl State {
         positions: BTreeMap<String, u64>,
         expected: Option<&str>,
     ) -> Result<CursorMoved, ServiceError> {
-        let (duty, refname) = self.cursor_ref(capability, office)?;
+        let (duty, refname) = self.cursor_ref(capability, office, false)?;
         may_write(&duty, &refname, RefWrite::Set)?;
         let expected = gate::tip(expected)?;
         let (stored, actual) = self.cursor_at(&refname)?;
@@ -248,18 +370,25 @@ impl State {
         })
     }
 
-    /// The postman's session and the cursor ref of a pinned `office`.
+    /// The session's duty and the cursor ref of `office`: the postman's, or a human's when
+    /// `human_reads`.
     fn cursor_ref(
         &self,
         capability: &Capability,
         office: &str,
+        human_reads: bool,
     ) -> Result<(Duty, String), ServiceError> {
         let duty = self.duty(capability)?;
-        if !matches!(duty, Duty::Postman { .. }) {
+        let human = human_reads && matches!(duty, Duty::Human { .. });
+        if !human && !matches!(duty, Duty::Postman { .. }) {
             return Err(ServiceError::NotAllowed {
                 duty: duty.to_string(),
-                action: "read or move an office's cursor".into(),
-                reason: "only the postman carries airmail",
+                action: if human_reads {
+                    "read an office's cursor".into()
+                } else {
+                    "move an office's cursor".into()
+                },
+                reason: "only the postman carries airmail (humans may read how far it got)",
             });
         }
         let office = OfficeName::parse(office)
@@ -279,20 +408,77 @@ impl State {
         Ok((positions, tip))
     }
 
-    /// The ids of the letters on the chain `refname` (its read marks are not letters).
-    fn letter_ids(&self, refname: &str) -> Result<HashSet<String>, ServiceError> {
+    /// What the chain `refname` holds: its letters' ids (each with the office it is addressed
+    /// to) and its receipts; read marks are neither.
+    fn held(&self, refname: &str) -> Result<Held, ServiceError> {
+        let mut held = Held::default();
+        for entry in self.entries(refname)? {
+            match entry {
+                InboxEntry::Letter(letter) => {
+                    held.letters
+                        .insert(letter.id.to_string(), letter.to.office().cloned());
+                }
+                InboxEntry::Receipt(receipt) => held.receipts.push(receipt),
+                InboxEntry::ReadMark(_) => {}
+            }
+        }
+        Ok(held)
+    }
+
+    /// The letters on the chain `refname`.
+    fn letters_on(&self, refname: &str) -> Result<Vec<Letter>, ServiceError> {
+        Ok(self
+            .entries(refname)?
+            .into_iter()
+            .filter_map(|entry| match entry {
+                InboxEntry::Letter(letter) => Some(*letter),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Every entry on the chain `refname`; a line that does not parse is skipped (hubd wrote
+    /// each, so none should fail, and one bad line must not stop delivery).
+    pub(in crate::service) fn entries(
+        &self,
+        refname: &str,
+    ) -> Result<Vec<InboxEntry>, ServiceError> {
         let len = self.chain_len(refname)?;
         if len == 0 {
-            return Ok(HashSet::new());
+            return Ok(Vec::new());
         }
         let lines = self.hub.read_range(refname, 0, len)?;
         Ok(lines
             .iter()
             .enumerate()
-            .filter_map(|(i, line)| match InboxEntry::from_line(line, i + 1) {
-                Ok(InboxEntry::Letter(letter)) => Some(letter.id.to_string()),
-                _ => None,
-            })
+            .filter_map(|(i, line)| InboxEntry::from_line(line, i + 1).ok())
             .collect())
+    }
+}
+
+/// What a chain holds, as delivery checks it: letter ids (each with the office it is
+/// addressed to, if any) and receipts.
+#[derive(Debug, Default)]
+struct Held {
+    letters: HashMap<String, Option<OfficeName>>,
+    receipts: Vec<Receipt>,
+}
+
+/// The entry for `agent` in `cache`, read by `read` the first time.
+fn cached<'a>(
+    cache: &'a mut HashMap<AgentName, Held>,
+    agent: &AgentName,
+    read: impl FnOnce(&AgentName) -> Result<Held, ServiceError>,
+) -> Result<&'a mut Held, ServiceError> {
+    Ok(match cache.entry(agent.clone()) {
+        Entry::Occupied(held) => held.into_mut(),
+        Entry::Vacant(slot) => slot.insert(read(agent)?),
+    })
+}
+
+/// Notes that `agent`'s inbox moved, once.
+fn announce(moved: &mut Vec<Moved>, agent: &AgentName) {
+    if !moved.iter().any(|(_, a)| a == agent) {
+        moved.push((AgentRef::Inbox, agent.clone()));
     }
 }

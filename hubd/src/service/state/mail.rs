@@ -3,7 +3,7 @@
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
 use l3m_core::grant::Probe;
-use l3m_core::mail::{Address, Draft, InboxEntry, LetterId, ReadMark, Sender};
+use l3m_core::mail::{Address, Draft, InboxEntry, LetterId, ReadMark, Receipt, Sender};
 use l3m_core::names::Entity;
 use l3m_core::record_format;
 use l3m_core::refs::{self, AgentRef};
@@ -184,7 +184,11 @@ impl State {
             .map(|(entries, from, len)| InboxLines { entries, from, len })
     }
 
-    /// `hubd.mark-read`: a read mark on the caller's own inbox.
+    /// `hubd.mark-read`: a read mark on the caller's own inbox. A letter another hub carried
+    /// here also gets a receipt on the reader's outbox, for the postman to carry back; the
+    /// receipt is written first, so a crash between the two leaves the letter unread (marked
+    /// again later, and the second receipt is the same read to its sender) rather than read
+    /// with no receipt.
     pub fn mark_read(
         &self,
         capability: &Capability,
@@ -202,10 +206,34 @@ impl State {
         may_write(&duty, &inbox, RefWrite::Append)?;
         let letter = LetterId::parse(letter)
             .map_err(|e| ServiceError::Invalid(format!("letter id: {e}")))?;
+        let at_ms = self.now_ms();
+        let by = Entity::Agent(agent.clone());
+        let airmail = self
+            .entries(&inbox)?
+            .into_iter()
+            .find_map(|entry| match entry {
+                InboxEntry::Letter(l) if l.id == letter => {
+                    Some((l.from.office()?.clone(), l.from.agent()?.clone()))
+                }
+                _ => None,
+            });
+        if let Some((office, sender)) = airmail {
+            let outbox = refs::agent_ref(agent, AgentRef::Outbox);
+            may_write(&duty, &outbox, RefWrite::Append)?;
+            let receipt = InboxEntry::Receipt(Receipt {
+                letter: letter.clone(),
+                office: office.clone(),
+                sender,
+                by: by.clone(),
+                at_ms,
+            });
+            let summary = format!("receipt for {} to office {office}", letter.as_str());
+            self.append_line(&outbox, &receipt, &summary)?;
+        }
         let entry = InboxEntry::ReadMark(ReadMark {
             letter: letter.clone(),
-            by: Entity::Agent(agent.clone()),
-            at_ms: self.now_ms(),
+            by,
+            at_ms,
         });
         let seq = self.append_line(&inbox, &entry, &format!("read {}", letter.as_str()))?;
         Ok((MarkedRead { seq }, (AgentRef::Inbox, agent.clone())))

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::letter::{Letter, LetterError, LetterId};
 use super::line::InboxEntry;
+use super::receipt::Receipt;
 use crate::names::Entity;
 
 /// A reader's mark on a letter: the sender's receipt, and a fact a vigil can watch.
@@ -34,13 +35,14 @@ pub struct ReadMark {
     pub at_ms: u64,
 }
 
-/// The letters and read marks of one inbox, as sets.
+/// The letters, read marks and receipts of one inbox, as sets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inbox {
     /// Letters by id; a set per id holds more than one letter only under a conflict, and is
     /// never empty.
     letters: BTreeMap<LetterId, BTreeSet<Letter>>,
     marks: BTreeSet<ReadMark>,
+    receipts: BTreeSet<Receipt>,
 }
 
 impl Inbox {
@@ -57,7 +59,12 @@ impl Inbox {
         self.marks.insert(mark)
     }
 
-    /// The union of two inboxes: every letter and mark of either, nothing else.
+    /// Adds a receipt from another hub; `false` if this exact receipt was already there.
+    pub fn insert_receipt(&mut self, receipt: Receipt) -> bool {
+        self.receipts.insert(receipt)
+    }
+
+    /// The union of two inboxes: every letter, mark and receipt of either, nothing else.
     pub fn merge(&self, other: &Inbox) -> Inbox {
         let mut out = self.clone();
         for (id, letters) in &other.letters {
@@ -67,7 +74,13 @@ impl Inbox {
                 .extend(letters.iter().cloned());
         }
         out.marks.extend(other.marks.iter().cloned());
+        out.receipts.extend(other.receipts.iter().cloned());
         out
+    }
+
+    /// Every receipt another hub sent back, ordered by letter id.
+    pub fn receipts(&self) -> impl Iterator<Item = &Receipt> {
+        self.receipts.iter()
     }
 
     /// Every letter, ordered by id (and, under a conflict, by the letters' total order).
@@ -124,19 +137,22 @@ impl Inbox {
             match InboxEntry::from_line(text, index + 1)? {
                 InboxEntry::Letter(letter) => inbox.insert(*letter),
                 InboxEntry::ReadMark(mark) => inbox.mark_read(mark),
+                InboxEntry::Receipt(receipt) => inbox.insert_receipt(receipt),
             };
         }
         Ok(inbox)
     }
 
-    /// Writes the whole inbox as storage lines, letters then marks, each ending in a newline.
+    /// Writes the whole inbox as storage lines, letters, marks then receipts, each ending in a
+    /// newline.
     pub fn to_lines(&self) -> Result<String, LetterError> {
         let letters = self
             .letters()
             .map(|l| InboxEntry::Letter(Box::new(l.clone())));
         let marks = self.marks().cloned().map(InboxEntry::ReadMark);
+        let receipts = self.receipts().cloned().map(InboxEntry::Receipt);
         let mut out = String::new();
-        for entry in letters.chain(marks) {
+        for entry in letters.chain(marks).chain(receipts) {
             out.push_str(&entry.to_line()?);
             out.push('\n');
         }
@@ -212,10 +228,17 @@ mod tests {
             by: entity("human:bob"),
             at_ms: 2,
         });
+        inbox.insert_receipt(Receipt {
+            letter: LetterId::parse("a").unwrap(),
+            office: crate::names::OfficeName::parse("south").unwrap(),
+            sender: crate::names::AgentName::parse("alice/main").unwrap(),
+            by: entity("bob"),
+            at_ms: 3,
+        });
         let blob = inbox.to_lines().unwrap();
-        assert_eq!(blob.lines().count(), 2);
+        assert_eq!(blob.lines().count(), 3);
         assert_eq!(Inbox::from_lines(&format!("\n{blob}\n")).unwrap(), inbox);
         let err = Inbox::from_lines(&format!("{blob}{{broken\n")).unwrap_err();
-        assert!(err.to_string().starts_with("line 3:"), "{err}");
+        assert!(err.to_string().starts_with("line 4:"), "{err}");
     }
 }

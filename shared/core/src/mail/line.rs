@@ -1,7 +1,8 @@
 //! The storage line of an inbox entry: one versioned JSON object that no text can break.
 //!
 //! # Format
-//! `{"v":1,"kind":"letter",...}` or `{"v":1,"kind":"read-mark",...}`, written by
+//! `{"v":1,"kind":"letter",...}`, `{"v":1,"kind":"read-mark",...}` or
+//! `{"v":1,"kind":"receipt",...}`, written by
 //! [`record_format::to_line`](crate::record_format::to_line) and then hardened: every character a
 //! line splitter or a terminal could act on is written as a JSON `\uXXXX` escape instead of
 //! raw. serde_json already escapes C0 controls; this adds DEL, the C1 controls (NEL among them),
@@ -13,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use super::inbox::ReadMark;
 use super::letter::{Letter, LetterError};
+use super::receipt::Receipt;
 use crate::record_format;
 
-/// One line of an inbox ref's blob: a letter or a read mark.
+/// One line of an inbox or outbox ref's blob: a letter, a read mark, or a receipt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum InboxEntry {
@@ -23,6 +25,9 @@ pub enum InboxEntry {
     Letter(Box<Letter>),
     /// A reader's mark on a letter: its receipt.
     ReadMark(ReadMark),
+    /// A read mark on airmail: on the reader's outbox, on its way back to the sending hub; in
+    /// the sender's inbox, back home.
+    Receipt(Receipt),
 }
 
 impl InboxEntry {
@@ -42,6 +47,7 @@ impl InboxEntry {
         match self {
             Self::Letter(_) => "letter",
             Self::ReadMark(_) => "read-mark",
+            Self::Receipt(_) => "receipt",
         }
     }
 }

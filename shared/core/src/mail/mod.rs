@@ -16,6 +16,9 @@
 //! - `line`: the versioned, break-free storage line of every [`InboxEntry`].
 //! - `stamp`: [`stamp`], turning a sender's [`Draft`] into a [`Letter`].
 //! - `inbox`: [`Inbox`] and [`ReadMark`].
+//! - `relay`: airmail arriving from another hub ([`receive`]), and the [`bounce`] for one that
+//!   cannot be delivered.
+//! - `receipt`: [`Receipt`], a read mark on airmail travelling back to its sender's hub.
 //!
 //! # Example
 //! ```
@@ -43,6 +46,7 @@ mod inbox;
 mod letter;
 mod line;
 mod party;
+mod receipt;
 mod relay;
 mod stamp;
 
@@ -51,7 +55,8 @@ pub use inbox::{Inbox, ReadMark};
 pub use letter::{HEADLINE_TEXT_CHARS, Letter, LetterError, LetterId, MAX_ID_LEN};
 pub use line::InboxEntry;
 pub use party::{MAX_PLACE_LEN, Parties, Party, PlaceName, Star};
-pub use relay::{AirmailRefusal, receive};
+pub use receipt::Receipt;
+pub use relay::{AirmailRefusal, bounce, receive};
 pub use stamp::{Draft, Sender, StampError, stamp};
 
 /// Why a short token (a place name or a letter id) was refused.

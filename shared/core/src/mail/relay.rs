@@ -10,7 +10,12 @@
 
 use crate::names::OfficeName;
 
-use super::{Address, AddressError, Letter};
+use super::line::excerpt;
+use super::{Address, AddressError, Letter, LetterError, LetterId};
+
+/// How many characters of an office's reason a bounce quotes: the reason is the other hub's
+/// text, so it is cut before it reaches an inbox.
+pub const BOUNCE_REASON_CHARS: usize = 500;
 
 /// Why a carried letter is not delivered here.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +76,42 @@ pub fn receive(letter: Letter, carrier: &OfficeName) -> Result<Letter, AirmailRe
     Ok(Letter { from, to, ..letter })
 }
 
+/// The letter that tells the sender of `letter` (as staged on this hub, addressed to
+/// `office`) that the office did not deliver it, and why.
+///
+/// Its id is derived from the letter's (`bounce:<id>`), so writing it again after a crash or a
+/// retry is the same letter, kept once by set union. It comes from the recipient's address at
+/// the office and answers the letter (`in_reply_to`); `reason` is the office's text, quoted
+/// at most [`BOUNCE_REASON_CHARS`] characters long.
+pub fn bounce(
+    letter: &Letter,
+    office: &OfficeName,
+    reason: &str,
+    at_ms: u64,
+) -> Result<Letter, LetterError> {
+    let id = LetterId::parse(&format!("bounce:{}", letter.id))?;
+    let what = letter
+        .subject
+        .as_deref()
+        .or(letter.summary.as_deref())
+        .unwrap_or(&letter.body);
+    Ok(Letter {
+        id,
+        at_ms,
+        from: letter.to.clone(),
+        to: letter.from.clone(),
+        subject: Some(format!("undeliverable: {}", excerpt(what, 60))),
+        summary: None,
+        in_reply_to: Some(letter.id.clone()),
+        body: format!(
+            "Office {office} did not deliver your letter {} to {}: {}",
+            letter.id,
+            letter.to.render_short(),
+            excerpt(reason, BOUNCE_REASON_CHARS)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +157,33 @@ mod tests {
             receive(airmail("l3", "agent:bob*"), &office("north")),
             Err(AirmailRefusal::NotAirmail { .. })
         ));
+    }
+
+    #[test]
+    fn a_bounce_answers_the_letter_from_its_recipient_and_is_the_same_twice() {
+        let sent = airmail("l4", "office:south agent:bob*");
+        let reason = "no agent bob lives on this hub\n".repeat(100);
+        let first = bounce(&sent, &office("south"), &reason, 9).unwrap();
+        assert_eq!(first.id.as_str(), "bounce:l4");
+        assert_eq!(first.in_reply_to, Some(sent.id.clone()));
+        assert_eq!(
+            (first.from.clone(), first.to.clone()),
+            (sent.to.clone(), sent.from.clone())
+        );
+        assert!(
+            first
+                .body
+                .contains("Office south did not deliver your letter l4")
+        );
+        assert!(
+            first.body.chars().count() < BOUNCE_REASON_CHARS + 100,
+            "the reason is cut"
+        );
+        assert!(
+            !first.body.contains('\n'),
+            "the office's text is quoted escaped"
+        );
+        assert_eq!(bounce(&sent, &office("south"), &reason, 9).unwrap(), first);
     }
 
     proptest! {

@@ -25,7 +25,7 @@
 //!   u64}, tip: str|nil }` and `hubd.move-cursor` `{ capability, office, positions, expected:
 //!   str|nil }` → `hubd.cursor-moved` `{ tip: str }`: how far the postman has carried the
 //!   outboxes to `office` (`refs/l3m/mirror/<office>/sent`), moved by compare-and-swap and
-//!   never backwards. The postman's duty only.
+//!   never backwards. The postman moves it; the postman and humans read it.
 //! - `hubd.deliver-airmail` `{ capability, office: str, letters: [str] }` →
 //!   `hubd.airmail-delivered` `{ delivered: [str], already: [str], bounced: [{ letter, reason }] }`:
 //!   the postman hands over letters office `office` carried (each a stored letter line as the
@@ -33,8 +33,18 @@
 //!   `refs/l3m/mirror/<office>/inbound` and then, by set union on its id, to its recipient's
 //!   inbox, before hubd answers; a letter already there is `already`, never delivered twice.
 //!   A letter is bounced, with the reason, when it claims an origin office, is not airmail, or
-//!   stars a party this hub does not know. Only the postman's duty, and only for an office the
-//!   settings pin; a line that is not a letter refuses the whole request, writing nothing.
+//!   stars a party this hub does not know. A line may also be a receipt
+//!   (`l3m_core::mail::Receipt`) for a letter this hub sent to `office`: it is mirrored and kept
+//!   in the sender's inbox by set union (`receipts` counts the new ones); a receipt for a letter
+//!   the named sender never staged for that office is `refused`, with the reason, and nothing is
+//!   written for it. Only the postman's duty, and only for an office the settings pin; a line
+//!   that is neither a letter nor a receipt refuses the whole request, writing nothing.
+//! - `hubd.return-bounces` `{ capability, office: str, bounces: [{ agent, letter, reason }] }` →
+//!   `hubd.bounces-returned` `{ written: [str], already: [str] }`: the postman returns letters
+//!   `office` bounced to their senders. Each must be on `agent`'s outbox, addressed to
+//!   `office` (otherwise the whole request is `invalid`, writing nothing); its bounce letter
+//!   (`l3m_core::mail::bounce`, id `bounce:<letter>`) goes into the sender's inbox by set union,
+//!   so a retry writes nothing twice. The postman's duty only.
 
 use serde::{Deserialize, Serialize};
 
@@ -207,6 +217,12 @@ pub struct AirmailDelivered {
     pub already: Vec<String>,
     /// Letters refused, each with its reason.
     pub bounced: Vec<Bounced>,
+    /// Receipts newly kept in their senders' inboxes.
+    #[serde(default)]
+    pub receipts: u64,
+    /// Receipts refused (no such letter was sent to the office), each with its reason.
+    #[serde(default)]
+    pub refused: Vec<Bounced>,
 }
 
 impl Message for AirmailDelivered {
@@ -265,4 +281,43 @@ pub struct CursorMoved {
 
 impl Message for CursorMoved {
     const KIND: &'static str = "hubd.cursor-moved";
+}
+
+/// A letter an office bounced, as the postman returns it to its sender.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Returned {
+    /// The agent whose outbox staged it.
+    pub agent: String,
+    /// The letter's id.
+    pub letter: String,
+    /// The office's reason.
+    pub reason: String,
+}
+
+/// Returns bounced letters to their senders (the postman's duty only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReturnBounces {
+    /// The postman's session.
+    pub capability: Capability,
+    /// The office that bounced them.
+    pub office: String,
+    /// The bounced letters.
+    pub bounces: Vec<Returned>,
+}
+
+impl Message for ReturnBounces {
+    const KIND: &'static str = "hubd.return-bounces";
+}
+
+/// What became of returned bounces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BouncesReturned {
+    /// The ids of the letters whose bounce is now in the sender's inbox.
+    pub written: Vec<String>,
+    /// The ids of the letters whose bounce was there already (a retry).
+    pub already: Vec<String>,
+}
+
+impl Message for BouncesReturned {
+    const KIND: &'static str = "hubd.bounces-returned";
 }

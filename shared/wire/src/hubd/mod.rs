@@ -71,6 +71,7 @@ in_session!(
     mail::MarkRead,
     mail::StageAirmail,
     mail::DeliverAirmail,
+    mail::ReturnBounces,
     mail::ReadOutbox,
     mail::ReadCursor,
     mail::MoveCursor,
@@ -142,6 +143,8 @@ pub enum Op {
     ReadUndo,
     /// [`mail::DeliverAirmail`].
     DeliverAirmail,
+    /// [`mail::ReturnBounces`].
+    ReturnBounces,
     /// [`mail::ReadOutbox`].
     ReadOutbox,
     /// [`mail::ReadCursor`].
@@ -152,7 +155,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 30] = [
+    pub const ALL: [Op; 31] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -180,6 +183,7 @@ impl Op {
         Op::AppendUndo,
         Op::ReadUndo,
         Op::DeliverAirmail,
+        Op::ReturnBounces,
         Op::ReadOutbox,
         Op::ReadCursor,
         Op::MoveCursor,
@@ -215,6 +219,7 @@ impl Op {
             Op::AppendUndo => "append-undo",
             Op::ReadUndo => "read-undo",
             Op::DeliverAirmail => "deliver-airmail",
+            Op::ReturnBounces => "return-bounces",
             Op::ReadOutbox => "read-outbox",
             Op::ReadCursor => "read-cursor",
             Op::MoveCursor => "move-cursor",
