@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{agent, airmail_to, letters, pin, spawn};
+use common::{Pair, agent, airmail_to, letters, pin, spawn};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use hubd::test_support::TestHub;
 use l3m_core::duty::Duty;
 use l3m_core::grant::Grant;
-use l3m_core::mail::Letter;
+use l3m_core::mail::{InboxEntry, Letter};
 use l3m_core::names::ServiceName;
 use l3m_wire::client::HubClient;
 use postman::carry::{self, Carrier, Peer};
@@ -48,6 +48,20 @@ async fn start_postman(
     let stop = CancellationToken::new();
     tokio::spawn(carry::serve(carrier, endpoint, stop.clone()));
     stop
+}
+
+/// Polls `check` until it answers, or 30 s pass.
+async fn eventually<T>(mut check: impl AsyncFnMut() -> Option<T>) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = check().await {
+            return Some(found);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn wait_for(hub: &TestHub, whose: &str, n: usize) -> Vec<Letter> {
@@ -176,6 +190,64 @@ async fn a_letter_crosses_to_another_hub_once_with_its_true_origin() {
     assert_eq!(got_later.len(), 2, "nothing delivered twice: {got_later:?}");
     assert_eq!(got_later[1].body, "second");
     for hub in [&north, &south] {
+        hubd::test_support::git_bare(&hub.git_dir(), &["fsck", "--strict"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_comes_back_as_a_receipt_and_an_undeliverable_letter_as_a_bounce() {
+    let pair = Pair::start().await;
+    let _north = pair.serve(true);
+    let _south = pair.serve(false);
+    let read = pair.stage("read me").await;
+    let lost = pair
+        .stage_to("office:south agent:nobody*", "to no one")
+        .await;
+    assert_eq!(pair.wait_for(1, 30).await.len(), 1);
+    let bob = pair
+        .south
+        .client(Duty::Sequencer {
+            agent: agent("bob"),
+        })
+        .await;
+    bob.mark_read(&read).await.unwrap();
+
+    let inbox = async || {
+        let human = pair.north.human_client().await;
+        human.read_inbox(&agent("lead"), 0).await.unwrap().entries
+    };
+    let receipt = eventually(async || {
+        inbox().await.into_iter().find_map(|e| match e {
+            InboxEntry::Receipt(r) => Some(r),
+            _ => None,
+        })
+    })
+    .await
+    .expect("the receipt came back to lead");
+    assert_eq!(receipt.letter.as_str(), read);
+    assert_eq!(receipt.office.as_str(), "south");
+    assert_eq!(receipt.by.to_string(), "bob");
+    let bounce = eventually(async || {
+        letters(&pair.north, "lead")
+            .await
+            .into_iter()
+            .find(|l| l.in_reply_to.as_ref().map(|id| id.as_str()) == Some(lost.as_str()))
+    })
+    .await
+    .expect("the bounce came back to lead");
+    assert!(bounce.body.contains("no agent nobody"), "{}", bounce.body);
+    assert_eq!(bounce.from.render(), "office:south agent:nobody*");
+
+    // Later rounds carry nothing twice.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let entries = inbox().await;
+    let receipts = entries
+        .iter()
+        .filter(|e| matches!(e, InboxEntry::Receipt(_)))
+        .count();
+    assert_eq!((entries.len(), receipts), (2, 1), "{entries:?}");
+    assert_eq!(pair.bob_letters().await.len(), 1);
+    for hub in [&pair.north, &pair.south] {
         hubd::test_support::git_bare(&hub.git_dir(), &["fsck", "--strict"]);
     }
 }

@@ -481,12 +481,12 @@ async fn a_bounce_returns_to_its_sender_once_and_only_for_a_letter_it_sent() {
         .return_bounces("north", vec![bounce(&staged.letter, "lead")])
         .await
         .unwrap();
-    assert_eq!(first.written, [staged.letter.clone()]);
+    assert_eq!(first.written, vec![staged.letter.clone()]);
     let again = postman
         .return_bounces("north", vec![bounce(&staged.letter, "lead")])
         .await
         .unwrap();
-    assert_eq!(again.already, [staged.letter.clone()]);
+    assert_eq!(again.already, vec![staged.letter.clone()]);
     let inbox = inbox_letters(&f, "lead").await;
     assert_eq!(inbox.len(), 1);
     assert_eq!(inbox[0].id.to_string(), format!("bounce:{}", staged.letter));

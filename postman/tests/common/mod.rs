@@ -106,8 +106,13 @@ impl Pair {
 
     /// Lead stages a letter for bob on south; returns its id.
     pub async fn stage(&self, body: &str) -> String {
+        self.stage_to("office:south agent:bob*", body).await
+    }
+
+    /// Lead stages a letter for `to`; returns its id.
+    pub async fn stage_to(&self, to: &str, body: &str) -> String {
         self.lead
-            .stage_airmail("office:south agent:bob*", None, body)
+            .stage_airmail(to, None, body)
             .await
             .unwrap()
             .letter

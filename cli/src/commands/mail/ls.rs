@@ -220,10 +220,11 @@ fn staged_line(
                     at_ms: r.at_ms,
                 });
             }
-            InboxEntry::Letter(b) if b.in_reply_to.as_ref() == Some(&letter.id) => {
-                if b.id.as_str().starts_with("bounce:") {
-                    bounce = Some(b.body.clone());
-                }
+            InboxEntry::Letter(b)
+                if b.in_reply_to.as_ref() == Some(&letter.id)
+                    && b.id.as_str().starts_with("bounce:") =>
+            {
+                bounce = Some(b.body.clone());
             }
             _ => {}
         }
@@ -374,5 +375,59 @@ fn print_outboxes(outboxes: &[OutboxList]) {
                 l3m_core::story::short(text)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use l3m_core::mail::{Address, LetterId, Receipt, Sender, bounce, stamp};
+    use l3m_core::names::{Entity, OfficeName};
+
+    fn staged(id: &str) -> Letter {
+        let sender = Sender::Agent {
+            agent: AgentName::parse("lead").unwrap(),
+            worktree: None,
+            human: None,
+        };
+        let to = Address::parse("office:south agent:bob*").unwrap();
+        let draft = l3m_core::mail::Draft::new(to, "hi");
+        stamp(draft, &sender, LetterId::parse(id).unwrap(), 1).unwrap()
+    }
+
+    #[test]
+    fn each_staged_letter_shows_what_became_of_it() {
+        let lead = AgentName::parse("lead").unwrap();
+        let south = OfficeName::parse("south").unwrap();
+        let outbox: Vec<InboxEntry> = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|id| InboxEntry::Letter(Box::new(staged(id))))
+            .collect();
+        let inbox = vec![
+            InboxEntry::Receipt(Receipt {
+                letter: LetterId::parse("a").unwrap(),
+                office: south.clone(),
+                sender: lead.clone(),
+                by: Entity::parse("bob").unwrap(),
+                at_ms: 5,
+            }),
+            InboxEntry::Letter(Box::new(bounce(&staged("b"), &south, "no bob", 6).unwrap())),
+        ];
+        // The office holds the first three lines.
+        let carried = [("south".to_owned(), 3)].into_iter().collect();
+        let list = outbox_list(&lead, &outbox, &inbox, &carried);
+        let states: Vec<State> = list.letters.iter().map(|l| l.state).collect();
+        assert_eq!(
+            states,
+            [State::Read, State::Bounced, State::Carried, State::Staged]
+        );
+        assert_eq!(list.letters[0].read_by[0].by, "bob");
+        assert!(
+            list.letters[1]
+                .bounce
+                .as_deref()
+                .unwrap()
+                .contains("no bob")
+        );
     }
 }
