@@ -1,6 +1,6 @@
 //! Carrying letters between hubs: the serving postman.
 //!
-//! **Sending.** Every `poll`, the carrier reads each agent's outbox through hubd from where it
+//! **Sending.** Every `poll`, and whenever hubd announces that an outbox moved, the carrier reads each agent's outbox through hubd from where it
 //! last got to, groups the staged letters by the office they are addressed to, and sends each
 //! group over that office's link as [`Frame::Letters`]. The office answers
 //! [`Frame::Delivered`] only once its hubd holds them (mirrored, then relayed into inboxes);
@@ -18,9 +18,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::AgentName;
 use l3m_core::record_format;
+use l3m_core::refs::AgentRef;
+use l3m_wire::bus::MessageStream;
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::mail::{Bounced, Returned};
 use l3m_wire::hubd::tree::AgentLife;
@@ -29,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::frame::{self, Frame, MAX_FRAME};
 use crate::identity::Identity;
 use crate::link::{self, Limits, Link, Office};
+use crate::status::{self, Board};
 
 /// An office as the carrier reaches it.
 #[derive(Debug, Clone)]
@@ -78,6 +82,16 @@ pub enum CarryError {
 /// Serves on `endpoint` until `shutdown`: accepts the offices' links and delivers what they
 /// carry, and carries this hub's staged letters to them.
 pub async fn serve(carrier: Arc<Carrier>, endpoint: quinn::Endpoint, shutdown: CancellationToken) {
+    let board = Arc::new(Board::new(&carrier));
+    let status = status::serve(
+        Arc::clone(&carrier),
+        endpoint.clone(),
+        Arc::clone(&board),
+        shutdown.child_token(),
+    );
+    if let Err(error) = status.await {
+        tracing::warn!(%error, "the postman's status is not served; carrying goes on");
+    }
     let accepting = {
         let (carrier, endpoint) = (Arc::clone(&carrier), endpoint.clone());
         tokio::spawn(async move {
@@ -91,19 +105,38 @@ pub async fn serve(carrier: Arc<Carrier>, endpoint: quinn::Endpoint, shutdown: C
             }
         })
     };
+    let outboxes = carrier.hub.subjects().ref_changes_of_kind(AgentRef::Outbox);
+    let mut moves = match carrier.hub.bus().subscribe(&outboxes).await {
+        Ok(moves) => Some(moves),
+        Err(error) => {
+            tracing::warn!(%error, "outbox moves are not heard; carrying every poll only");
+            None
+        }
+    };
     let mut cursors: HashMap<String, OfficeCursor> = HashMap::new();
     let mut links: HashMap<String, Link> = HashMap::new();
     loop {
-        if let Err(error) = carry_once(&carrier, &endpoint, &mut cursors, &mut links).await {
+        if let Err(error) = carry_once(&carrier, &endpoint, &board, &mut cursors, &mut links).await
+        {
             tracing::warn!(%error, "a round of carrying stopped; it is retried");
         }
+        // A round runs every `poll`, and at once when an outbox moves (hubd announces it).
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(carrier.poll) => {}
+            Some(_) = next_move(&mut moves) => {}
         }
     }
     accepting.abort();
     endpoint.close(0u32.into(), b"postman stopping");
+}
+
+/// The next outbox move heard, or never if none can be heard.
+async fn next_move(moves: &mut Option<MessageStream>) -> Option<()> {
+    match moves {
+        Some(moves) => moves.next().await.map(|_| ()),
+        None => std::future::pending().await,
+    }
 }
 
 /// Accepts one office's link and delivers every batch it carries.
@@ -167,6 +200,7 @@ struct OfficeCursor {
 async fn carry_once(
     carrier: &Carrier,
     endpoint: &quinn::Endpoint,
+    board: &Board,
     cursors: &mut HashMap<String, OfficeCursor>,
     links: &mut HashMap<String, Link>,
 ) -> Result<(), CarryError> {
@@ -232,10 +266,12 @@ async fn carry_once(
                 Ok(bounced) => bounced,
                 Err(error) => {
                     tracing::warn!(%office, %error, "letters not carried this round");
+                    board.failed(office, lines.len() as u64, &error.to_string());
                     links.remove(office);
                     continue;
                 }
             };
+            board.carried(office, lines.len() as u64);
             return_bounces(carrier, office, staged, bounced).await?;
         }
         move_cursor(carrier, cursors, office, &reached).await?;

@@ -19,3 +19,4 @@ pub mod carry;
 pub mod frame;
 pub mod identity;
 pub mod link;
+pub mod status;

@@ -27,6 +27,7 @@
 //!   operation.
 //! - [`control`]: control of an agent's sequencer (interrupt, rewind, forecast, status), and of
 //!   its host when it is asleep.
+//! - [`postman`]: the postman's status of its links to other hubs.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - [`credential`]: a process's credential file, the proof that opens a session, the session
 //!   key and the seal on every request.
@@ -60,6 +61,7 @@ pub mod credential;
 pub mod envelope;
 pub mod error;
 pub mod hubd;
+pub mod postman;
 pub mod reply;
 pub mod subjects;
 #[cfg(feature = "test-support")]
