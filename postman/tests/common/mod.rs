@@ -3,6 +3,7 @@
 //! south; and the real `postman serve` processes that carry between them.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod attack;
 pub mod relay;
 
 use std::collections::BTreeSet;
