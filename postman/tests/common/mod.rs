@@ -184,6 +184,11 @@ impl Pair {
 
     /// Starts north's postman (`north == true`) or south's, killed when dropped.
     pub fn serve(&self, north: bool) -> tokio::process::Child {
+        self.serve_with(north, &[])
+    }
+
+    /// Starts a postman as [`Pair::serve`] does, with `extra` arguments (`--poll-ms`, say).
+    pub fn serve_with(&self, north: bool, extra: &[&str]) -> tokio::process::Child {
         let (hub, name, port) = if north {
             (&self.north, "north", self.north_port)
         } else {
@@ -199,6 +204,7 @@ impl Pair {
             ])
             .args(["--nats", hub.nats.url(), "--name", name])
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .kill_on_drop(true)
             .spawn()
