@@ -94,11 +94,21 @@ pub async fn serve(carrier: Arc<Carrier>, endpoint: quinn::Endpoint, shutdown: C
     }
     let accepting = {
         let (carrier, endpoint) = (Arc::clone(&carrier), endpoint.clone());
+        // Connections not yet through their hello, at most `max_incoming` at a time: quinn's
+        // own bound counts only those not yet taken from `accept`, and this loop takes them at
+        // once, so without this a flood of half-open connections (each held up to the hello
+        // timeout) would grow the postman without bound.
+        let unproven = Arc::new(tokio::sync::Semaphore::new(carrier.limits.max_incoming));
         tokio::spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
+                let Ok(permit) = Arc::clone(&unproven).try_acquire_owned() else {
+                    tracing::debug!(peer = %incoming.remote_address(), "refused a connection: too many unproven ones");
+                    incoming.refuse();
+                    continue;
+                };
                 let carrier = Arc::clone(&carrier);
                 tokio::spawn(async move {
-                    if let Err(error) = receive(&carrier, incoming).await {
+                    if let Err(error) = receive(&carrier, incoming, permit).await {
                         tracing::warn!(%error, "an incoming link ended");
                     }
                 });
@@ -139,10 +149,17 @@ async fn next_move(moves: &mut Option<MessageStream>) -> Option<()> {
     }
 }
 
-/// Accepts one office's link and delivers every batch it carries.
-async fn receive(carrier: &Carrier, incoming: quinn::Incoming) -> Result<(), CarryError> {
+/// Accepts one office's link and delivers every batch it carries; `unproven` is held until the
+/// link is through its hello.
+async fn receive(
+    carrier: &Carrier,
+    incoming: quinn::Incoming,
+    unproven: tokio::sync::OwnedSemaphorePermit,
+) -> Result<(), CarryError> {
     let offices: Vec<Office> = carrier.peers.iter().map(|p| p.office.clone()).collect();
-    let link = link::accept(incoming, &carrier.me, &offices, &carrier.limits).await?;
+    let link = link::accept(incoming, &carrier.me, &offices, &carrier.limits).await;
+    drop(unproven);
+    let link = link?;
     let office = link.office.name.clone();
     let stream = |reason: String| CarryError::Stream {
         office: office.clone(),

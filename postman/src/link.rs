@@ -49,7 +49,8 @@ pub struct Limits {
     /// How long an office may take to answer a batch of letters before the link is dropped and
     /// made again (a peer that died silently is otherwise noticed only at the idle timeout).
     pub answer_within: Duration,
-    /// Connections waiting to be accepted before new ones are refused.
+    /// Connections waiting to be accepted, and (in [`crate::carry::serve`]) connections not yet
+    /// through their hello, before new ones are refused.
     pub max_incoming: usize,
 }
 

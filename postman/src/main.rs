@@ -61,6 +61,10 @@ struct ServeArgs {
     /// The postman credential (default: the one init issued).
     #[arg(long)]
     credential: Option<PathBuf>,
+    /// How often outboxes are read, in milliseconds: a staged letter waits up to this long
+    /// before it is carried (the bulk of airmail's latency on a fast link).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    poll_ms: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -184,7 +188,7 @@ async fn serve_on(args: ServeArgs) -> Result<(), String> {
         me: args.name.clone().unwrap_or_else(|| hub_id.to_string()),
         peers,
         limits,
-        poll: std::time::Duration::from_secs(1),
+        poll: std::time::Duration::from_millis(args.poll_ms.max(1)),
     });
     let stop = tokio_util::sync::CancellationToken::new();
     let serving = tokio::spawn(postman::carry::serve(carrier, endpoint, stop.clone()));

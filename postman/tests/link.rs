@@ -3,8 +3,9 @@
 //! certificate at all and a hello claiming another office are each refused, naming why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use postman::identity::Identity;
 use postman::link::{self, Limits, Link, LinkError, Office};
@@ -182,17 +183,7 @@ async fn a_client_with_no_certificate_is_refused() {
     let (server, mut accepted) = serve(&south, "south", vec![office("north", &north)]);
     // A client that offers no certificate at all and takes any server's: whatever fails is
     // the server's refusal.
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServer))
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![link::ALPN.to_vec()];
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    let mut endpoint = quinn::Endpoint::client(loopback()).unwrap();
-    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let endpoint = common::attack::no_certificate_client();
     let outcome = async {
         let connection = endpoint
             .connect(server.local_addr().unwrap(), "south.l3m-hub.invalid")?
@@ -215,45 +206,4 @@ async fn a_client_with_no_certificate_is_refused() {
     );
     let refused = accepted.recv().await.unwrap().unwrap_err();
     assert!(matches!(refused, LinkError::Connect { .. }), "{refused}");
-}
-
-/// Takes any server certificate (the test's client is the attacker, not the victim).
-#[derive(Debug)]
-struct AnyServer;
-
-impl rustls::client::danger::ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }

@@ -3,6 +3,10 @@
 //! south; and the real `postman serve` processes that carry between them.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod attack;
+pub mod relay;
+
+use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
@@ -10,8 +14,68 @@ use hubd::test_support::TestHub;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, MailCover, SpawnLevel, SpawnRequest};
 use l3m_core::mail::{InboxEntry, Letter};
-use l3m_core::names::{AgentName, OfficeName};
+use l3m_core::names::{AgentName, OfficeName, ServiceName};
 use l3m_wire::client::HubClient;
+use relay::{Mode, Relay};
+
+/// A count from the environment (`name`), or `default`: how tests take their short CI size or
+/// a longer one.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A cheap random source (xorshift64): kill and cut points vary between runs, while the seed is
+/// printed (and taken from `L3M_SEED` when set) so a failing run can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from `L3M_SEED`, else from the process id and the clock.
+    pub fn from_env() -> Rng {
+        let seed = std::env::var("L3M_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                u64::from(std::process::id()) ^ now.as_nanos() as u64
+            });
+        eprintln!("random seed: L3M_SEED={seed}");
+        Rng::seeded(seed)
+    }
+
+    /// Seeded with `seed` (a second source for a concurrent task, say).
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A duration of `0..ms` milliseconds.
+    pub fn millis(&mut self, ms: u64) -> Duration {
+        Duration::from_millis(self.below(ms.max(1)))
+    }
+}
+
+/// SIGKILLs a postman and reaps it.
+pub async fn kill(postman: &mut tokio::process::Child) {
+    postman.start_kill().unwrap();
+    postman.wait().await.unwrap();
+}
 
 /// Runs the postman binary to its end.
 pub fn postman(args: &[&str]) -> std::process::Output {
@@ -43,10 +107,37 @@ pub struct Pair {
     pub north_port: u16,
     pub south_port: u16,
     lead: HubClient,
+    /// With [`Pair::start_via_relays`]: the relay in front of south's postman (the address
+    /// north's settings pin) and the one in front of north's.
+    relays: Vec<Relay>,
 }
 
 impl Pair {
+    /// The two hubs, each pinning the other's postman at its own port.
     pub async fn start() -> Pair {
+        Pair::start_with(false).await
+    }
+
+    /// The two hubs, each pinning the other's postman behind a [`Relay`], so a test can cut and
+    /// heal the link between them ([`Pair::link`]).
+    pub async fn start_via_relays() -> Pair {
+        Pair::start_with(true).await
+    }
+
+    /// Switches both relays (both directions of the link); see [`Mode`].
+    pub fn link(&self, mode: Mode) {
+        assert!(!self.relays.is_empty(), "a pair started without relays");
+        for relay in &self.relays {
+            relay.set(mode);
+        }
+    }
+
+    /// Datagrams the relays discarded so far.
+    pub fn dropped(&self) -> u64 {
+        self.relays.iter().map(Relay::dropped).sum()
+    }
+
+    async fn start_with(via_relays: bool) -> Pair {
         let north = TestHub::start(airmail_to("south"), "").await;
         let south = TestHub::start(Grant::default(), "").await;
         let spawn = |name: &str, grant: Grant| SpawnRequest {
@@ -65,8 +156,17 @@ impl Pair {
         let human = south.human_client().await;
         human.spawn(spawn("bob", Grant::default())).await.unwrap();
         let (north_port, south_port) = (free_port(), free_port());
-        pin(&north, "south", south_port, &fingerprint(&south)).await;
-        pin(&south, "north", north_port, &fingerprint(&north)).await;
+        let mut relays = Vec::new();
+        let (to_south, to_north) = if via_relays {
+            let loopback = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            relays.push(Relay::start(loopback(south_port)).await);
+            relays.push(Relay::start(loopback(north_port)).await);
+            (relays[0].port, relays[1].port)
+        } else {
+            (south_port, north_port)
+        };
+        pin(&north, "south", to_south, &fingerprint(&south)).await;
+        pin(&south, "north", to_north, &fingerprint(&north)).await;
         let lead = north
             .client(Duty::Sequencer {
                 agent: agent("lead"),
@@ -78,11 +178,17 @@ impl Pair {
             north_port,
             south_port,
             lead,
+            relays,
         }
     }
 
     /// Starts north's postman (`north == true`) or south's, killed when dropped.
     pub fn serve(&self, north: bool) -> tokio::process::Child {
+        self.serve_with(north, &[])
+    }
+
+    /// Starts a postman as [`Pair::serve`] does, with `extra` arguments (`--poll-ms`, say).
+    pub fn serve_with(&self, north: bool, extra: &[&str]) -> tokio::process::Child {
         let (hub, name, port) = if north {
             (&self.north, "north", self.north_port)
         } else {
@@ -98,6 +204,7 @@ impl Pair {
             ])
             .args(["--nats", hub.nats.url(), "--name", name])
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .kill_on_drop(true)
             .spawn()
@@ -134,6 +241,60 @@ impl Pair {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+
+    /// Whether north's postman has carried all of lead's outbox: south acknowledged every
+    /// letter, so the cursor is past them and nothing more will be sent.
+    pub async fn carried_all(&self) -> bool {
+        let postman = self
+            .north
+            .client(Duty::Postman {
+                service: ServiceName::parse("postman").unwrap(),
+            })
+            .await;
+        let staged = postman.read_outbox(&agent("lead"), 0).await.unwrap().len;
+        let cursor = postman.read_cursor("south").await.unwrap();
+        cursor.positions.get("lead").copied().unwrap_or(0) >= staged
+    }
+
+    /// Waits (up to `secs`) until bob holds as many letters as were `staged` and north's cursor
+    /// says south acknowledged them all, then checks that bob holds every staged letter exactly
+    /// once and nothing else, from lead on north, and that both hubs' repositories are sound.
+    pub async fn assert_exactly_once(&self, staged: &BTreeSet<String>, secs: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let held = self.bob_letters().await.len();
+            if held >= staged.len() && self.carried_all().await {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Nothing is in flight now (the cursor is past every letter): this is the final count.
+        let got = self.bob_letters().await;
+        let ids: Vec<String> = got.iter().map(|l| l.id.to_string()).collect();
+        let unique: BTreeSet<String> = ids.iter().cloned().collect();
+        assert_eq!(ids.len(), unique.len(), "duplicates in bob's inbox");
+        let missing: Vec<_> = staged.difference(&unique).collect();
+        let stray: Vec<_> = unique.difference(staged).collect();
+        assert!(
+            missing.is_empty() && stray.is_empty(),
+            "every staged letter, and only those: {} of {} missing {missing:?}, stray {stray:?}",
+            missing.len(),
+            staged.len()
+        );
+        assert!(
+            self.carried_all().await,
+            "all delivered but north's cursor is not past them"
+        );
+        for letter in &got {
+            assert_eq!(letter.from.render(), "office:north agent:lead*");
+        }
+        for hub in [&self.north, &self.south] {
+            hubd::test_support::git_bare(&hub.git_dir(), &["fsck", "--strict"]);
+        }
+    }
 }
 
 fn free_port() -> u16 {
@@ -145,7 +306,7 @@ fn free_port() -> u16 {
 }
 
 /// `postman identity` for `hub`: its fingerprint.
-fn fingerprint(hub: &TestHub) -> String {
+pub fn fingerprint(hub: &TestHub) -> String {
     let out = postman(&["identity", "--hub", hub.root().to_str().unwrap(), "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     json["fingerprint"].as_str().unwrap().to_owned()
