@@ -13,8 +13,9 @@ use postman::identity::{IDENTITY_DIR, Identity};
 ///
 /// The postman holds its hub's postman duty and nothing more: it pushes staged outboxes to each
 /// office named in the hub's settings, fetches offices only into mirror refs, relays their
-/// letters into local inboxes by set union. (Read receipts and bounce letters are not carried
-/// yet.)
+/// letters into local inboxes by set union, carries read marks back as receipts, and returns
+/// what an office bounced to its sender. It answers `l3m office ls` and `l3m doctor` with its
+/// links' state on the bus.
 #[derive(Debug, Parser)]
 #[command(name = "postman", version, arg_required_else_help = true)]
 struct Cli {

@@ -251,3 +251,51 @@ async fn a_read_comes_back_as_a_receipt_and_an_undeliverable_letter_as_a_bounce(
         hubd::test_support::git_bare(&hub.git_dir(), &["fsck", "--strict"]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postman_reports_each_links_state_backlog_and_a_probe() {
+    use l3m_wire::postman::{LinkState, Probe, status};
+    let pair = Pair::start().await;
+    let _north = pair.serve(true);
+    let mut south = pair.serve(false);
+    let human = pair.north.human_client().await;
+    let ask = async |probe: bool| {
+        eventually(async || status(&human, probe, Duration::from_secs(15)).await.ok())
+            .await
+            .expect("north's postman answers")
+            .expect("without an error")
+    };
+    let first = ask(false).await;
+    assert_eq!(first.me, "north");
+    assert_eq!(first.offices.len(), 1);
+    pair.stage("one").await;
+    pair.wait_for(1, 30).await;
+    let up = eventually(async || {
+        let s = ask(true).await;
+        (s.offices[0].link == LinkState::Up).then_some(s)
+    })
+    .await
+    .expect("the link is up");
+    let south_link = &up.offices[0];
+    assert_eq!((south_link.delivered, south_link.backlog), (1, 0));
+    assert!(south_link.last_delivery_ms.is_some());
+    assert_eq!(south_link.probe, Some(Probe::Welcomed));
+
+    // South's postman gone: the letter waits, the link is down with a backlog, a probe fails.
+    south.start_kill().unwrap();
+    south.wait().await.unwrap();
+    pair.stage("two").await;
+    let down = eventually(async || {
+        let s = ask(true).await;
+        (s.offices[0].link == LinkState::Down).then_some(s)
+    })
+    .await
+    .expect("the link is down");
+    let south_link = &down.offices[0];
+    assert_eq!(south_link.backlog, 1, "{south_link:?}");
+    assert!(south_link.error.is_some());
+    assert!(
+        matches!(&south_link.probe, Some(Probe::Failed { .. })),
+        "{south_link:?}"
+    );
+}

@@ -2,6 +2,7 @@
 
 use std::process::Command;
 
+use l3m_wire::postman::Probe;
 use serde::Serialize;
 
 use crate::context::Context;
@@ -12,7 +13,8 @@ use crate::stack::runfile::RunFile;
 
 /// Check this machine and the configuration: nats-server, git, hubd and sequencer (required);
 /// docker (builds and runs) and bwrap (the sandboxed shell), which are optional; the
-/// l3m.toml document, the hub folder and its secret; and whether the stack is up.
+/// l3m.toml document, the hub folder and its secret; whether the stack is up; and, when it is,
+/// each office the hub pins (its postman dials it: reachable, certificate as pinned).
 ///
 /// Each failed check says what to install or run. Exits 1 when a required check fails.
 /// `--json` prints `{"ok", "checks": [{"name", "ok", "required", "detail", "fix"}]}`.
@@ -203,11 +205,71 @@ pub fn checks(cx: &Context) -> Vec<Check> {
     checks
 }
 
+/// One check per office the hub's settings pin, when the hub is up: its postman dials each
+/// now, so a check fails on an office that is unreachable or shows a certificate other than
+/// its pin. Nothing when the hub is not up or pins no office.
+async fn office_checks(cx: &Context) -> Vec<Check> {
+    let Ok(session) = cx.connect().await else {
+        return Vec::new();
+    };
+    let Ok(settings) = session.client.read_settings().await else {
+        return Vec::new();
+    };
+    let Ok(settings) = l3m_core::settings::Settings::parse(&settings.text) else {
+        return Vec::new();
+    };
+    if settings.offices.is_empty() {
+        return Vec::new();
+    }
+    let status = match crate::commands::office::link_status(&session.client, true).await {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            return vec![failed(
+                "postman",
+                format!(
+                    "{} offices pinned, but no postman answers",
+                    settings.offices.len()
+                ),
+                "run `l3m up` (with `postman_listen` in the hub's entry), or `postman serve`",
+            )];
+        }
+        Err(e) => return vec![failed("postman", e.to_string(), "see the postman's log")],
+    };
+    settings
+        .offices
+        .iter()
+        .map(|(name, office)| {
+            let check = format!("office {name}");
+            let seen = status.offices.iter().find(|o| o.name == name.as_str());
+            match seen.and_then(|o| o.probe.as_ref()) {
+                Some(Probe::Welcomed) => passed(
+                    &check,
+                    format!("{} answered; its certificate matches the pin", office.addr),
+                    true,
+                ),
+                Some(Probe::Failed { reason }) => failed(
+                    &check,
+                    reason.clone(),
+                    "check that its postman runs and listens there, and that the pinned \
+                     fingerprint is what `l3m office show-identity` prints on that hub",
+                ),
+                None => failed(
+                    &check,
+                    "the running postman does not carry to it".into(),
+                    "restart the postman (`l3m down && l3m up`): it reads offices at start",
+                ),
+            }
+        })
+        .collect()
+}
+
 /// Runs `l3m doctor`.
 pub async fn cmd_doctor(args: Args, cx: Context) -> Result<(), CliError> {
-    let checks = tokio::task::spawn_blocking(move || checks(&cx))
+    let offices = office_checks(&cx).await;
+    let mut checks = tokio::task::spawn_blocking(move || checks(&cx))
         .await
         .map_err(|e| CliError::Runtime(format!("the checks failed: {e}")))?;
+    checks.extend(offices);
     let ok = checks.iter().all(|c| c.ok || !c.required);
     if args.json {
         output::json(&serde_json::json!({ "ok": ok, "checks": checks }))?;

@@ -1,6 +1,9 @@
 //! `l3m office`: the other hubs airmail reaches, pinned in the hub's settings by the SHA-256 of
 //! their certificates, and this hub's own identity to give them.
 
+use std::time::Duration;
+
+use l3m_wire::postman::{LinkState, OfficeStatus, PostmanStatus, Probe};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 use toml_edit::{DocumentMut, InlineTable, Value};
@@ -11,6 +14,7 @@ use l3m_core::settings::Settings;
 use crate::context::Context;
 use crate::error::CliError;
 use crate::output;
+use crate::render::time::utc;
 
 /// The office subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -46,7 +50,12 @@ pub struct AddArgs {
 /// `l3m office ls`.
 #[derive(Debug, clap::Args)]
 pub struct LsArgs {
-    /// Print JSON: `{"offices": [{"name", "addr", "cert_sha256"}]}`.
+    /// Also dial every office now (handshake and hello) and say whether it answered.
+    #[arg(long)]
+    pub probe: bool,
+    /// Print JSON: `{"postman": bool, "offices": [{"name", "addr", "cert_sha256", "status":
+    /// {"link", "since_ms", "last_delivery_ms", "delivered", "backlog", "error", "probe"}}]}`;
+    /// `status` is null when no postman answers.
     #[arg(long)]
     pub json: bool,
 }
@@ -66,12 +75,62 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-/// One office as listed.
+/// One office as listed: as pinned, and as the postman sees its link.
 #[derive(Debug, Serialize)]
 struct Listed {
     name: String,
     addr: String,
     cert_sha256: String,
+    status: Option<OfficeStatus>,
+}
+
+/// How long `office ls` waits for the postman; a probe may take the hello timeout.
+fn status_timeout(probe: bool) -> Duration {
+    Duration::from_secs(if probe { 15 } else { 3 })
+}
+
+/// The postman's view of its links, or `None` when no postman answers.
+pub async fn link_status(
+    client: &l3m_wire::client::HubClient,
+    probe: bool,
+) -> Result<Option<PostmanStatus>, CliError> {
+    match l3m_wire::postman::status(client, probe, status_timeout(probe)).await {
+        Ok(Ok(status)) => Ok(Some(status)),
+        Ok(Err(refused)) => Err(CliError::Runtime(format!(
+            "the postman answered with an error: {}",
+            refused.message
+        ))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// One line for a link, for people.
+fn describe(link: &OfficeStatus) -> String {
+    let mut out = match link.link {
+        LinkState::Idle => "idle (nothing carried yet)".to_owned(),
+        LinkState::Up => format!("up since {}", since(link.since_ms)),
+        LinkState::Down => format!("DOWN since {}", since(link.since_ms)),
+    };
+    if let Some(at) = link.last_delivery_ms {
+        out.push_str(&format!(", last delivery {}", utc(at)));
+    }
+    out.push_str(&format!(
+        ", {} carried, backlog {}",
+        link.delivered, link.backlog
+    ));
+    if let Some(error) = &link.error {
+        out.push_str(&format!(": {error}"));
+    }
+    match &link.probe {
+        Some(Probe::Welcomed) => out.push_str("; probe: welcomed"),
+        Some(Probe::Failed { reason }) => out.push_str(&format!("; probe FAILED: {reason}")),
+        None => {}
+    }
+    out
+}
+
+fn since(ms: Option<u64>) -> String {
+    ms.map_or_else(|| "start".to_owned(), utc)
 }
 
 /// Runs one office subcommand.
@@ -94,6 +153,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             let session = cx.connect().await?;
             let text = session.client.read_settings().await?.text;
             let settings = Settings::parse(&text).map_err(|e| CliError::Runtime(e.to_string()))?;
+            let status = link_status(&session.client, args.probe).await?;
             let offices: Vec<Listed> = settings
                 .offices
                 .iter()
@@ -101,10 +161,16 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
                     name: name.to_string(),
                     addr: office.addr.clone(),
                     cert_sha256: office.cert_sha256.clone(),
+                    status: status
+                        .as_ref()
+                        .and_then(|s| s.offices.iter().find(|o| o.name == name.as_str()).cloned()),
                 })
                 .collect();
             if args.json {
-                return output::json(&serde_json::json!({ "offices": offices }));
+                return output::json(&serde_json::json!({
+                    "postman": status.is_some(),
+                    "offices": offices,
+                }));
             }
             if offices.is_empty() {
                 println!(
@@ -113,6 +179,14 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             }
             for o in &offices {
                 println!("{:<16} {:<28} sha256:{}", o.name, o.addr, o.cert_sha256);
+                match (&status, &o.status) {
+                    (None, _) => println!("  link: no postman answers (start it with `l3m up`)"),
+                    (Some(_), None) => println!(
+                        "  link: the postman does not carry to it yet (restart it: it reads \
+                         offices at start)"
+                    ),
+                    (Some(_), Some(link)) => println!("  link: {}", describe(link)),
+                }
             }
             Ok(())
         }

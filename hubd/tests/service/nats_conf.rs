@@ -82,6 +82,40 @@ async fn the_sequencer_cannot_publish_as_another_service() {
     assert_eq!(heard.subject, "l3m.main.hubd.fence");
 }
 
+/// The postman serves its status and asks hubd, and nothing more: it cannot pose as a
+/// sequencer or a host, announce a ref, or take hubd's requests; the CLI may ask it.
+#[tokio::test]
+async fn the_postman_is_kept_to_its_status_and_hubd() {
+    use futures_util::StreamExt;
+    let server = NatsServer::start_with(&config()).unwrap();
+    let postman = connect(&server, "postman").await;
+    let cli = connect(&server, "cli").await;
+    let mut errors = postman.server_errors();
+    for subject in [
+        "l3m.main.sequencer.interrupt.alice",
+        "l3m.main.host.rewind.alice",
+        "l3m.main.ref.inbox.alice",
+    ] {
+        postman.publish(subject, Bytes::new()).await.unwrap();
+        let text = reported(&mut errors, "Permissions Violation for Publish").await;
+        assert!(text.contains(subject), "{text}");
+    }
+    let _spy = postman.subscribe("l3m.main.hubd.read-inbox").await.unwrap();
+    let text = reported(&mut errors, "Permissions Violation for Subscription").await;
+    assert!(text.contains("l3m.main.hubd.read-inbox"), "{text}");
+    let mut status = postman.subscribe("l3m.main.postman.status").await.unwrap();
+    cli.flush().await.unwrap();
+    postman.flush().await.unwrap();
+    cli.publish("l3m.main.postman.status", Bytes::new())
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(20), status.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(heard.subject, "l3m.main.postman.status");
+}
+
 /// `hubd serve` takes its NATS password from an environment variable it is told the name of,
 /// so the password is never in its arguments (readable by any local user in /proc); a missing
 /// variable is named.
