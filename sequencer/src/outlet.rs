@@ -44,11 +44,21 @@ impl HubOutlet for SessionOutlet {
         subject: Option<&str>,
         body: &str,
     ) -> Result<String, OutletError> {
-        let sent = self
-            .runtime
-            .block_on(self.client.send_letter(&to.to_string(), subject, body))
-            .map_err(outlet_error)?;
-        Ok(sent.letter)
+        // A letter for another hub is staged on the agent's outbox for the postman; hubd
+        // checks the airmail axis there.
+        let to_text = to.to_string();
+        let letter = if to.office().is_some() {
+            self.runtime
+                .block_on(self.client.stage_airmail(&to_text, subject, body))
+                .map_err(outlet_error)?
+                .letter
+        } else {
+            self.runtime
+                .block_on(self.client.send_letter(&to_text, subject, body))
+                .map_err(outlet_error)?
+                .letter
+        };
+        Ok(letter)
     }
 
     fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError> {

@@ -222,7 +222,15 @@ async fn edit(
     change: impl FnOnce(&mut DocumentMut) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
     let session = cx.connect().await?;
-    let view = session.client.read_settings().await?;
+    edit_with(&session.client, change).await
+}
+
+/// [`edit`] through an open session.
+async fn edit_with(
+    client: &l3m_wire::client::HubClient,
+    change: impl FnOnce(&mut DocumentMut) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let view = client.read_settings().await?;
     let mut doc: DocumentMut = view
         .text
         .parse()
@@ -230,8 +238,25 @@ async fn edit(
     change(&mut doc)?;
     let text = doc.to_string();
     Settings::parse(&text).map_err(|e| CliError::usage(e.to_string()))?;
-    session.client.update_settings(&text, &view.tip).await?;
+    client.update_settings(&text, &view.tip).await?;
     Ok(())
+}
+
+/// Pins office `name` (its postman at `addr`, its certificate `cert_sha256`) in the settings
+/// of `client`'s hub, as `l3m office add` does; `l3m demo` pairs its two hubs with it.
+pub async fn pin(
+    client: &l3m_wire::client::HubClient,
+    name: &str,
+    addr: &str,
+    cert_sha256: &str,
+) -> Result<(), CliError> {
+    let args = AddArgs {
+        name: name.to_owned(),
+        addr: addr.to_owned(),
+        cert_sha256: cert_sha256.to_owned(),
+        json: false,
+    };
+    edit_with(client, |doc| add(doc, &args)).await
 }
 
 /// The `offices` array, made if absent; an `offices` that is not an inline array is refused.

@@ -26,7 +26,7 @@ impl Tool for SendLetter {
     }
 
     fn description(&self) -> &str {
-        "Send a letter. `to` is an agent path (`alice/main`) or an address such as `human:bob*`. You may write to your own subtree, your ancestors, and whoever else your grant names."
+        "Send a letter. `to` is an agent path (`alice/main`) or an address such as `human:bob*`; `office:NAME agent:PATH*` reaches an agent on another hub (airmail, which needs the airmail axis for that office). You may write to your own subtree, your ancestors, and whoever else your grant names."
     }
 
     fn input_schema(&self) -> Value {

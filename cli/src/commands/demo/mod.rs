@@ -9,7 +9,10 @@
 //! parent; `lead` is refused a widening spawn, and the refusal names the axis; a rewind of the
 //! worker restores the file from the undo chain, moves its work branch back to before its
 //! commit, and reports its letter as not undone; a host credential issued for `lead/` opens
-//! its worker's sequencer session but not the whole hub, and revoking it ends that session.
+//! its worker's sequencer session but not the whole hub, and revoking it ends that session;
+//! and `lead` mails `bob` on a second hub, `south` (its own hubd, sequencers and bus, paired
+//! through two postmen over QUIC with mutual TLS): bob's letter arrives with its true origin,
+//! bob's read comes back as a receipt, and a letter to no one there comes back as a bounce.
 //! The demo checks each step and exits non-zero if one did not happen.
 
 use std::collections::BTreeMap;
@@ -29,6 +32,7 @@ use l3m_wire::bus::{Bus, LocalBus};
 use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
 
+mod airmail;
 mod credentials;
 
 use crate::context::Context;
@@ -40,6 +44,7 @@ use crate::render;
 const LEAD_GRANT: &str = include_str!("lead-grant.toml");
 const LEAD_SCRIPT: &str = include_str!("lead.toml");
 const WORKER_SCRIPT: &str = include_str!("worker.toml");
+const BOB_SCRIPT: &str = include_str!("bob.toml");
 const MODELS: &str = include_str!("models.toml");
 
 /// What the worker first writes: the rewind must bring this back byte for byte.
@@ -48,7 +53,8 @@ const FIRST_DRAFT: &str =
 
 /// Run the demo: a fresh hub in a new folder, hubd and the sequencers in this process, and a
 /// scenario that exercises spawning under a narrower grant, tame file tools, a commit, a
-/// letter, a refused widening, a rewind and a revoked credential. Prints the agent tree, a few Log lines per agent
+/// letter, a refused widening, a rewind, a revoked credential, and airmail to a second hub
+/// (`ROOT/south`) with its receipt and a bounce. Prints the agent tree, a few Log lines per agent
 /// and the cost table, and where the hub is so you can read it with plain `git`.
 ///
 /// The model is scripted (answers read from files, labelled `scripted` in every Log) unless
@@ -135,14 +141,18 @@ fn name(s: &str) -> Result<AgentName, CliError> {
 async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, CliError> {
     let bar = crate::output::spinner("making a fresh hub");
     let human = HumanName::parse("alice").map_err(runtime)?;
-    let grant = crate::commands::init::root_grant(None, &human)?;
+    let mut grant = crate::commands::init::root_grant(None, &human)?.grant;
+    // The demo's root may airmail the second hub, so lead may be granted it.
+    let south = l3m_core::names::OfficeName::parse(airmail::SOUTH).map_err(runtime)?;
+    grant.airmail.insert(south.clone());
+    grant.mail.insert(l3m_core::grant::MailCover::Office(south));
     std::fs::create_dir_all(root).map_err(|e| CliError::io("make", root, e))?;
     drop(
         hubd::init::init_hub(
             root,
             HubOptions::default(),
             human.clone(),
-            grant.grant,
+            grant,
             render::time::now_ms(),
         )
         .map_err(runtime)?,
@@ -154,6 +164,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
             for (file, text) in [
                 ("lead.toml", LEAD_SCRIPT),
                 ("worker.toml", WORKER_SCRIPT),
+                ("bob.toml", BOB_SCRIPT),
                 ("models.toml", MODELS),
             ] {
                 let path = dir.join(file);
@@ -171,14 +182,32 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let bus: Arc<dyn Bus> = Arc::new(LocalBus::new());
     let hub_id = HubId::parse("demo").map_err(runtime)?;
     let hubd = Embedded::start(Arc::clone(&bus), root, hub_id.clone()).await?;
-    let sequencers = start_sequencers(Arc::clone(&bus), root, &hub_id, config, &config_dir).await?;
+    let sequencers =
+        start_sequencers(Arc::clone(&bus), root, &hub_id, config.clone(), &config_dir).await?;
     let credential =
         l3m_wire::credential::KeyFile::read(&root.join(l3m_core::refs::paths::human_key(&human)))
             .map_err(runtime)?;
-    let me = HubClient::open(bus, hub_id, &credential, Duty::Human { human }).await?;
+    let me = HubClient::open(
+        Arc::clone(&bus),
+        hub_id.clone(),
+        &credential,
+        Duty::Human {
+            human: human.clone(),
+        },
+    )
+    .await?;
+    bar.set_message("making a second hub, south, and pairing the two hubs' postmen");
+    let north = airmail::North {
+        root,
+        me: &me,
+        bus,
+        hub_id,
+    };
+    let south = airmail::open_south(north, root.join("south"), &human, config, &config_dir).await?;
 
-    let outcome = scenario(&me, root, &bar, timeout).await;
+    let outcome = scenario(&me, &south, root, &bar, timeout).await;
     bar.finish_and_clear();
+    south.stop().await;
     sequencers.stop().await;
     hubd.stop().await;
     outcome
@@ -186,6 +215,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
 
 async fn scenario(
     me: &HubClient,
+    south: &airmail::South,
     root: &Path,
     bar: &ProgressBar,
     timeout: Duration,
@@ -289,6 +319,12 @@ async fn scenario(
         "the rewind reported the letter it cannot take back",
         letter_kept,
     ));
+
+    bar.set_message("waiting for lead's airmail, its receipt and its bounce");
+    let left = deadline.saturating_duration_since(Instant::now());
+    let seen = airmail::settle(me, south, &lead, left.max(Duration::from_secs(20))).await?;
+    text.push_str(&seen.text);
+    checks.extend(seen.checks);
 
     bar.set_message("issuing and revoking a host credential for lead/");
     let seen = credentials::step(me, &lead, &worker).await?;
