@@ -122,7 +122,7 @@ fn up_embedded_runs_a_spawned_agent_in_one_process() {
 }
 
 #[test]
-fn the_demo_shows_the_refused_widening_and_the_restored_file_and_branch() {
+fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail() {
     let home = Home::new();
     let root = home.path().join("demo-hub");
     home.l3m(&["demo", "--hub-root", root.to_str().unwrap()])
@@ -141,18 +141,27 @@ fn the_demo_shows_the_refused_widening_and_the_restored_file_and_branch() {
         .stdout(predicate::str::contains(
             "[ok] the worker committed on its work branch",
         ))
+        .stdout(predicate::str::contains(
+            "[ok] lead's airmail reached bob at south, stamped office:north agent:lead*",
+        ))
+        .stdout(predicate::str::contains(
+            "[ok] bob's read came back to lead at north as a receipt",
+        ))
+        .stdout(predicate::str::contains("no agent nobody lives on this hub"))
         .stdout(predicate::str::contains("FAILED").not());
-    let fsck = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(root.join("hub.git"))
-        .args(["fsck", "--strict"])
-        .output()
-        .unwrap();
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
+    for hub in [root.clone(), root.join("south")] {
+        let fsck = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(hub.join("hub.git"))
+            .args(["fsck", "--strict"])
+            .output()
+            .unwrap();
+        assert!(
+            fsck.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fsck.stderr)
+        );
+    }
     // The rewind went back before the commit: the branch no longer holds it.
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")
