@@ -3,7 +3,8 @@
 //! timeout so links are dropped and made again, some shorter so the link rides them out, some
 //! holding datagrams to release them late in a burst; and meanwhile either postman is killed
 //! with SIGKILL at random moments and started again. At the end every staged letter is in
-//! bob's inbox exactly once, and none is there that was not staged.
+//! bob's inbox exactly once, and none is there that was not staged; and bob, reading letters
+//! as they arrive, has every read back in lead's inbox as exactly one receipt.
 //!
 //! CI runs a short version (`L3M_PARTITION_LETTERS`, default 24; `L3M_PARTITION_CUTS`, default
 //! 3; `L3M_PARTITION_KILLS`, default one per cut); raise them for the long one. `L3M_SEED`
@@ -118,7 +119,18 @@ async fn letters_arrive_exactly_once_through_cuts_and_sigkills() {
         }
         assert!(!north_down && !south_down, "every kill has its restart");
     };
-    let (staged, ()) = tokio::join!(staging, chaos);
+    // bob reads what has arrived as it arrives, so receipts travel back through the chaos too.
+    let mut marked = BTreeSet::new();
+    let reading = async {
+        let mut marked = BTreeSet::new();
+        while start.elapsed() < span {
+            pair.read_arrived(&mut marked).await;
+            tokio::time::sleep(Duration::from_millis(700)).await;
+        }
+        marked
+    };
+    let (staged, (), read) = tokio::join!(staging, chaos, reading);
+    marked.extend(read);
     pair.link(Mode::Pass);
     eprintln!(
         "{} letters staged over {:?}; the relays dropped {} datagrams",
@@ -129,6 +141,10 @@ async fn letters_arrive_exactly_once_through_cuts_and_sigkills() {
     assert_eq!(staged.len(), letters);
     pair.assert_exactly_once(&staged, 120).await;
     eprintln!("all delivered after {:?}", start.elapsed());
+    pair.read_arrived(&mut marked).await;
+    assert_eq!(marked, staged, "bob read every letter");
+    pair.assert_receipts_back(&marked, 60).await;
+    eprintln!("every receipt back after {:?}", start.elapsed());
     for postman in [&mut north, &mut south] {
         assert!(postman.try_wait().unwrap().is_none(), "a postman exited");
     }

@@ -259,6 +259,52 @@ impl Pair {
     /// Waits (up to `secs`) until bob holds as many letters as were `staged` and north's cursor
     /// says south acknowledged them all, then checks that bob holds every staged letter exactly
     /// once and nothing else, from lead on north, and that both hubs' repositories are sound.
+    /// bob marks read every letter that arrived and he has not marked yet (`marked`); each
+    /// read stages a receipt on bob's outbox for south's postman to carry back.
+    pub async fn read_arrived(&self, marked: &mut BTreeSet<String>) {
+        let bob = self
+            .south
+            .client(Duty::Sequencer {
+                agent: agent("bob"),
+            })
+            .await;
+        for letter in self.bob_letters().await {
+            let id = letter.id.to_string();
+            if !marked.contains(&id) {
+                bob.mark_read(&id).await.unwrap();
+                marked.insert(id);
+            }
+        }
+    }
+
+    /// Waits until lead's inbox on north holds a receipt for every letter in `read`, then
+    /// checks it holds exactly one for each and none for anything else.
+    pub async fn assert_receipts_back(&self, read: &BTreeSet<String>, secs: u64) {
+        let receipts = async || {
+            let human = self.north.human_client().await;
+            let entries = human.read_inbox(&agent("lead"), 0).await.unwrap().entries;
+            entries
+                .into_iter()
+                .filter_map(|e| match e {
+                    InboxEntry::Receipt(r) => Some(r.letter.to_string()),
+                    _ => None,
+                })
+                .collect::<Vec<String>>()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        let mut got = receipts().await;
+        while got.len() < read.len() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            got = receipts().await;
+        }
+        let unique: BTreeSet<String> = got.iter().cloned().collect();
+        assert_eq!(got.len(), unique.len(), "a receipt came back twice");
+        assert_eq!(
+            &unique, read,
+            "a receipt for every read letter, and only those"
+        );
+    }
+
     pub async fn assert_exactly_once(&self, staged: &BTreeSet<String>, secs: u64) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
