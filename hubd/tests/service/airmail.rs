@@ -254,6 +254,26 @@ async fn carried_letters_are_mirrored_then_relayed_once_with_their_true_origin()
     assert_eq!(both.delivered, ["n-9"]);
     assert_eq!(both.already, ["n-9"]);
     assert_eq!(inbox_letters(&f, "bob").await.len(), 2);
+    // A batch is one commit on the mirror and one on each inbox, not one per letter.
+    let commits = |refname: &str| {
+        git_bare(&f.git_dir(), &["rev-list", "--count", refname])
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let (mirror, inbox) = ("refs/l3m/mirror/north/inbound", "refs/l3m/a/bob/_/inbox");
+    let before = (commits(mirror), commits(inbox));
+    let batch = ["n-10", "n-11", "n-12"].map(|id| carried(id, "office:south agent:bob*"));
+    let three = postman
+        .deliver_airmail("north", batch.to_vec())
+        .await
+        .unwrap();
+    assert_eq!(three.delivered.len(), 3);
+    assert_eq!(
+        (commits(mirror), commits(inbox)),
+        (before.0 + 1, before.1 + 1)
+    );
+    assert_eq!(inbox_letters(&f, "bob").await.len(), 5);
     f.fsck();
 }
 

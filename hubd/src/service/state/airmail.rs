@@ -142,8 +142,11 @@ impl State {
             refused: Vec::new(),
         };
         let mut moved = Vec::new();
-        // Each inbox and outbox is read once per request, not once per entry.
+        // Each inbox and outbox is read once per request, not once per entry; what is new is
+        // appended once per chain at the end.
         let mut inboxes: HashMap<AgentName, Held> = HashMap::new();
+        let mut to_mirror: Vec<InboxEntry> = Vec::new();
+        let mut to_inbox: BTreeMap<AgentName, Vec<InboxEntry>> = BTreeMap::new();
         let mut outboxes: HashMap<AgentName, Held> = HashMap::new();
         for entry in entries {
             let carried = match entry {
@@ -167,9 +170,7 @@ impl State {
                         continue;
                     }
                     if !mirrored.receipts.iter().any(|r| r.same_read(&receipt)) {
-                        let entry = InboxEntry::Receipt(receipt.clone());
-                        let summary = format!("receipt for {letter} carried by office {office}");
-                        self.append_line(&mirror, &entry, &summary)?;
+                        to_mirror.push(InboxEntry::Receipt(receipt.clone()));
                         mirrored.receipts.push(receipt.clone());
                     }
                     let inbox = refs::agent_ref(&sender, AgentRef::Inbox);
@@ -180,10 +181,11 @@ impl State {
                     if held.receipts.iter().any(|r| r.same_read(&receipt)) {
                         continue;
                     }
-                    let summary = format!("receipt for {letter} from office {office}");
-                    self.append_line(&inbox, &InboxEntry::Receipt(receipt.clone()), &summary)?;
+                    to_inbox
+                        .entry(sender)
+                        .or_default()
+                        .push(InboxEntry::Receipt(receipt.clone()));
                     held.receipts.push(receipt);
-                    announce(&mut moved, &sender);
                     out.receipts += 1;
                     continue;
                 }
@@ -216,9 +218,7 @@ impl State {
                 }
             };
             if !mirrored.letters.contains_key(&id) {
-                let entry = InboxEntry::Letter(Box::new(carried));
-                let summary = format!("airmail {id} carried by office {office}");
-                self.append_line(&mirror, &entry, &summary)?;
+                to_mirror.push(InboxEntry::Letter(Box::new(carried)));
                 mirrored.letters.insert(id.clone(), None);
             }
             let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
@@ -230,10 +230,22 @@ impl State {
                 out.already.push(id);
                 continue;
             }
-            let summary = format!("airmail {id} from office {office}");
-            self.append_line(&inbox, &InboxEntry::Letter(Box::new(local)), &summary)?;
-            announce(&mut moved, &agent);
+            to_inbox
+                .entry(agent)
+                .or_default()
+                .push(InboxEntry::Letter(Box::new(local)));
             out.delivered.push(id);
+        }
+        // One commit per chain: the mirror first, so whatever reaches an inbox is mirrored.
+        if !to_mirror.is_empty() {
+            let summary = carried_summary(&to_mirror, &format!("carried by office {office}"));
+            self.append_lines(&mirror, &to_mirror, &summary)?;
+        }
+        for (agent, entries) in to_inbox {
+            let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
+            let summary = carried_summary(&entries, &format!("from office {office}"));
+            self.append_lines(&inbox, &entries, &summary)?;
+            moved.push((AgentRef::Inbox, agent));
         }
         Ok((out, moved))
     }
@@ -474,6 +486,25 @@ fn cached<'a>(
         Entry::Occupied(held) => held.into_mut(),
         Entry::Vacant(slot) => slot.insert(read(agent)?),
     })
+}
+
+/// A commit message for carried `entries`: the one entry's id, or how many letters and
+/// receipts, then `how`.
+fn carried_summary(entries: &[InboxEntry], how: &str) -> String {
+    match entries {
+        [InboxEntry::Letter(letter)] => format!("airmail {} {how}", letter.id),
+        [InboxEntry::Receipt(receipt)] => format!("receipt for {} {how}", receipt.letter),
+        _ => {
+            let letters = entries
+                .iter()
+                .filter(|e| matches!(e, InboxEntry::Letter(_)))
+                .count();
+            format!(
+                "airmail: {letters} letters and {} receipts {how}",
+                entries.len() - letters
+            )
+        }
+    }
 }
 
 /// Notes that `agent`'s inbox moved, once.

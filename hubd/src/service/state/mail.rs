@@ -126,24 +126,38 @@ impl State {
         entry: &InboxEntry,
         summary: &str,
     ) -> Result<u64, ServiceError> {
-        let line = entry
-            .to_line()
-            .map_err(|e| ServiceError::Internal(format!("encoding an inbox line: {e}")))?;
-        if line.len() > record_format::MAX_STORED_LINE {
-            return Err(ServiceError::Invalid(format!(
-                "{summary} is {} bytes as stored, over the limit of {} bytes for one inbox line; \
-                 send a shorter text (control characters count escaped), or put the bulk in a \
-                 file and send its path",
-                line.len(),
-                record_format::MAX_STORED_LINE
-            )));
-        }
+        self.append_lines(refname, std::slice::from_ref(entry), summary)
+    }
+
+    /// Appends `entries` to the chain `refname` as one commit, retrying on a lost CAS; returns
+    /// the seq of the first. An entry over the stored line limit refuses them all, naming it.
+    pub(in crate::service) fn append_lines(
+        &self,
+        refname: &str,
+        entries: &[InboxEntry],
+        summary: &str,
+    ) -> Result<u64, ServiceError> {
+        let lines = entries
+            .iter()
+            .map(|entry| {
+                let line = entry
+                    .to_line()
+                    .map_err(|e| ServiceError::Internal(format!("encoding an inbox line: {e}")))?;
+                if line.len() > record_format::MAX_STORED_LINE {
+                    return Err(ServiceError::Invalid(format!(
+                        "{summary} is {} bytes as stored, over the limit of {} bytes for one \
+                         inbox line; send a shorter text (control characters count escaped), or \
+                         put the bulk in a file and send its path",
+                        line.len(),
+                        record_format::MAX_STORED_LINE
+                    )));
+                }
+                Ok(line)
+            })
+            .collect::<Result<Vec<String>, _>>()?;
         loop {
             let tip = self.hub.tip(refname)?;
-            match self
-                .hub
-                .append(refname, tip, std::slice::from_ref(&line), summary)
-            {
+            match self.hub.append(refname, tip, &lines, summary) {
                 Ok(appended) => return Ok(appended.first_seq),
                 Err(crate::store::StoreError::Stale { .. }) => continue,
                 Err(other) => return Err(other.into()),
