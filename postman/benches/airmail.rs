@@ -5,7 +5,10 @@
 //! local letter through hubd (sent, then read back). Each figure is also printed as a ratio
 //! against its reference. Nothing here asserts wall time.
 //!
-//! `L3M_BENCH_LETTERS` (default 500) sets N; `L3M_BENCH_POLL_MS` the postmen's `--poll-ms`
+//! A second airmail run stages letters one at a time, each once the one before arrived: the
+//! latency on an idle link, which the burst's queueing hides.
+//!
+//! `L3M_BENCH_LETTERS` (default 500) sets N (the paced run takes at most 100); `L3M_BENCH_POLL_MS` the postmen's `--poll-ms`
 //! (default 1000, the shipping default). Run: `cargo bench -p postman --bench airmail`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -97,6 +100,7 @@ async fn bench() {
         .unwrap();
 
     let airmail = airmail(&pair, n).await;
+    let paced = one_at_a_time(&pair, n.min(100)).await;
     let quic = quic_round_trips(&payload, n).await;
     let local = local_letters(&pair, n).await;
     println!(
@@ -107,6 +111,40 @@ async fn bench() {
     local.print("local letter (hubd)", None);
     airmail.print("airmail vs quic", Some(&quic));
     airmail.print("airmail vs local", Some(&local));
+    paced.print("one at a time vs local", Some(&local));
+}
+
+/// Letters staged one at a time, each only once the one before arrived: the latency of a
+/// letter on an idle link, with no queue ahead of it.
+async fn one_at_a_time(pair: &Pair, n: usize) -> Run {
+    let reader = pair.south.human_client().await;
+    let bob = agent("bob");
+    let mut next = reader.read_inbox(&bob, 0).await.unwrap().len;
+    let mut latencies = Vec::with_capacity(n);
+    let mut lost = 0;
+    let start = Instant::now();
+    for i in 0..n {
+        let id = pair.stage(&format!("paced letter {i}")).await;
+        let began = Instant::now();
+        let deadline = began + Duration::from_secs(10);
+        let arrived = loop {
+            let read = reader.read_inbox(&bob, next).await.unwrap();
+            next = read.len;
+            let there = read
+                .entries
+                .iter()
+                .any(|e| matches!(e, InboxEntry::Letter(l) if l.id.to_string() == id));
+            if there || Instant::now() > deadline {
+                break there;
+            }
+        };
+        if arrived {
+            latencies.push(began.elapsed());
+        } else {
+            lost += 1;
+        }
+    }
+    Run::new(latencies, start.elapsed(), lost)
 }
 
 /// N letters staged by lead on north as fast as it can; each one's time from its staging
