@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::frame::{self, Frame, MAX_FRAME};
 use crate::identity::Identity;
-use crate::link::{self, Limits, Link, Office};
+use crate::link::{self, Limits, Link, LinkError, Office};
 use crate::status::{self, Board};
 
 /// An office as the carrier reaches it.
@@ -58,6 +58,21 @@ pub struct Carrier {
     pub limits: Limits,
     /// How often outboxes are read.
     pub poll: Duration,
+}
+
+impl Carrier {
+    /// Opens a link to `peer` from `endpoint`, as this hub (handshake and hello).
+    pub async fn dial(&self, endpoint: &quinn::Endpoint, peer: &Peer) -> Result<Link, LinkError> {
+        link::connect(
+            endpoint,
+            &self.identity,
+            &self.me,
+            &peer.office,
+            peer.addr,
+            &self.limits,
+        )
+        .await
+    }
 }
 
 /// Why a round of carrying stopped.
@@ -396,15 +411,7 @@ async fn send_to(
         });
     };
     if !links.contains_key(office) {
-        let link = link::connect(
-            endpoint,
-            &carrier.identity,
-            &carrier.me,
-            &peer.office,
-            peer.addr,
-            &carrier.limits,
-        )
-        .await?;
+        let link = carrier.dial(endpoint, peer).await?;
         links.insert(office.to_owned(), link);
     }
     let Some(link) = links.get(office) else {

@@ -13,7 +13,6 @@ use l3m_wire::typed::{ServeOptions, TypedRequest, TypedServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::carry::Carrier;
-use crate::link;
 
 /// Each office's link as the last round left it.
 #[derive(Debug, Default)]
@@ -151,16 +150,7 @@ async fn probe(carrier: &Carrier, endpoint: &quinn::Endpoint, office: &str) -> P
             reason: "not pinned".into(),
         };
     };
-    let dialled = link::connect(
-        endpoint,
-        &carrier.identity,
-        &carrier.me,
-        &peer.office,
-        peer.addr,
-        &carrier.limits,
-    )
-    .await;
-    match dialled {
+    match carrier.dial(endpoint, peer).await {
         Ok(link) => {
             link.connection.close(0u32.into(), b"probe done");
             Probe::Welcomed

@@ -72,20 +72,7 @@ async fn a_connection_flood_neither_stops_honest_letters_nor_grows_the_postman()
                     .is_ok()
             } else {
                 // No certificate at all: the handshake may finish, the first stream may not.
-                let endpoint = attack::no_certificate_client();
-                let linked = async {
-                    let connection = endpoint.connect(server, "l3m-hub.invalid")?.await?;
-                    let (mut send, mut recv) = connection.open_bi().await?;
-                    postman::frame::write(
-                        &mut send,
-                        &postman::frame::Frame::Hello {
-                            office: "north".into(),
-                        },
-                    )
-                    .await?;
-                    postman::frame::read(&mut recv).await?;
-                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-                };
+                let linked = attack::hello_without_certificate(server);
                 tokio::time::timeout(Duration::from_secs(30), linked)
                     .await
                     .is_ok_and(|r| r.is_ok())

@@ -183,23 +183,7 @@ async fn a_client_with_no_certificate_is_refused() {
     let (server, mut accepted) = serve(&south, "south", vec![office("north", &north)]);
     // A client that offers no certificate at all and takes any server's: whatever fails is
     // the server's refusal.
-    let endpoint = common::attack::no_certificate_client();
-    let outcome = async {
-        let connection = endpoint
-            .connect(server.local_addr().unwrap(), "south.l3m-hub.invalid")?
-            .await?;
-        let (mut send, mut recv) = connection.open_bi().await?;
-        postman::frame::write(
-            &mut send,
-            &postman::frame::Frame::Hello {
-                office: "north".into(),
-            },
-        )
-        .await?;
-        postman::frame::read(&mut recv).await?;
-        Ok::<_, Box<dyn std::error::Error>>(())
-    }
-    .await;
+    let outcome = common::attack::hello_without_certificate(server.local_addr().unwrap()).await;
     assert!(
         outcome.is_err(),
         "a client without a certificate got a welcome"

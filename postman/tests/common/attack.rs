@@ -10,6 +10,22 @@ use std::time::Duration;
 use postman::link;
 use tokio::net::UdpSocket;
 
+/// Connects to `server` offering no certificate, says hello as north, and reads the answer:
+/// `Ok` only if the server let such a client through to its answer.
+pub async fn hello_without_certificate(
+    server: std::net::SocketAddr,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let endpoint = no_certificate_client();
+    let connection = endpoint.connect(server, "l3m-hub.invalid")?.await?;
+    let (mut send, mut recv) = connection.open_bi().await?;
+    let hello = postman::frame::Frame::Hello {
+        office: "north".into(),
+    };
+    postman::frame::write(&mut send, &hello).await?;
+    postman::frame::read(&mut recv).await?;
+    Ok(())
+}
+
 /// A QUIC client endpoint on loopback that offers no certificate at all and takes any
 /// server's: whatever fails when it connects is the server's refusal.
 pub fn no_certificate_client() -> quinn::Endpoint {

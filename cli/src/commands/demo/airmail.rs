@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hubd::store::HubOptions;
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, SpawnRequest};
@@ -28,10 +27,9 @@ use postman::link::{self, Limits, Office};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{name, runtime};
+use super::{human_session, make_hub, name, runtime};
 use crate::embedded::{Embedded, Sequencers, start_sequencers};
 use crate::error::CliError;
-use crate::render;
 
 /// What the demo hub is called at south.
 pub(super) const NORTH: &str = "north";
@@ -84,30 +82,11 @@ pub(super) async fn open_south(
     config_dir: &Path,
 ) -> Result<South, CliError> {
     let grant = crate::commands::init::root_grant(None, human)?;
-    std::fs::create_dir_all(&root).map_err(|e| CliError::io("make", &root, e))?;
-    drop(
-        hubd::init::init_hub(
-            &root,
-            HubOptions::default(),
-            human.clone(),
-            grant.grant,
-            render::time::now_ms(),
-        )
-        .map_err(runtime)?,
-    );
+    make_hub(&root, human, grant.grant)?;
     let bus: Arc<dyn Bus> = Arc::new(LocalBus::new());
     let hub_id = HubId::parse(SOUTH).map_err(runtime)?;
     let hubd = Embedded::start(Arc::clone(&bus), &root, hub_id.clone()).await?;
-    let credential = KeyFile::read(&root.join(paths::human_key(human))).map_err(runtime)?;
-    let me = HubClient::open(
-        Arc::clone(&bus),
-        hub_id.clone(),
-        &credential,
-        Duty::Human {
-            human: human.clone(),
-        },
-    )
-    .await?;
+    let me = human_session(Arc::clone(&bus), &hub_id, &root, human).await?;
 
     let identity = |root: &Path, name: &str| {
         Identity::load_or_create(&root.join(paths::IDENTITY_DIR), name).map_err(runtime)

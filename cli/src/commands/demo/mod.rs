@@ -146,17 +146,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let south = l3m_core::names::OfficeName::parse(airmail::SOUTH).map_err(runtime)?;
     grant.airmail.insert(south.clone());
     grant.mail.insert(l3m_core::grant::MailCover::Office(south));
-    std::fs::create_dir_all(root).map_err(|e| CliError::io("make", root, e))?;
-    drop(
-        hubd::init::init_hub(
-            root,
-            HubOptions::default(),
-            human.clone(),
-            grant,
-            render::time::now_ms(),
-        )
-        .map_err(runtime)?,
-    );
+    make_hub(root, &human, grant)?;
     let (config, config_dir) = match models {
         Models::Scripted => {
             let dir = root.join("demo-scripts");
@@ -184,18 +174,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let hubd = Embedded::start(Arc::clone(&bus), root, hub_id.clone()).await?;
     let sequencers =
         start_sequencers(Arc::clone(&bus), root, &hub_id, config.clone(), &config_dir).await?;
-    let credential =
-        l3m_wire::credential::KeyFile::read(&root.join(l3m_core::refs::paths::human_key(&human)))
-            .map_err(runtime)?;
-    let me = HubClient::open(
-        Arc::clone(&bus),
-        hub_id.clone(),
-        &credential,
-        Duty::Human {
-            human: human.clone(),
-        },
-    )
-    .await?;
+    let me = human_session(Arc::clone(&bus), &hub_id, root, &human).await?;
     bar.set_message("making a second hub, south, and pairing the two hubs' postmen");
     let north = airmail::North {
         root,
@@ -211,6 +190,38 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     sequencers.stop().await;
     hubd.stop().await;
     outcome
+}
+
+/// A fresh hub at `root` whose human is `human`, with `grant` as the bound of her roots.
+fn make_hub(root: &Path, human: &HumanName, grant: l3m_core::grant::Grant) -> Result<(), CliError> {
+    std::fs::create_dir_all(root).map_err(|e| CliError::io("make", root, e))?;
+    drop(
+        hubd::init::init_hub(
+            root,
+            HubOptions::default(),
+            human.clone(),
+            grant,
+            render::time::now_ms(),
+        )
+        .map_err(runtime)?,
+    );
+    Ok(())
+}
+
+/// A session of `human` with the hub at `root`, served as `hub_id` on `bus`.
+async fn human_session(
+    bus: Arc<dyn Bus>,
+    hub_id: &HubId,
+    root: &Path,
+    human: &HumanName,
+) -> Result<HubClient, CliError> {
+    let key =
+        l3m_wire::credential::KeyFile::read(&root.join(l3m_core::refs::paths::human_key(human)))
+            .map_err(runtime)?;
+    let duty = Duty::Human {
+        human: human.clone(),
+    };
+    Ok(HubClient::open(bus, hub_id.clone(), &key, duty).await?)
 }
 
 async fn scenario(
