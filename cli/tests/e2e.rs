@@ -274,12 +274,33 @@ fn a_whole_session_through_the_cli() {
     assert_eq!(offices["offices"].as_array().unwrap().len(), 1, "{offices}");
     assert_eq!(offices["offices"][0]["name"], "south");
     assert_eq!(offices["offices"][0]["addr"], "127.0.0.1:4433");
+    // No postman runs in this stack: the link state says so rather than inventing one.
+    assert_eq!(offices["postman"], false, "{offices}");
+    assert!(offices["offices"][0]["status"].is_null(), "{offices}");
     assert_eq!(
         format!(
             "sha256:{}",
             offices["offices"][0]["cert_sha256"].as_str().unwrap()
         ),
         fingerprint
+    );
+    // doctor fails while an office is pinned and no postman carries to it.
+    let doctor = home.l3m(&["doctor", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert!(!doctor.status.success(), "{report}");
+    let postman = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "postman" && c["ok"] == false)
+        .unwrap_or_else(|| panic!("no failed postman check: {report}"))
+        .clone();
+    assert!(
+        postman["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no postman answers"),
+        "{postman}"
     );
     home.l3m(&["office", "rm", "south"]).assert().success();
     assert_eq!(
