@@ -1,12 +1,17 @@
 //! Two hubs, north and south, each served by hubd in this process over its own nats-server,
 //! pinned to each other as offices, with `lead` on north (who may airmail south) and `bob` on
-//! south; and the real `postman serve` processes that carry between them.
+//! south; and the real `postman serve` processes that carry between them. Or the same two hubs
+//! served elsewhere (containers, see `compose.rs`), reached through their NATS
+//! ([`served::ServedHub`]).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod attack;
 pub mod relay;
+pub mod served;
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -100,10 +105,43 @@ pub fn agent(s: &str) -> AgentName {
     AgentName::parse(s).unwrap()
 }
 
+/// A hub a test talks to, whoever serves it: a [`TestHub`] served in this process, or a
+/// [`served::ServedHub`] served by a hubd elsewhere; so [`Pair`]'s staging, reading and
+/// counting are written once for both.
+pub trait Hub {
+    /// The hub folder (its credentials, its `hub.git`).
+    fn root(&self) -> PathBuf;
+
+    /// A session for `duty`, opened with the credential init issued for it.
+    fn client(&self, duty: Duty) -> impl Future<Output = HubClient> + Send;
+
+    /// The human's session.
+    fn human_client(&self) -> impl Future<Output = HubClient> + Send {
+        self.client(Duty::Human {
+            human: hubd::test_support::human(),
+        })
+    }
+
+    /// The hub's bare repository.
+    fn git_dir(&self) -> PathBuf {
+        self.root().join("hub.git")
+    }
+}
+
+impl Hub for TestHub {
+    fn root(&self) -> PathBuf {
+        TestHub::root(self)
+    }
+
+    fn client(&self, duty: Duty) -> impl Future<Output = HubClient> + Send {
+        TestHub::client(self, duty)
+    }
+}
+
 /// The two hubs, pinned to each other, and the UDP ports their postmen listen on.
-pub struct Pair {
-    pub north: TestHub,
-    pub south: TestHub,
+pub struct Pair<H = TestHub> {
+    pub north: H,
+    pub south: H,
     pub north_port: u16,
     pub south_port: u16,
     lead: HubClient,
@@ -140,46 +178,18 @@ impl Pair {
     async fn start_with(via_relays: bool) -> Pair {
         let north = TestHub::start(airmail_to("south"), "").await;
         let south = TestHub::start(Grant::default(), "").await;
-        let spawn = |name: &str, grant: Grant| SpawnRequest {
-            child: agent(name),
-            grant,
-            loan: Default::default(),
-            driven: false,
-            persona: None,
-            fork: None,
-        };
-        let human = north.human_client().await;
-        human
-            .spawn(spawn("lead", airmail_to("south")))
-            .await
-            .unwrap();
-        let human = south.human_client().await;
-        human.spawn(spawn("bob", Grant::default())).await.unwrap();
         let (north_port, south_port) = (free_port(), free_port());
         let mut relays = Vec::new();
         let (to_south, to_north) = if via_relays {
-            let loopback = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
             relays.push(Relay::start(loopback(south_port)).await);
             relays.push(Relay::start(loopback(north_port)).await);
             (relays[0].port, relays[1].port)
         } else {
             (south_port, north_port)
         };
-        pin(&north, "south", to_south, &fingerprint(&south)).await;
-        pin(&south, "north", to_north, &fingerprint(&north)).await;
-        let lead = north
-            .client(Duty::Sequencer {
-                agent: agent("lead"),
-            })
-            .await;
-        Pair {
-            north,
-            south,
-            north_port,
-            south_port,
-            lead,
-            relays,
-        }
+        let mut pair = Pair::assemble(north, south, loopback(to_south), loopback(to_north)).await;
+        (pair.north_port, pair.south_port, pair.relays) = (north_port, south_port, relays);
+        pair
     }
 
     /// Starts north's postman (`north == true`) or south's, killed when dropped.
@@ -209,6 +219,33 @@ impl Pair {
             .kill_on_drop(true)
             .spawn()
             .unwrap()
+    }
+}
+
+impl<H: Hub> Pair<H> {
+    /// Makes a pair of two hubs already served, whose settings pin no office yet: spawns
+    /// `lead` on north (who may airmail south) and `bob` on south, pins south's postman at
+    /// `to_south` in north's settings and north's at `to_north` in south's, and opens lead's
+    /// session. The postmen are taken to listen on the ports they are pinned at; start them
+    /// after this, as they read the offices when they start.
+    pub async fn assemble(north: H, south: H, to_south: SocketAddr, to_north: SocketAddr) -> Self {
+        spawn(&north, "lead", airmail_to("south")).await;
+        spawn(&south, "bob", Grant::default()).await;
+        pin_at(&north, "south", to_south, &fingerprint(&south)).await;
+        pin_at(&south, "north", to_north, &fingerprint(&north)).await;
+        let lead = north
+            .client(Duty::Sequencer {
+                agent: agent("lead"),
+            })
+            .await;
+        Pair {
+            north,
+            south,
+            north_port: to_north.port(),
+            south_port: to_south.port(),
+            lead,
+            relays: Vec::new(),
+        }
     }
 
     /// Lead stages a letter for bob on south; returns its id.
@@ -343,6 +380,10 @@ impl Pair {
     }
 }
 
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
 fn free_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -352,14 +393,14 @@ fn free_port() -> u16 {
 }
 
 /// `postman identity` for `hub`: its fingerprint.
-pub fn fingerprint(hub: &TestHub) -> String {
+pub fn fingerprint(hub: &impl Hub) -> String {
     let out = postman(&["identity", "--hub", hub.root().to_str().unwrap(), "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     json["fingerprint"].as_str().unwrap().to_owned()
 }
 
 /// The human of `hub` spawns root `name` with `grant`.
-pub async fn spawn(hub: &TestHub, name: &str, grant: Grant) {
+pub async fn spawn(hub: &impl Hub, name: &str, grant: Grant) {
     let request = SpawnRequest {
         child: agent(name),
         grant,
@@ -372,7 +413,7 @@ pub async fn spawn(hub: &TestHub, name: &str, grant: Grant) {
 }
 
 /// The letters in `whose` inbox on `hub`.
-pub async fn letters(hub: &TestHub, whose: &str) -> Vec<Letter> {
+pub async fn letters(hub: &impl Hub, whose: &str) -> Vec<Letter> {
     let read = hub
         .human_client()
         .await
@@ -389,13 +430,20 @@ pub async fn letters(hub: &TestHub, whose: &str) -> Vec<Letter> {
 }
 
 /// Pins `office` (its postman on loopback `port`, its certificate `fingerprint`) in `hub`.
-pub async fn pin(hub: &TestHub, office: &str, port: u16, fingerprint: &str) {
+pub async fn pin(hub: &impl Hub, office: &str, port: u16, fingerprint: &str) {
+    pin_at(hub, office, loopback(port), fingerprint).await;
+}
+
+/// Pins `office` (its postman at `addr`, its certificate `fingerprint`) in `hub`, whose settings
+/// pin no office yet.
+pub async fn pin_at(hub: &impl Hub, office: &str, addr: SocketAddr, fingerprint: &str) {
     let hub = hub.human_client().await;
     let view = hub.read_settings().await.unwrap();
+    assert!(view.text.contains("offices = []"), "{}", view.text);
     let text = view.text.replace(
         "offices = []",
         &format!(
-            "offices = [{{ name = \"{office}\", addr = \"127.0.0.1:{port}\", cert-sha256 = \"{fingerprint}\" }}]"
+            "offices = [{{ name = \"{office}\", addr = \"{addr}\", cert-sha256 = \"{fingerprint}\" }}]"
         ),
     );
     hub.update_settings(&text, &view.tip).await.unwrap();

@@ -1,0 +1,352 @@
+//! The two-hub site of deploy/compose, in Docker: north and south each on a network of its own
+//! (its NATS and its hubd), the two postmen each on its hub's network and on `airlink`, the only
+//! thing joining the hubs; images built locally FROM scratch by deploy/compose/build-images.
+//!
+//! lead on north stages letters for bob on south the whole time, while a postman is cut off
+//! `airlink` with `docker network disconnect` and put back with `docker network connect --ip`
+//! (its pinned address); bob reads letters as they arrive. A letter staged during a cut must not
+//! arrive before the heal (the cut is real). At the end every staged letter is in bob's inbox
+//! exactly once and none is there that was not staged, every read is back in lead's inbox as
+//! exactly one receipt, no container restarted, and `git fsck --strict` passes on both hubs.
+//!
+//! CI runs a short version (`L3M_COMPOSE_LETTERS`, default 12; `L3M_COMPOSE_CUTS`, default 1);
+//! raise them for the long one. `L3M_SEED` replays a run's random choices;
+//! `L3M_STATIC_TARGET_DIR` is build-images' cargo target folder.
+//!
+//! Needs docker and docker-compose (v1). The harness drives them through their CLIs; the site
+//! is always taken down (`docker-compose down -v`) at the end, failed or not.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::served::ServedHub;
+use common::{Pair, Rng, airmail_to, env_or};
+use hubd::store::HubOptions;
+use l3m_core::grant::Grant;
+use postman::link::Limits;
+use tokio::time::Instant;
+
+/// deploy/compose, with the compose file and the image script.
+fn compose_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/compose")
+}
+
+/// Runs `cmd`, asserting it succeeds (naming it and its stderr when not); returns stdout.
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// One compose project of the site, taken down with its networks and volumes when dropped
+/// (and its logs printed first when the test is failing).
+struct Site {
+    project: String,
+    /// Holds the hub folders `north/` and `south/`, bind-mounted into the containers.
+    dir: tempfile::TempDir,
+    env: Vec<(&'static str, String)>,
+    /// The first three octets of `airlink`'s /24.
+    airlink: String,
+}
+
+impl Site {
+    /// `docker-compose` for this project, with the site's environment.
+    fn compose(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("docker-compose");
+        cmd.arg("--file")
+            .arg(compose_dir().join("docker-compose.yml"))
+            .args(["--project-name", &self.project, "--ansi", "never"])
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd
+    }
+
+    fn up(&self, services: &[&str]) {
+        let mut args = vec!["up", "--detach", "--no-build"];
+        args.extend_from_slice(services);
+        run(&mut self.compose(&args));
+    }
+
+    /// The container of `service`.
+    fn container(&self, service: &str) -> String {
+        let id = run(&mut self.compose(&["ps", "-q", service]));
+        let id = id.trim();
+        assert!(!id.is_empty(), "no container for {service}");
+        id.to_owned()
+    }
+
+    /// `north` or `south`'s hub folder.
+    fn hub(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The address of `name`'s postman on `airlink`, as the other hub pins it.
+    fn postman_addr(&self, name: &str) -> SocketAddr {
+        let host = if name == "north" { 11 } else { 12 };
+        format!("{}.{host}:4433", self.airlink).parse().unwrap()
+    }
+
+    /// Cuts `name`'s postman off `airlink`.
+    fn cut(&self, name: &str) {
+        let network = format!("{}_airlink", self.project);
+        let container = self.container(&format!("{name}-postman"));
+        run(Command::new("docker").args(["network", "disconnect", &network, &container]));
+    }
+
+    /// Puts `name`'s postman back on `airlink` at its pinned address.
+    fn heal(&self, name: &str) {
+        let network = format!("{}_airlink", self.project);
+        let container = self.container(&format!("{name}-postman"));
+        let ip = self.postman_addr(name).ip().to_string();
+        run(Command::new("docker").args(["network", "connect", "--ip", &ip, &network, &container]));
+    }
+
+    /// How many times `service`'s container was restarted (after a crash: the restart policy
+    /// is on-failure).
+    fn restarts(&self, service: &str) -> u32 {
+        let container = self.container(service);
+        let count = run(Command::new("docker").args([
+            "inspect",
+            "--format",
+            "{{.RestartCount}}",
+            &container,
+        ]));
+        count.trim().parse().unwrap()
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = self
+                .compose(&["logs", "--no-color", "--tail", "60"])
+                .output();
+            if let Ok(logs) = logs {
+                eprintln!("{}", String::from_utf8_lossy(&logs.stdout));
+            }
+        }
+        let down = self
+            .compose(&["down", "--volumes", "--remove-orphans", "--timeout", "5"])
+            .output();
+        match down {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "docker-compose down failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("docker-compose down: {e}"),
+        }
+    }
+}
+
+/// A /16 of 10.0.0.0/8 that no Docker network uses yet, for the site's three /24s: so the site
+/// fits beside other networks on this machine (another run of this test, say).
+fn free_subnets(rng: &mut Rng) -> String {
+    let ids = run(Command::new("docker").args(["network", "ls", "--quiet"]));
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    let mut used = String::new();
+    if !ids.is_empty() {
+        used = run(Command::new("docker")
+            .args(["network", "inspect", "--format"])
+            .arg("{{range .IPAM.Config}}{{.Subnet}} {{end}}")
+            .args(&ids));
+    }
+    for _ in 0..200 {
+        let candidate = format!("10.{}", 100 + rng.below(150));
+        if !used
+            .split_whitespace()
+            .any(|subnet| subnet.starts_with(&format!("{candidate}.")))
+        {
+            return candidate;
+        }
+    }
+    panic!("no free 10.x.0.0/16 among Docker's networks: {used}");
+}
+
+/// A TCP port free on loopback now, for a published NATS port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The NATS password the site gives `user`.
+fn password(user: &str) -> String {
+    format!("compose-test-{user}-{}", std::process::id())
+}
+
+/// Makes the site's hub folders, north (whose human may let lead airmail south) and south.
+fn init_hubs(site: &Site) {
+    for (name, bound) in [("north", airmail_to("south")), ("south", Grant::default())] {
+        let root = site.hub(name);
+        drop(
+            hubd::init::init_hub(
+                &root,
+                HubOptions::default(),
+                hubd::test_support::human(),
+                bound,
+                l3m_core::clock::now_ms(),
+            )
+            .unwrap(),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts() {
+    use std::os::unix::fs::MetadataExt as _;
+
+    let letters = env_or("L3M_COMPOSE_LETTERS", 12);
+    let cuts = env_or("L3M_COMPOSE_CUTS", 1);
+    let mut rng = Rng::from_env();
+    let answer = Limits::default().answer_within;
+
+    let started = std::time::Instant::now();
+    run(Command::new("bash").arg(compose_dir().join("build-images")));
+    eprintln!("images built in {:?}", started.elapsed());
+
+    let dir = tempfile::tempdir().unwrap();
+    let owner = std::fs::metadata(dir.path()).unwrap();
+    let net = free_subnets(&mut rng);
+    let (north_port, south_port) = (free_port(), free_port());
+    let site = Site {
+        project: format!("l3mcompose{}x{}", std::process::id(), rng.below(1 << 20)),
+        env: vec![
+            ("L3M_SITE_DIR", dir.path().display().to_string()),
+            ("L3M_UID", owner.uid().to_string()),
+            ("L3M_GID", owner.gid().to_string()),
+            ("L3M_NORTH_NET", format!("{net}.1")),
+            ("L3M_SOUTH_NET", format!("{net}.2")),
+            ("L3M_AIRLINK_NET", format!("{net}.3")),
+            ("L3M_NORTH_NATS_PORT", north_port.to_string()),
+            ("L3M_SOUTH_NATS_PORT", south_port.to_string()),
+            ("L3M_POLL_MS", "300".to_owned()),
+            ("HUBD_NATS_PASSWORD", password("hubd")),
+            ("SEQUENCER_NATS_PASSWORD", password("sequencer")),
+            ("CLI_NATS_PASSWORD", password("cli")),
+            ("POSTMAN_NATS_PASSWORD", password("postman")),
+        ],
+        airlink: format!("{net}.3"),
+        dir,
+    };
+    init_hubs(&site);
+    site.up(&["north-nats", "north-hubd", "south-nats", "south-hubd"]);
+    let connect = |name: &'static str, port: u16| {
+        let root = site.hub(name);
+        async move {
+            let nats = format!("nats://127.0.0.1:{port}");
+            ServedHub::connect(root, name, &nats, password, Duration::from_secs(60)).await
+        }
+    };
+    let (north, south) = tokio::join!(connect("north", north_port), connect("south", south_port));
+    eprintln!("both hubs served after {:?}", started.elapsed());
+    // The postmen read their offices when they start: pin first.
+    let pair = Pair::assemble(
+        north,
+        south,
+        site.postman_addr("south"),
+        site.postman_addr("north"),
+    )
+    .await;
+    site.up(&["north-postman", "south-postman"]);
+
+    // The plan: each cut comes after a spell of passing and cuts one postman off, either past
+    // the answer timeout (every other cut, the first included: links drop and are made again)
+    // or well under it (the link rides it out).
+    let mut plan = Vec::new();
+    for c in 0..cuts {
+        let after = Duration::from_millis(1000) + rng.millis(2000);
+        let lasts = if c % 2 == 0 {
+            answer + Duration::from_millis(1000) + rng.millis(2500)
+        } else {
+            Duration::from_millis(1500) + rng.millis(answer.as_millis() as u64 / 2)
+        };
+        let victim = if rng.below(2) == 0 { "north" } else { "south" };
+        plan.push((after, victim, lasts));
+    }
+    let span: Duration = plan.iter().map(|(after, _, lasts)| *after + *lasts).sum();
+    eprintln!("plan over {span:?}: {plan:?}");
+    let start = Instant::now();
+    let done = std::sync::atomic::AtomicBool::new(false);
+
+    let staging = async {
+        let mut rng = Rng::seeded(rng.next());
+        let gap = span.as_millis() as u64 / letters.max(1) as u64;
+        let mut staged = BTreeSet::new();
+        for i in 0..letters {
+            staged.insert(pair.stage(&format!("letter {i}")).await);
+            tokio::time::sleep(rng.millis(2 * gap)).await;
+        }
+        staged
+    };
+    let chaos = async {
+        // One letter staged inside each cut, which must not arrive before its heal.
+        let mut probes = BTreeSet::new();
+        for (c, (after, victim, lasts)) in plan.iter().enumerate() {
+            tokio::time::sleep(*after).await;
+            site.cut(victim);
+            let cut_at = Instant::now();
+            let probe = pair.stage(&format!("probe {c}")).await;
+            tokio::time::sleep_until(cut_at + *lasts).await;
+            let arrived = pair.bob_letters().await;
+            assert!(
+                !arrived.iter().any(|l| l.id.as_str() == probe),
+                "a letter staged while {victim}'s postman was cut off arrived before the heal"
+            );
+            site.heal(victim);
+            eprintln!("cut {c}: {victim} off airlink for {lasts:?}");
+            probes.insert(probe);
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        probes
+    };
+    // bob reads what has arrived as it arrives, so receipts travel back through the cuts too.
+    let reading = async {
+        let mut marked = BTreeSet::new();
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            pair.read_arrived(&mut marked).await;
+            tokio::time::sleep(Duration::from_millis(700)).await;
+        }
+        marked
+    };
+    let (mut staged, probes, mut marked) = tokio::join!(staging, chaos, reading);
+    assert_eq!(staged.len(), letters);
+    assert_eq!(probes.len(), cuts);
+    staged.extend(probes);
+    eprintln!(
+        "{} letters staged, {cuts} cuts, over {:?}",
+        staged.len(),
+        start.elapsed()
+    );
+    pair.assert_exactly_once(&staged, 120).await;
+    eprintln!("all delivered after {:?}", start.elapsed());
+    pair.read_arrived(&mut marked).await;
+    assert_eq!(marked, staged, "bob read every letter");
+    pair.assert_receipts_back(&marked, 60).await;
+    eprintln!("every receipt back after {:?}", start.elapsed());
+    for service in [
+        "north-nats",
+        "north-hubd",
+        "north-postman",
+        "south-nats",
+        "south-hubd",
+        "south-postman",
+    ] {
+        assert_eq!(site.restarts(service), 0, "{service} restarted");
+    }
+    eprintln!("the whole test took {:?}", started.elapsed());
+}
