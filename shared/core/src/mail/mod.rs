@@ -56,7 +56,7 @@ pub use letter::{HEADLINE_TEXT_CHARS, Letter, LetterError, LetterId, MAX_ID_LEN}
 pub use line::InboxEntry;
 pub use party::{MAX_PLACE_LEN, Parties, Party, PlaceName, Star};
 pub use receipt::Receipt;
-pub use relay::{AirmailRefusal, bounce, receive};
+pub use relay::{AirmailRefusal, BOUNCE_REASON_CHARS, bounce, receive};
 pub use stamp::{Draft, Sender, StampError, stamp};
 
 /// Why a short token (a place name or a letter id) was refused.
