@@ -99,32 +99,49 @@ impl Site {
     }
 
     /// Cuts `name`'s postman off `airlink`.
-    fn cut(&self, name: &str) {
+    async fn cut(&self, name: &str) {
         let network = format!("{}_airlink", self.project);
         let container = self.container(&format!("{name}-postman"));
-        run(Command::new("docker").args(["network", "disconnect", &network, &container]));
+        docker(&["network", "disconnect", &network, &container]).await;
     }
 
     /// Puts `name`'s postman back on `airlink` at its pinned address.
-    fn heal(&self, name: &str) {
+    async fn heal(&self, name: &str) {
         let network = format!("{}_airlink", self.project);
         let container = self.container(&format!("{name}-postman"));
         let ip = self.postman_addr(name).ip().to_string();
-        run(Command::new("docker").args(["network", "connect", "--ip", &ip, &network, &container]));
+        docker(&["network", "connect", "--ip", &ip, &network, &container]).await;
     }
 
     /// How many times `service`'s container was restarted (after a crash: the restart policy
-    /// is on-failure).
-    fn restarts(&self, service: &str) -> u32 {
+    /// is on-failure), and whether it runs now.
+    fn restarts(&self, service: &str) -> (u32, bool) {
         let container = self.container(service);
-        let count = run(Command::new("docker").args([
+        let state = run(Command::new("docker").args([
             "inspect",
             "--format",
-            "{{.RestartCount}}",
+            "{{.RestartCount}} {{.State.Running}}",
             &container,
         ]));
-        count.trim().parse().unwrap()
+        let (count, running) = state.trim().split_once(' ').unwrap();
+        (count.parse().unwrap(), running == "true")
     }
+}
+
+/// Runs `docker ARGS` without blocking the runtime, so staging and reading go on meanwhile;
+/// asserts it succeeds.
+async fn docker(args: &[&str]) {
+    let out = tokio::process::Command::new("docker")
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for Site {
@@ -298,7 +315,7 @@ async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts
         let mut probes = BTreeSet::new();
         for (c, (after, victim, lasts)) in plan.iter().enumerate() {
             tokio::time::sleep(*after).await;
-            site.cut(victim);
+            site.cut(victim).await;
             let cut_at = Instant::now();
             let probe = pair.stage(&format!("probe {c}")).await;
             tokio::time::sleep_until(cut_at + *lasts).await;
@@ -307,7 +324,7 @@ async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts
                 !arrived.iter().any(|l| l.id.as_str() == probe),
                 "a letter staged while {victim}'s postman was cut off arrived before the heal"
             );
-            site.heal(victim);
+            site.heal(victim).await;
             eprintln!("cut {c}: {victim} off airlink for {lasts:?}");
             probes.insert(probe);
         }
@@ -346,7 +363,11 @@ async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts
         "south-hubd",
         "south-postman",
     ] {
-        assert_eq!(site.restarts(service), 0, "{service} restarted");
+        assert_eq!(
+            site.restarts(service),
+            (0, true),
+            "{service} restarted or stopped"
+        );
     }
     eprintln!("the whole test took {:?}", started.elapsed());
 }
