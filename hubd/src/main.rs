@@ -11,7 +11,7 @@ use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::grant::GrantFile;
 use l3m_core::names::HumanName;
 use l3m_core::refs::paths::CREDENTIALS_DIR;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
 use l3m_wire::subjects::HubId;
 use tokio_util::sync::CancellationToken;
 
@@ -59,9 +59,14 @@ struct ServeArgs {
     /// The hub folder (made by `hubd init`).
     #[arg(long)]
     hub: PathBuf,
-    /// The NATS server, e.g. nats://127.0.0.1:4222.
+    /// The NATS server, e.g. nats://127.0.0.1:4222, or a cluster's servers separated by
+    /// commas (e.g. tls://a:4222,tls://b:4222); hubd moves to another when one dies.
     #[arg(long)]
     nats: String,
+    /// The site's CA certificate (PEM, from `l3m site init`): connect over TLS and trust only
+    /// servers it signed. Without it the connection is plain TCP, for a server on loopback.
+    #[arg(long, env = "L3M_NATS_CA", value_name = "PEM")]
+    nats_ca: Option<PathBuf>,
     /// The hub's id, the second token of every subject.
     #[arg(long)]
     hub_id: String,
@@ -205,7 +210,8 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
         _ => NatsAuth::Anonymous,
     };
-    let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(&args.nats, auth).await?);
+    let bus: Arc<dyn Bus> =
+        Arc::new(NatsBus::connect_with(&args.nats, auth, &NatsTls::from_ca(args.nats_ca)).await?);
     let shutdown = CancellationToken::new();
     let started = service::start(bus, hub, hub_id, shutdown.clone()).await?;
     tracing::info!(hub = %args.hub.display(), "hubd serving");

@@ -44,9 +44,13 @@ struct ServeArgs {
     /// The hub's id on NATS subjects.
     #[arg(long)]
     hub_id: String,
-    /// The NATS server hubd serves on.
+    /// The NATS server hubd serves on, or a cluster's servers separated by commas.
     #[arg(long, default_value = "nats://127.0.0.1:4222")]
     nats: String,
+    /// The site's CA certificate (PEM, from `l3m site init`): connect over TLS and trust only
+    /// servers it signed. Without it the connection is plain TCP, for a server on loopback.
+    #[arg(long, env = "L3M_NATS_CA", value_name = "PEM")]
+    nats_ca: Option<PathBuf>,
     /// The NATS user (the `postman` user of deploy/nats.conf).
     #[arg(long)]
     nats_user: Option<String>,
@@ -118,7 +122,7 @@ async fn serve_on(args: ServeArgs) -> Result<(), String> {
     use l3m_core::duty::Duty;
     use l3m_core::names::ServiceName;
     use l3m_core::refs::paths;
-    use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+    use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
     use l3m_wire::credential::KeyFile;
     use l3m_wire::subjects::HubId;
     use postman::carry::{Carrier, Peer};
@@ -141,7 +145,7 @@ async fn serve_on(args: ServeArgs) -> Result<(), String> {
         _ => NatsAuth::Anonymous,
     };
     let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(&args.nats, auth)
+        NatsBus::connect_with(&args.nats, auth, &NatsTls::from_ca(args.nats_ca.clone()))
             .await
             .map_err(|e| format!("connecting to NATS at {}: {e}", args.nats))?,
     );

@@ -13,7 +13,7 @@ use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
 use l3m_core::names::AgentName;
 use l3m_core::refs::paths;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
 use l3m_wire::client::HubClient;
 use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
@@ -57,9 +57,13 @@ struct Connection {
     /// The hub's id, the second token of every subject.
     #[arg(long)]
     hub_id: String,
-    /// The NATS server.
+    /// The NATS server, or a cluster's servers separated by commas.
     #[arg(long, default_value = "nats://127.0.0.1:4222")]
     nats: String,
+    /// The site's CA certificate (PEM, from `l3m site init`): connect over TLS and trust only
+    /// servers it signed. Without it the connection is plain TCP, for a server on loopback.
+    #[arg(long, env = "L3M_NATS_CA", value_name = "PEM")]
+    nats_ca: Option<PathBuf>,
     /// The NATS user (see deploy/nats.conf).
     #[arg(long, requires = "nats_password_env")]
     nats_user: Option<String>,
@@ -198,12 +202,16 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
         },
         _ => NatsAuth::Anonymous,
     };
-    let bus: Arc<dyn Bus> = Arc::new(NatsBus::connect(&conn.nats, auth).await.map_err(|e| {
-        Failure::Run(SequencerError::Bus {
-            what: "connecting to NATS".into(),
-            source: e,
-        })
-    })?);
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect_with(&conn.nats, auth, &NatsTls::from_ca(conn.nats_ca.clone()))
+            .await
+            .map_err(|e| {
+                Failure::Run(SequencerError::Bus {
+                    what: "connecting to NATS".into(),
+                    source: e,
+                })
+            })?,
+    );
     let factory = provider_factory(
         config.clone(),
         base,
@@ -284,6 +292,10 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
     let optional = [
         ("--nats-user", conn.nats_user.clone()),
         ("--nats-password-env", conn.nats_password_env.clone()),
+        (
+            "--nats-ca",
+            conn.nats_ca.as_ref().map(|p| p.display().to_string()),
+        ),
         (
             "--credential",
             conn.credential.as_ref().map(|p| p.display().to_string()),

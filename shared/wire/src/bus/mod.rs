@@ -34,7 +34,7 @@ use futures_util::stream::BoxStream;
 use crate::error::WireError;
 
 pub use local::{DEFAULT_CAPACITY, LocalBus};
-pub use nats::{NatsAuth, NatsBus, inbox_prefix};
+pub use nats::{NatsAuth, NatsBus, NatsTls, inbox_prefix};
 
 /// The future every bus operation returns.
 pub type BusFuture<'a, T> = BoxFuture<'a, Result<T, WireError>>;

@@ -6,8 +6,14 @@
 //! server's permissions refuse is answered with `-ERR 'Permissions Violation ...'` on the
 //! connection, which async-nats turns into an event. [`NatsBus::server_errors`] hands those to
 //! whoever needs to know; the connection stays up.
+//!
+//! Between hosts a site's NATS runs over TLS ([`NatsTls::SiteCa`]): the servers show
+//! certificates the site's CA signed (`l3m site init`), and a client trusts that CA alone, not
+//! the system's roots. A client may name several servers of a cluster; it connects to one and
+//! moves to another by itself when that one dies, re-subscribing as it goes.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +46,25 @@ pub enum NatsAuth {
     },
     /// A bearer token from the server's `authorization { token: ... }`.
     Token(String),
+}
+
+/// How a client secures its connection to nats-server.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NatsTls {
+    /// Plain TCP: for a server on loopback, which no other host can reach.
+    #[default]
+    Plain,
+    /// TLS required, the server's certificate checked against this CA certificate (PEM) and
+    /// nothing else: the site's own CA, so no public CA can vouch for a NATS server of ours.
+    SiteCa(PathBuf),
+}
+
+impl NatsTls {
+    /// TLS against `ca` when a CA is given (a `--nats-ca` flag or a hub's `nats_ca`), plain
+    /// otherwise.
+    pub fn from_ca(ca: Option<PathBuf>) -> NatsTls {
+        ca.map_or(NatsTls::Plain, NatsTls::SiteCa)
+    }
 }
 
 /// Where the replies to a NATS user's requests arrive: `_INBOX_<user>`, which deploy/nats.conf
@@ -84,14 +109,44 @@ pub struct NatsBus {
 }
 
 impl NatsBus {
-    /// Connects to `url` (e.g. `nats://127.0.0.1:4222`) with the given credentials.
+    /// Connects to `url` (e.g. `nats://127.0.0.1:4222`) with the given credentials, in plain
+    /// TCP (see [`NatsBus::connect_with`]).
     ///
     /// Fails if the server cannot be reached or refuses the credentials; once connected, the
     /// client reconnects by itself after a dropped connection.
     pub async fn connect(url: &str, auth: NatsAuth) -> Result<Self, WireError> {
+        NatsBus::connect_with(url, auth, &NatsTls::Plain).await
+    }
+
+    /// Connects to one of `urls`, a comma-separated list of a cluster's servers (e.g.
+    /// `tls://a:4222,tls://b:4222`), secured as `tls` says.
+    ///
+    /// Fails if no server can be reached, the CA file cannot be read, a server's certificate
+    /// is not the CA's, or the credentials are refused. Once connected, the client moves to
+    /// another server of the list (or one the cluster announced) when its server dies.
+    pub async fn connect_with(
+        urls: &str,
+        auth: NatsAuth,
+        tls: &NatsTls,
+    ) -> Result<Self, WireError> {
+        let servers: Vec<&str> = urls
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .collect();
+        if servers.is_empty() {
+            return Err(WireError::transport(
+                "connect to NATS",
+                format!("no server named in {urls:?}"),
+            ));
+        }
         let (server_errors, _) = broadcast::channel(SERVER_ERROR_BACKLOG);
         let sink = server_errors.clone();
-        let options = match auth {
+        let name = match &auth {
+            NatsAuth::UserPassword { user, .. } => format!("l3m {user}"),
+            NatsAuth::Anonymous | NatsAuth::Token(_) => "l3m".to_owned(),
+        };
+        let mut options = match auth {
             NatsAuth::Anonymous => ConnectOptions::new(),
             NatsAuth::UserPassword { user, password } => {
                 let prefix = inbox_prefix(&user);
@@ -99,12 +154,21 @@ impl NatsBus {
             }
             NatsAuth::Token(token) => ConnectOptions::with_token(token),
         }
+        .name(name)
         .event_callback(move |event| {
             let sink = sink.clone();
             async move { report(event, &sink) }
         });
+        if let NatsTls::SiteCa(ca) = tls {
+            // Read it here so a wrong path is named as such, not as a failed handshake.
+            std::fs::metadata(ca).map_err(|e| {
+                WireError::transport(format!("read the site's CA {}", ca.display()), e)
+            })?;
+            options = options.require_tls(true).add_root_certificates(ca.clone());
+        }
+        let url = urls;
         let client = options
-            .connect(url)
+            .connect(servers)
             .await
             .map_err(|e| WireError::transport(format!("connect to {url}"), e))?;
         Ok(NatsBus {
