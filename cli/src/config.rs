@@ -57,6 +57,10 @@ pub struct HubEntry {
     pub nats_user: Option<String>,
     /// The name of the environment variable holding the NATS password.
     pub nats_password_env: Option<String>,
+    /// The site's CA certificate (PEM, from `l3m site init`): when set, every connection to
+    /// `nats` (the CLI's and the services' `l3m up` starts) runs over TLS and trusts only
+    /// servers this CA signed.
+    pub nats_ca: Option<PathBuf>,
     /// The human's credential file (mode 0600) [default: the one `l3m init` issued,
     /// `ROOT/.hubd/credentials/human-NAME.key`].
     pub credential: Option<PathBuf>,

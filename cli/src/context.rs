@@ -12,7 +12,7 @@ use std::time::Duration;
 use l3m_core::duty::Duty;
 use l3m_core::names::{AgentName, HumanName};
 use l3m_core::refs::paths;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
 use l3m_wire::client::HubClient;
 use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
@@ -158,6 +158,12 @@ pub fn nats_url(hub: &Selected) -> Result<String, CliError> {
     }
 }
 
+/// How connections to the hub's NATS server are secured: TLS against the site's CA when the
+/// hub's entry names one.
+pub fn nats_tls(hub: &Selected) -> NatsTls {
+    NatsTls::from_ca(hub.entry.nats_ca.clone())
+}
+
 /// The CLI's credentials for the hub's NATS server: the user the document names (the password
 /// by env var), or on the local stack's server the `cli` user `l3m up` generated.
 pub fn nats_auth(hub: &Selected) -> Result<NatsAuth, CliError> {
@@ -187,14 +193,17 @@ pub fn nats_auth(hub: &Selected) -> Result<NatsAuth, CliError> {
 /// A bus to the hub's NATS server.
 pub async fn bus_for(hub: &Selected) -> Result<Arc<dyn Bus>, CliError> {
     let url = nats_url(hub)?;
-    let bus = tokio::time::timeout(OPEN_WITHIN, NatsBus::connect(&url, nats_auth(hub)?))
-        .await
-        .map_err(|_| CliError::StackDown {
-            why: format!("NATS at {url} did not answer within {OPEN_WITHIN:?}"),
-        })?
-        .map_err(|e| CliError::StackDown {
-            why: format!("cannot reach NATS at {url}: {e}"),
-        })?;
+    let bus = tokio::time::timeout(
+        OPEN_WITHIN,
+        NatsBus::connect_with(&url, nats_auth(hub)?, &nats_tls(hub)),
+    )
+    .await
+    .map_err(|_| CliError::StackDown {
+        why: format!("NATS at {url} did not answer within {OPEN_WITHIN:?}"),
+    })?
+    .map_err(|e| CliError::StackDown {
+        why: format!("cannot reach NATS at {url}: {e}"),
+    })?;
     Ok(Arc::new(bus))
 }
 

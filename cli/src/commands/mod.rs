@@ -20,6 +20,7 @@ pub mod retire;
 pub mod rewind;
 pub mod say;
 pub mod settings;
+pub mod site;
 pub mod spawn;
 pub mod stats;
 pub mod tree;
@@ -104,6 +105,9 @@ pub enum Command {
     /// Issue, list and revoke the credentials processes open sessions with.
     #[command(subcommand)]
     Credential(credential::Command),
+    /// Set up a site across hosts: a NATS cluster over TLS with the site's own CA.
+    #[command(subcommand)]
+    Site(site::Command),
 }
 
 /// Runs one command.
@@ -133,5 +137,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Office(command) => office::dispatch(command, cx).await,
         Command::Settings(command) => settings::dispatch(command, cx).await,
         Command::Credential(command) => credential::dispatch(command, cx).await,
+        Command::Site(command) => site::dispatch(command, cx).await,
     }
 }

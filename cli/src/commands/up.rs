@@ -12,7 +12,7 @@ use l3m_core::duty::Duty;
 use l3m_wire::bus::{Bus, NatsBus};
 use l3m_wire::client::HubClient;
 
-use crate::context::{Context, Selected, nats_auth};
+use crate::context::{Context, Selected, nats_auth, nats_tls};
 #[cfg(feature = "embedded")]
 use crate::embedded::{Embedded, sequencer_config, start_sequencers};
 use crate::error::CliError;
@@ -133,7 +133,7 @@ async fn wait_for_hubd(hub: &Selected, url: &str, started: &mut Started) -> Resu
     let credential = hub.human_key()?;
     let begun = Instant::now();
     let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(url, nats_auth(hub)?)
+        NatsBus::connect_with(url, nats_auth(hub)?, &nats_tls(hub))
             .await
             .map_err(|e| CliError::Runtime(format!("cannot reach NATS at {url}: {e}")))?,
     );
@@ -191,6 +191,9 @@ fn service_args(
         "--nats".into(),
         url.to_owned(),
     ]);
+    if let Some(ca) = &hub.entry.nats_ca {
+        args.extend(["--nats-ca".into(), ca.display().to_string()]);
+    }
     let mut env = Vec::new();
     let identity = match (users, &hub.entry.nats_user, &hub.entry.nats_password_env) {
         (Some(users), _, _) => {
@@ -419,7 +422,7 @@ async fn service_bus(
         Some(auth) => auth,
         None => nats_auth(hub)?,
     };
-    let bus = NatsBus::connect(url, auth)
+    let bus = NatsBus::connect_with(url, auth, &nats_tls(hub))
         .await
         .map_err(|e| CliError::Runtime(format!("cannot reach NATS at {url}: {e}")))?;
     Ok(Arc::new(bus))
