@@ -494,6 +494,22 @@ fn a_whole_session_through_the_cli() {
     );
     assert_eq!(doctor.status.success(), report["ok"] == true);
 
+    // `l3m status` shows hubd well, with its process and the ledger's agents; nothing runs
+    // agents (no supervisor) and no postman answers.
+    let status = home.json(&["status"]);
+    assert_eq!(status["hubd"]["service"], "hubd");
+    let hubd_pid = status["hubd"]["pid"].as_u64().unwrap() as u32;
+    assert!(pids.contains(&hubd_pid), "status names the stack's hubd");
+    assert!(status["hubd"]["checks"][0]["ok"].as_bool().unwrap());
+    assert!(status["hubd"]["gauges"]["agents_live"].as_u64().unwrap() >= 1);
+    assert!(status["hubd"]["gauges"]["requests_total"].as_u64().unwrap() > 10);
+    assert_eq!(status["hosts"], serde_json::json!([]));
+    assert!(status["postman"].is_null());
+    home.l3m(&["status"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("hubd       ok on"));
+
     // `l3m up` over a live stack refuses; `l3m down` stops every process.
     home.l3m(&["up", "--services", "hubd"])
         .assert()
@@ -502,10 +518,12 @@ fn a_whole_session_through_the_cli() {
     home.l3m(&["down"]).assert().success();
     assert!(pids.iter().all(|p| !pid_alive(*p)), "every process stopped");
     assert!(home.run_file().is_none());
-    home.l3m(&["ls"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains("run `l3m up`"));
+    for command in ["ls", "status"] {
+        home.l3m(&[command])
+            .assert()
+            .code(5)
+            .stderr(predicate::str::contains("run `l3m up`"));
+    }
     drop(stack);
 }
 

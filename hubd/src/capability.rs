@@ -137,6 +137,11 @@ impl std::fmt::Debug for Sessions {
 }
 
 impl Sessions {
+    /// How many sessions are open.
+    pub fn open_count(&self) -> usize {
+        self.table().live.len()
+    }
+
     /// Mints a capability for a session opened with `opening`.
     pub fn open(&self, opening: Opening) -> Result<String, getrandom::Error> {
         let capability = random_hex()?;

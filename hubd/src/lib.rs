@@ -13,6 +13,7 @@
 
 pub mod capability;
 pub mod init;
+pub mod metrics;
 pub mod service;
 pub mod store;
 #[cfg(feature = "test-support")]

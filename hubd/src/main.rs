@@ -85,6 +85,11 @@ struct ServeArgs {
     /// is chosen, a WAL left by an earlier run is replayed first.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
     durability: DurabilityArg,
+    /// Serve Prometheus metrics (`/metrics`) and the health answer (`/healthz`, JSON; 503 when
+    /// a check fails) over HTTP here, e.g. 127.0.0.1:9464. Counts only; keep it on loopback
+    /// or a monitoring network.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 /// Make a hub whole and durable after a crash, without serving it: replay what hubd's WAL
@@ -214,6 +219,12 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(NatsBus::connect_with(&args.nats, auth, &NatsTls::from_ca(args.nats_ca)).await?);
     let shutdown = CancellationToken::new();
     let started = service::start(bus, hub, hub_id, shutdown.clone()).await?;
+    if let Some(addr) = args.metrics {
+        let bound = hubd::metrics::serve(addr, started.state(), shutdown.clone())
+            .await
+            .map_err(|e| format!("serving metrics on {addr}: {e}"))?;
+        tracing::info!(%bound, "metrics served");
+    }
     tracing::info!(hub = %args.hub.display(), "hubd serving");
     let stop = shutdown.clone();
     tokio::spawn(async move {

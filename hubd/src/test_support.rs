@@ -44,6 +44,8 @@ pub struct TestHub {
     pub subjects: Subjects,
     /// Stops hubd.
     pub shutdown: CancellationToken,
+    /// What hubd serves from, for its gauges and metrics.
+    pub state: Arc<crate::service::State>,
 }
 
 impl TestHub {
@@ -78,8 +80,10 @@ impl TestHub {
         )
         .await
         .unwrap();
+        let state = started.state();
         tokio::spawn(started.serve());
         TestHub {
+            state,
             dir,
             nats,
             bus,

@@ -23,6 +23,7 @@ pub mod settings;
 pub mod site;
 pub mod spawn;
 pub mod stats;
+pub mod status;
 pub mod tree;
 pub mod up;
 pub mod view;
@@ -88,6 +89,8 @@ pub enum Command {
     Grant(grant::Command),
     /// Model calls, tokens and tool latency per agent.
     Stats(stats::Args),
+    /// The whole site: hubd's health, which host runs which agents, the postman's links.
+    Status(status::Args),
     /// Check this machine and the configuration.
     Doctor(doctor::Args),
     /// Run the demo: a fresh hub and a real agent scenario (scripted model).
@@ -130,6 +133,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Mail(command) => mail::dispatch(command, cx).await,
         Command::Grant(command) => grant::dispatch(command, cx).await,
         Command::Stats(args) => stats::cmd_stats(args, cx).await,
+        Command::Status(args) => status::cmd_status(args, cx).await,
         Command::Doctor(args) => doctor::cmd_doctor(args, cx).await,
         #[cfg(feature = "embedded")]
         Command::Demo(args) => demo::cmd_demo(args, cx).await,

@@ -105,7 +105,7 @@ pub async fn link_status(
 }
 
 /// One line for a link, for people.
-fn describe(link: &OfficeStatus) -> String {
+pub(crate) fn describe(link: &OfficeStatus) -> String {
     let mut out = match link.link {
         LinkState::Idle => "idle (nothing carried yet)".to_owned(),
         LinkState::Up => format!("up since {}", since(link.since_ms)),

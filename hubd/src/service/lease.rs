@@ -99,6 +99,11 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Table {
+    /// How many leases are in force at `now`.
+    pub fn held(&self, now: Instant) -> usize {
+        self.leases.values().filter(|l| l.until > now).count()
+    }
+
     /// The lease in force on `agent` at `now`, if any.
     pub fn live(&self, agent: &AgentName, now: Instant) -> Option<&Lease> {
         self.leases.get(agent).filter(|l| l.until > now)

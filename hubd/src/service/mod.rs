@@ -17,6 +17,7 @@
 //!   read-grant), `acr` (branches and worktrees of an agent), `mail`, `regrant`, `airmail`.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
+//! - `health`: the health answer and the per-operation counts behind it and the metrics.
 //! - `announce`: the ref-move announcements, published in order after the replies.
 //! - `persona`: publishing an upstream persona and pulling it into a wearer.
 //! - `settings`: reading and replacing the hub's settings; the push URLs read-grant serves.
@@ -25,6 +26,7 @@ mod announce;
 mod error;
 mod gate;
 mod handlers;
+mod health;
 mod lease;
 mod persona;
 mod settings;
@@ -36,14 +38,16 @@ use std::sync::Arc;
 use l3m_wire::WireError;
 use l3m_wire::bus::Bus;
 use l3m_wire::envelope::Message;
+use l3m_wire::health::HealthRequest;
 use l3m_wire::hubd::session::OpenSession;
 use l3m_wire::hubd::{InSession, Op};
-use l3m_wire::subjects::{HubId, Subjects};
+use l3m_wire::subjects::{HubId, Service, Subjects};
 use l3m_wire::typed::{ServeOptions, TypedRequest, TypedServer};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ServiceError;
+pub use health::{Gauges, OpCount};
 pub use lease::MAX_HOLDER;
 pub use state::State;
 
@@ -73,6 +77,7 @@ pub enum RunError {
 /// that a request sent after [`start`] returns will be answered.
 #[derive(Debug)]
 pub struct Started {
+    state: Arc<State>,
     servers: JoinSet<()>,
     /// Publishes the announcements; ends once the servers (and so the state) are gone.
     announcing: JoinHandle<()>,
@@ -80,6 +85,11 @@ pub struct Started {
 }
 
 impl Started {
+    /// The state served, for what reads its gauges (the metrics endpoint).
+    pub fn state(&self) -> Arc<State> {
+        Arc::clone(&self.state)
+    }
+
     /// Serves until `shutdown` (given to [`start`]) is cancelled, then waits for the requests in
     /// flight to be answered.
     pub async fn serve(mut self) {
@@ -160,11 +170,13 @@ pub async fn start(
         .bind(Op::ListCredentials, handlers::list_credentials)
         .await?;
     binder.bind(Op::Vouch, handlers::vouch).await?;
+    binder.bind_health().await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,
     })?;
     Ok(Started {
+        state: binder.state,
         servers: binder.servers,
         announcing,
         shutdown,
@@ -225,6 +237,24 @@ impl Binder {
         .await
     }
 
+    /// Serves hubd's health ([`l3m_wire::health`]), outside any session: it tells counts,
+    /// never a capability or a record.
+    async fn bind_health(&mut self) -> Result<(), RunError> {
+        let subject =
+            l3m_wire::health::subject(self.state.subjects(), Service::Hubd).map_err(|source| {
+                RunError::Bind {
+                    subject: "health".into(),
+                    source,
+                }
+            })?;
+        self.serve_at(
+            subject,
+            "health",
+            |state: Arc<State>, _: TypedRequest<HealthRequest>| async move { Ok(state.health()) },
+        )
+        .await
+    }
+
     async fn serve<Req, Resp, H, Fut>(&mut self, op: Op, handler: H) -> Result<(), RunError>
     where
         Req: Message + Send + 'static,
@@ -233,6 +263,22 @@ impl Binder {
         Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
     {
         let subject = op.subject(self.state.subjects());
+        self.serve_at(subject, op.as_str(), handler).await
+    }
+
+    /// Serves `subject` with `handler`, counting each answer under `name`.
+    async fn serve_at<Req, Resp, H, Fut>(
+        &mut self,
+        subject: String,
+        name: &'static str,
+        handler: H,
+    ) -> Result<(), RunError>
+    where
+        Req: Message + Send + 'static,
+        Resp: Message + Send + 'static,
+        H: Fn(Arc<State>, TypedRequest<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
+    {
         let server = TypedServer::<Req, Resp>::bind(
             self.state.bus().as_ref(),
             &subject,
@@ -246,9 +292,13 @@ impl Binder {
         let state = Arc::clone(&self.state);
         let serve = server.run(
             move |request| {
+                let began = std::time::Instant::now();
+                let state = Arc::clone(&state);
                 let reply = handler(Arc::clone(&state), request);
                 async move {
-                    reply.await.map_err(|error| {
+                    let reply = reply.await;
+                    state.meter().record(name, began.elapsed(), reply.is_err());
+                    reply.map_err(|error| {
                         tracing::debug!(kind = Req::KIND, %error, "refused a request");
                         error.to_remote()
                     })

@@ -20,6 +20,7 @@ use l3m_wire::subjects::Subjects;
 
 use super::announce::Announcer;
 use super::error::ServiceError;
+use super::health::Meter;
 use super::lease::Leases;
 
 mod acr;
@@ -69,6 +70,10 @@ pub struct State {
     deliveries: Mutex<()>,
     /// Where every stamp hubd writes (a ledger row, a letter, a credential's expiry) comes from.
     clock: Arc<dyn Clock>,
+    /// What each operation has served, for health and metrics.
+    meter: Meter,
+    /// When this process loaded the hub, in milliseconds since the Unix epoch.
+    started_ms: u64,
 }
 
 fn not_found(what: &'static str, name: impl ToString, detail: String) -> ServiceError {
@@ -104,6 +109,8 @@ impl State {
             announcer,
             clock: Arc::new(SystemClock),
             deliveries: Mutex::new(()),
+            meter: Meter::default(),
+            started_ms: l3m_core::clock::now_ms(),
         })
     }
 
@@ -143,6 +150,26 @@ impl State {
     /// The session leases.
     pub(super) fn leases(&self) -> &Leases {
         &self.leases
+    }
+
+    /// The open sessions.
+    pub(super) fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// What each operation has served.
+    pub fn meter(&self) -> &Meter {
+        &self.meter
+    }
+
+    /// When this process loaded the hub, in milliseconds since the Unix epoch.
+    pub fn started_ms(&self) -> u64 {
+        self.started_ms
+    }
+
+    /// How many agents the ledger holds alive.
+    pub(super) fn live_agent_count(&self) -> usize {
+        self.tree().ledger.live_agents().count()
     }
 
     fn tree(&self) -> MutexGuard<'_, Tree> {

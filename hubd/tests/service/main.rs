@@ -7,6 +7,7 @@ mod airmail;
 mod authority;
 mod bad_input;
 mod credentials;
+mod health;
 mod lease;
 mod log;
 mod mail;

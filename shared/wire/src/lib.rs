@@ -60,6 +60,7 @@ pub mod control;
 pub mod credential;
 pub mod envelope;
 pub mod error;
+pub mod health;
 pub mod hubd;
 pub mod postman;
 pub mod reply;

@@ -1,0 +1,217 @@
+//! `l3m status`: the whole site from one place — hubd's health, which host runs which agents,
+//! and the postman's links.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use l3m_wire::health::{self, Health};
+use l3m_wire::hubd::tree::AgentState;
+use l3m_wire::postman::PostmanStatus;
+use l3m_wire::subjects::Service;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::CliError;
+use crate::output;
+
+/// How long a service may take to say how it is.
+const ANSWER_WITHIN: Duration = Duration::from_secs(3);
+
+/// Show the site: hubd's health (its host, pid, version, uptime, checks and counts), each
+/// sequencer host and the agents it runs (from the leases hubd holds), and each office's link
+/// (when a postman runs).
+///
+/// Exit 0 when every service that answered is well, 1 when one reports a failing check, 5
+/// when hubd does not answer (start it with `l3m up`).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON: `{hub, hubd, hosts: [{holder, agents}], postman}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One sequencer host, as the leases name it.
+#[derive(Debug, Serialize)]
+struct Host {
+    /// Its holder text (`host:pid` of the sequencer process).
+    holder: String,
+    /// The agents it runs.
+    agents: Vec<String>,
+}
+
+/// Everything `status` shows.
+#[derive(Debug, Serialize)]
+struct Status {
+    hub: String,
+    hubd: Health,
+    hosts: Vec<Host>,
+    postman: Option<PostmanStatus>,
+}
+
+/// Groups the running agents by the sequencer that holds their lease.
+fn hosts(agents: &[AgentState]) -> Vec<Host> {
+    let mut by_holder: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for agent in agents {
+        if let Some(holder) = &agent.holder {
+            by_holder
+                .entry(holder)
+                .or_default()
+                .push(agent.name.clone());
+        }
+    }
+    by_holder
+        .into_iter()
+        .map(|(holder, agents)| Host {
+            holder: holder.to_owned(),
+            agents,
+        })
+        .collect()
+}
+
+/// `1h02m`, `3m05s`, `12s`.
+fn uptime(ms: u64) -> String {
+    let s = ms / 1000;
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+/// Runs `l3m status`.
+pub async fn cmd_status(args: Args, cx: Context) -> Result<(), CliError> {
+    let session = cx.connect().await?;
+    let client = &session.client;
+    let hubd = match health::ask(
+        client.bus().as_ref(),
+        client.subjects(),
+        Service::Hubd,
+        ANSWER_WITHIN,
+    )
+    .await
+    {
+        Ok(Ok(health)) => health,
+        Ok(Err(refused)) => {
+            return Err(CliError::Runtime(format!(
+                "hubd refused to say how it is: {}",
+                refused.message
+            )));
+        }
+        Err(e) => {
+            return Err(CliError::StackDown {
+                why: format!("hubd did not answer its health request: {e}"),
+            });
+        }
+    };
+    let tree = client.list_agents().await?;
+    let postman = super::office::link_status(client, false).await?;
+    let status = Status {
+        hub: session.hub.name.clone(),
+        hosts: hosts(&tree.agents),
+        hubd,
+        postman,
+    };
+    let failing: Vec<&str> = status
+        .hubd
+        .checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name.as_str())
+        .collect();
+    if args.json {
+        output::json(&status)?;
+    } else {
+        print(&status);
+    }
+    if failing.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Runtime(format!(
+            "hubd reports failing checks: {}; see its log",
+            failing.join(", ")
+        )))
+    }
+}
+
+fn print(status: &Status) {
+    let h = &status.hubd;
+    println!("hub {}", status.hub);
+    println!(
+        "  hubd       {} on {} pid {}, version {}, up {}",
+        if h.ok() { "ok" } else { "UNWELL" },
+        h.host,
+        h.pid,
+        h.version,
+        uptime(h.now_ms.saturating_sub(h.started_ms))
+    );
+    for check in &h.checks {
+        let mark = if check.ok { "ok" } else { "FAILED" };
+        println!("             {:<8} {mark}: {}", check.name, check.detail);
+    }
+    let gauges: Vec<String> = h.gauges.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("             {}", gauges.join(", "));
+    if status.hosts.is_empty() {
+        println!("  sequencers no agent is running (`l3m up` starts the supervisor)");
+    }
+    for host in &status.hosts {
+        println!(
+            "  sequencer  {} runs {}",
+            host.holder,
+            host.agents.join(", ")
+        );
+    }
+    match &status.postman {
+        None => println!("  postman    not answering (none runs, or the hub has no offices)"),
+        Some(p) => {
+            println!("  postman    ok, this hub is `{}`", p.me);
+            for office in &p.offices {
+                println!(
+                    "             {:<10} {}",
+                    office.name,
+                    super::office::describe(office)
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use l3m_wire::hubd::tree::AgentLife;
+
+    fn agent(name: &str, holder: Option<&str>) -> AgentState {
+        AgentState {
+            name: name.into(),
+            parent: "human:alice".into(),
+            life: if holder.is_some() {
+                AgentLife::Running
+            } else {
+                AgentLife::Asleep
+            },
+            holder: holder.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn running_agents_are_grouped_by_their_host_and_asleep_ones_left_out() {
+        let agents = [
+            agent("a", Some("host-b:7")),
+            agent("b", None),
+            agent("c", Some("host-c:9")),
+            agent("d", Some("host-b:7")),
+        ];
+        let hosts = hosts(&agents);
+        assert_eq!(hosts.len(), 2);
+        assert_eq!(hosts[0].holder, "host-b:7");
+        assert_eq!(hosts[0].agents, ["a", "d"]);
+        assert_eq!(hosts[1].agents, ["c"]);
+    }
+
+    #[test]
+    fn uptime_reads_at_a_glance() {
+        assert_eq!(uptime(12_400), "12s");
+        assert_eq!(uptime(185_000), "3m05s");
+        assert_eq!(uptime(3_725_000), "1h02m");
+    }
+}
