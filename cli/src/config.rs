@@ -61,6 +61,9 @@ pub struct HubEntry {
     /// `nats` (the CLI's and the services' `l3m up` starts) runs over TLS and trusts only
     /// servers this CA signed.
     pub nats_ca: Option<PathBuf>,
+    /// The site's NATS passwords (`passwords.env` from `l3m site init`, mode 0600): with it,
+    /// every service `l3m up` starts connects to `nats` as its own user, and the CLI as `cli`.
+    pub nats_passwords: Option<PathBuf>,
     /// The human's credential file (mode 0600) [default: the one `l3m init` issued,
     /// `ROOT/.hubd/credentials/human-NAME.key`].
     pub credential: Option<PathBuf>,
@@ -146,6 +149,13 @@ impl Document {
         for (name, hub) in &known.hubs {
             HubId::parse(&hub.hub_id)
                 .map_err(|e| at_key(&format!("hubs.{name}.hub_id"), e.to_string()))?;
+            if hub.nats_passwords.is_some() && hub.nats_user.is_some() {
+                return Err(at_key(
+                    &format!("hubs.{name}.nats_passwords"),
+                    "give either `nats_passwords` (each duty its own user) or `nats_user`, not both"
+                        .into(),
+                ));
+            }
             if hub.nats_password_env.is_some() && hub.nats_user.is_none() {
                 return Err(at_key(
                     &format!("hubs.{name}.nats_password_env"),

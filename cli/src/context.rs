@@ -173,6 +173,12 @@ pub fn nats_auth(hub: &Selected) -> Result<NatsAuth, CliError> {
             .and_then(|users| users.auth("cli"))
             .unwrap_or(NatsAuth::Anonymous));
     }
+    if let Some(file) = &hub.entry.nats_passwords {
+        let users = crate::stack::users::Users::read_env_file(file)?;
+        return users
+            .auth("cli")
+            .ok_or_else(|| CliError::Runtime("the site has no `cli` user".into()));
+    }
     match (&hub.entry.nats_user, &hub.entry.nats_password_env) {
         (Some(user), Some(var)) => {
             let password = std::env::var(var).map_err(|_| {

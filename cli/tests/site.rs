@@ -211,7 +211,8 @@ impl Site {
     }
 }
 
-/// Points the home's hub entry at `url` over TLS with the site's CA, as the `cli` user.
+/// Points the home's hub entry at `url` over TLS with the site's CA and its passwords file,
+/// so the CLI connects as `cli` and each service `l3m up` starts as its own user.
 fn point_cli_at(home: &Home, site: &Site, url: &str) {
     let path = home.path().join("l3m.toml");
     let mut doc: toml_edit::DocumentMut = std::fs::read_to_string(&path).unwrap().parse().unwrap();
@@ -219,8 +220,7 @@ fn point_cli_at(home: &Home, site: &Site, url: &str) {
     let name = hubs.iter().next().unwrap().0.to_owned();
     let hub = hubs[&name].as_table_mut().unwrap();
     hub["nats"] = toml_edit::value(url);
-    hub["nats_user"] = toml_edit::value("cli");
-    hub["nats_password_env"] = toml_edit::value("CLI_NATS_PASSWORD");
+    hub["nats_passwords"] = toml_edit::value(site.out().join("passwords.env").to_str().unwrap());
     hub["nats_ca"] = toml_edit::value(site.ca().to_str().unwrap());
     std::fs::write(&path, doc.to_string()).unwrap();
 }
@@ -270,16 +270,11 @@ fn start_hubd(home: &Home, site: &Site) -> Hubd {
     Hubd(child)
 }
 
-/// `l3m ARGS` as the site's `cli` user, retried while the stack is settling (exit 5, the
-/// stack is unreachable) for up to `within`; returns its stdout.
-fn l3m_until(home: &Home, site: &Site, args: &[&str], within: Duration) -> String {
+/// `l3m ARGS`, retried while the stack is settling for up to `within`; returns its stdout.
+fn l3m_until(home: &Home, args: &[&str], within: Duration) -> String {
     let begun = Instant::now();
     loop {
-        let out = home
-            .l3m(args)
-            .env("CLI_NATS_PASSWORD", site.password("cli"))
-            .output()
-            .unwrap();
+        let out = home.l3m(args).output().unwrap();
         if out.status.success() {
             return String::from_utf8(out.stdout).unwrap();
         }
@@ -292,8 +287,8 @@ fn l3m_until(home: &Home, site: &Site, args: &[&str], within: Duration) -> Strin
     }
 }
 
-fn agents(home: &Home, site: &Site) -> Vec<String> {
-    let tree = l3m_until(home, site, &["ls", "--json"], Duration::from_secs(5));
+fn agents(home: &Home) -> Vec<String> {
+    let tree = l3m_until(home, &["ls", "--json"], Duration::from_secs(5));
     let value: serde_json::Value = serde_json::from_str(&tree).unwrap();
     let mut names: Vec<String> = value["agents"]
         .as_array()
@@ -314,8 +309,8 @@ fn the_hub_outlives_the_death_of_its_nats_node() {
     let hubd_node = site.node_of("hubd");
     let other = (hubd_node + 1) % 3;
     point_cli_at(&home, &site, &site.nodes[other].url());
-    l3m_until(&home, &site, &["spawn", "before"], Duration::from_secs(30));
-    assert_eq!(agents(&home, &site), ["before"]);
+    l3m_until(&home, &["spawn", "before"], Duration::from_secs(30));
+    assert_eq!(agents(&home), ["before"]);
 
     site.nodes[hubd_node].kill();
     eprintln!(
@@ -323,8 +318,8 @@ fn the_hub_outlives_the_death_of_its_nats_node() {
         site.nodes[hubd_node].name
     );
     // hubd reconnects to a surviving node; the CLI, on another node, reaches it again.
-    l3m_until(&home, &site, &["spawn", "after"], Duration::from_secs(30));
-    assert_eq!(agents(&home, &site), ["after", "before"]);
+    l3m_until(&home, &["spawn", "after"], Duration::from_secs(30));
+    assert_eq!(agents(&home), ["after", "before"]);
     let moved = site.node_of("hubd");
     assert_ne!(moved, hubd_node, "hubd is on a surviving node");
 }
@@ -399,11 +394,10 @@ fn nothing_crosses_in_clear_and_nothing_untrusted_connects() {
     point_cli_at(&home, &site, &format!("tls://127.0.0.1:{relay}"));
     l3m_until(
         &home,
-        &site,
         &["spawn", "secretive-agent"],
         Duration::from_secs(30),
     );
-    assert_eq!(agents(&home, &site), ["secretive-agent"]);
+    assert_eq!(agents(&home), ["secretive-agent"]);
     let seen = seen.lock().unwrap().clone();
     assert!(seen.len() > 1000, "the relay carried the CLI's traffic");
     let password = site.password("cli");

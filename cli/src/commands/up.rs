@@ -346,7 +346,10 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
         started: Vec::new(),
         kept: false,
     };
-    let mut users = None;
+    let mut users = match &hub.entry.nats_passwords {
+        Some(file) => Some(Users::read_env_file(file)?),
+        None => None,
+    };
     let url = match (&hub.entry.nats, nats_binary) {
         (Some(url), _) => url.clone(),
         (None, Some(binary)) => {

@@ -104,6 +104,42 @@ impl Users {
         .collect()
     }
 
+    /// The passwords of a site's file (`passwords.env` from `l3m site init`: `VAR=value`
+    /// lines, as [`Users::server_env`] names them), which must be its owner's alone.
+    pub fn read_env_file(path: &Path) -> Result<Users, CliError> {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(path).map_err(|e| CliError::io("read", path, e))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(CliError::usage(format!(
+                "{} holds passwords but others may read it: chmod 600 it",
+                path.display()
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| CliError::io("read", path, e))?;
+        let mut vars = std::collections::BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (var, value) = line.split_once('=').ok_or_else(|| {
+                CliError::usage(format!("{}:{}: not VAR=value", path.display(), n + 1))
+            })?;
+            vars.insert(var.trim().to_owned(), value.trim().to_owned());
+        }
+        let mut take = |user: &str| {
+            let var = format!("{}_NATS_PASSWORD", user.to_uppercase());
+            vars.remove(&var)
+                .ok_or_else(|| CliError::usage(format!("{} has no {var}", path.display())))
+        };
+        Ok(Users {
+            hubd: take("hubd")?,
+            sequencer: take("sequencer")?,
+            cli: take("cli")?,
+            postman: take("postman")?,
+        })
+    }
+
     /// `user`'s password, if it is one of the stack's users.
     pub fn password(&self, user: &str) -> Option<&str> {
         match user {
@@ -128,6 +164,30 @@ impl Users {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_sites_passwords_file_reads_back_and_must_be_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let users = Users::generate().unwrap();
+        let path = dir.path().join("passwords.env");
+        let text: String = users
+            .server_env()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(&path, format!("# a comment\n\n{text}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let open = Users::read_env_file(&path).unwrap_err().to_string();
+        assert!(open.contains("chmod 600"), "{open}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(Users::read_env_file(&path).unwrap(), users);
+        std::fs::write(&path, "HUBD_NATS_PASSWORD=x\n").unwrap();
+        let short = Users::read_env_file(&path).unwrap_err().to_string();
+        assert!(short.contains("SEQUENCER_NATS_PASSWORD"), "{short}");
+        std::fs::write(&path, "garbage\n").unwrap();
+        let garbage = Users::read_env_file(&path).unwrap_err().to_string();
+        assert!(garbage.contains(":1: not VAR=value"), "{garbage}");
+    }
 
     #[test]
     fn the_file_is_the_owners_alone_and_reads_back() {
