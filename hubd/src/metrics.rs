@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -92,26 +92,33 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let metrics_state = Arc::clone(&state);
+    // Weak: the endpoint must not keep hubd's state alive past its shutdown (its announcer
+    // ends only when the state is gone).
+    let state = Arc::downgrade(&state);
+    let metrics_state = Weak::clone(&state);
+    let gone = || (StatusCode::SERVICE_UNAVAILABLE, "hubd is stopping\n").into_response();
     let app = Router::new()
         .route(
             "/metrics",
             get(move || {
-                let state = Arc::clone(&metrics_state);
+                let state = metrics_state.upgrade();
                 async move {
+                    let Some(state) = state else { return gone() };
                     let gauges = state.gauges();
                     (
                         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                         render(&gauges, state.started_ms()),
                     )
+                        .into_response()
                 }
             }),
         )
         .route(
             "/healthz",
             get(move || {
-                let state = Arc::clone(&state);
+                let state = state.upgrade();
                 async move {
+                    let Some(state) = state else { return gone() };
                     let health = state.health();
                     let status = if health.ok() {
                         StatusCode::OK

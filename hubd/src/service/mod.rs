@@ -95,6 +95,8 @@ impl Started {
     pub async fn serve(mut self) {
         while self.servers.join_next().await.is_some() {}
         self.shutdown.cancel();
+        // The announcer ends once every holder of the state is gone: this one too.
+        drop(self.state);
         // The last answers' announcements still go out.
         if let Err(error) = self.announcing.await {
             tracing::warn!(%error, "the announcing task failed");
