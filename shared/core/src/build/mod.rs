@@ -1,0 +1,23 @@
+//! Build plans: what the builder and the runner may start, decided before anything starts.
+//!
+//! A build is where an agent's writes become code that something executes, so l3m keeps the two
+//! apart the way W^X keeps a page from being both writable and executable (DESIGN §8). A
+//! [`Plan`] is plain data — stages, each with an image, mounts, a network and limits — and
+//! [`check_plan`] is the gate every plan passes before a container exists. A refused plan names
+//! the stage and the [`PlanRule`] it broke, so the caller can fix exactly that.
+//!
+//! # Layout
+//! - [`plan`]: stages, mounts, networks and limits as data.
+//! - [`check`]: the rules, each a pure predicate, and the gate that applies them in order.
+//! - [`digest`]: the content address of an artifact and the canonical listing it hashes.
+
+pub mod check;
+pub mod digest;
+pub mod plan;
+
+pub use check::{
+    PlanRefusal, PlanRule, check_plan, docker_plan_rw_mount_is_its_out_dir,
+    net_forbidden_after_private_touch, stage_allowed_for,
+};
+pub use digest::{ArtifactDigest, DigestError, TreeEntry, tree_manifest};
+pub use plan::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind, StageOwner};

@@ -1,0 +1,264 @@
+//! Laws of build plans: the W^X gate refuses every plan that would let private bytes reach the
+//! network or let a stage write anything but its own output, and names the stage and the rule.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use l3m_core::build::{
+    ArtifactDigest, Limits, Mount, MountRole, Network, Plan, PlanRule, Stage, StageKind,
+    StageOwner, TreeEntry, check_plan, docker_plan_rw_mount_is_its_out_dir,
+    net_forbidden_after_private_touch, stage_allowed_for, tree_manifest,
+};
+use l3m_core::grant::HostPattern;
+use proptest::prelude::*;
+use proptest::sample::select;
+
+const ROLES: [MountRole; 5] = [
+    MountRole::Lockfile,
+    MountRole::Cache,
+    MountRole::Source,
+    MountRole::Artifact,
+    MountRole::Out,
+];
+const KINDS: [StageKind; 3] = [StageKind::Fetch, StageKind::Build, StageKind::Run];
+
+fn mount(role: MountRole, writable: bool) -> Mount {
+    Mount {
+        role,
+        target: format!("/{role}"),
+        writable,
+    }
+}
+
+fn hosts() -> Network {
+    Network::Hosts(vec![HostPattern::parse("deb.example").unwrap()])
+}
+
+fn stage(name: &str, kind: StageKind, mounts: Vec<Mount>, network: Network) -> Stage {
+    Stage {
+        name: name.into(),
+        kind,
+        image: "l3m/busybox".into(),
+        command: vec!["true".into()],
+        workdir: "/tmp".into(),
+        mounts,
+        network,
+        limits: Limits::default(),
+    }
+}
+
+/// The pipeline every build follows: fetch warms the cache, build writes the artifact, run
+/// writes out.
+fn good_plan() -> Plan {
+    Plan {
+        stages: vec![
+            stage(
+                "fetch",
+                StageKind::Fetch,
+                vec![
+                    mount(MountRole::Lockfile, false),
+                    mount(MountRole::Cache, true),
+                ],
+                hosts(),
+            ),
+            stage(
+                "build",
+                StageKind::Build,
+                vec![
+                    mount(MountRole::Source, false),
+                    mount(MountRole::Cache, false),
+                    mount(MountRole::Artifact, true),
+                ],
+                Network::None,
+            ),
+            stage(
+                "run",
+                StageKind::Run,
+                vec![
+                    mount(MountRole::Artifact, false),
+                    mount(MountRole::Out, true),
+                ],
+                Network::None,
+            ),
+        ],
+    }
+}
+
+fn arb_stage() -> impl Strategy<Value = Stage> {
+    (
+        select(KINDS.to_vec()),
+        proptest::collection::btree_map(select(ROLES.to_vec()), any::<bool>(), 0..5),
+        any::<bool>(),
+        0usize..1000,
+    )
+        .prop_map(|(kind, mounts, net, n)| {
+            let mounts = mounts.into_iter().map(|(r, w)| mount(r, w)).collect();
+            let network = if net { hosts() } else { Network::None };
+            stage(&format!("s{n}"), kind, mounts, network)
+        })
+}
+
+fn arb_plan() -> impl Strategy<Value = Plan> {
+    proptest::collection::vec(arb_stage(), 1..5).prop_map(|stages| Plan { stages })
+}
+
+#[test]
+fn the_standard_pipeline_is_admitted() {
+    check_plan(&good_plan()).unwrap();
+}
+
+#[test]
+fn a_fetch_that_mounts_source_is_refused_naming_it() {
+    let mut plan = good_plan();
+    plan.stages[0].mounts.push(mount(MountRole::Source, false));
+    let r = check_plan(&plan).unwrap_err();
+    assert_eq!(
+        (r.index, r.stage.as_str(), r.rule),
+        (0, "fetch", PlanRule::FetchMountsPrivate)
+    );
+}
+
+#[test]
+fn a_run_writing_its_artifact_is_refused_naming_the_rule() {
+    let mut plan = good_plan();
+    plan.stages[2].mounts[0].writable = true;
+    let r = check_plan(&plan).unwrap_err();
+    assert_eq!((r.index, r.rule), (2, PlanRule::WritableMountNotOwnOutput));
+    assert!(r.to_string().contains("rw-mount-is-its-out-dir"), "{r}");
+}
+
+#[test]
+fn a_second_fetch_after_the_build_is_refused_as_net_after_private_touch() {
+    let mut plan = good_plan();
+    let again = plan.stages[0].clone();
+    plan.stages.insert(
+        2,
+        Stage {
+            name: "refetch".into(),
+            ..again
+        },
+    );
+    let r = check_plan(&plan).unwrap_err();
+    assert_eq!(
+        (r.index, r.stage.as_str(), r.rule),
+        (2, "refetch", PlanRule::NetAfterPrivateTouch)
+    );
+}
+
+#[test]
+fn zero_pids_is_refused_because_the_engine_reads_it_as_unlimited() {
+    let mut plan = good_plan();
+    plan.stages[1].limits.pids = 0;
+    assert_eq!(check_plan(&plan).unwrap_err().rule, PlanRule::ZeroLimit);
+}
+
+#[test]
+fn mount_targets_must_be_absolute_and_plain() {
+    for bad in ["relative", "/", "/a/../etc", "/a//b"] {
+        let mut plan = good_plan();
+        plan.stages[2].mounts[1].target = bad.into();
+        assert_eq!(
+            check_plan(&plan).unwrap_err().rule,
+            PlanRule::MountTarget,
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn each_kind_of_stage_has_exactly_one_owner() {
+    for kind in KINDS {
+        let owners = [StageOwner::Builder, StageOwner::Runner]
+            .into_iter()
+            .filter(|o| stage_allowed_for(*o, kind))
+            .count();
+        assert_eq!(owners, 1, "{kind}");
+    }
+    assert!(!stage_allowed_for(StageOwner::Builder, StageKind::Run));
+    assert!(!stage_allowed_for(StageOwner::Runner, StageKind::Build));
+    assert!(!stage_allowed_for(StageOwner::Runner, StageKind::Fetch));
+}
+
+proptest! {
+    /// Law `net_forbidden_after_private_touch`, and `docker_plan_rw_mount_is_its_out_dir` for
+    /// every stage: the gate admits no plan that breaks either, and no fetch that sees source.
+    #[test]
+    fn admitted_plans_obey_both_laws(plan in arb_plan()) {
+        if check_plan(&plan).is_ok() {
+            prop_assert!(net_forbidden_after_private_touch(&plan));
+            for s in &plan.stages {
+                prop_assert!(docker_plan_rw_mount_is_its_out_dir(s));
+                if s.kind == StageKind::Fetch {
+                    prop_assert!(!s.mounts.iter().any(|m| m.role == MountRole::Source));
+                }
+                if s.kind != StageKind::Fetch {
+                    prop_assert_eq!(&s.network, &Network::None);
+                }
+            }
+        }
+    }
+
+    /// A refusal names a real stage of the plan, at its position, no later than the first stage
+    /// that touches the network after private input.
+    #[test]
+    fn refusals_name_the_stage(plan in arb_plan()) {
+        if let Err(r) = check_plan(&plan) {
+            prop_assert_eq!(&plan.stages[r.index].name, &r.stage);
+        }
+        if !net_forbidden_after_private_touch(&plan) {
+            let r = check_plan(&plan).unwrap_err();
+            let first_bad = (0..plan.stages.len())
+                .find(|i| !net_forbidden_after_private_touch(&Plan { stages: plan.stages[..=*i].to_vec() }))
+                .unwrap();
+            prop_assert!(r.index <= first_bad);
+        }
+    }
+
+    /// Giving any build or run stage of a good plan a network, or any writable mount but its
+    /// output, is refused at exactly that stage.
+    #[test]
+    fn widening_one_stage_is_refused_at_that_stage(i in 1usize..3, role in select(ROLES.to_vec()), net in any::<bool>()) {
+        let mut plan = good_plan();
+        if net {
+            plan.stages[i].network = hosts();
+        } else {
+            let own = if i == 1 { MountRole::Artifact } else { MountRole::Out };
+            prop_assume!(role != own);
+            plan.stages[i].mounts.retain(|m| m.role != role);
+            plan.stages[i].mounts.push(mount(role, true));
+        }
+        let r = check_plan(&plan).unwrap_err();
+        prop_assert_eq!(r.index, i);
+    }
+
+    /// The manifest does not depend on the order a walk found the entries in, and any changed
+    /// content hash changes it.
+    #[test]
+    fn manifest_is_order_free_and_content_bound(
+        files in proptest::collection::btree_map("[a-z]{1,6}", any::<[u8; 32]>(), 1..6),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        let entries: Vec<TreeEntry> = files.iter().map(|(p, h)| TreeEntry::File {
+            path: p.clone(), executable: false, len: 1, hash: ArtifactDigest::from_bytes(*h),
+        }).collect();
+        let mut reversed = entries.clone();
+        reversed.reverse();
+        prop_assert_eq!(tree_manifest(&entries), tree_manifest(&reversed));
+        let k = flip.index(entries.len());
+        let mut changed = entries.clone();
+        if let TreeEntry::File { hash, .. } = &mut changed[k] {
+            let mut b = [0u8; 32];
+            b[0] = u8::from(hash.as_str().as_bytes()[0] == b'0');
+            *hash = ArtifactDigest::from_bytes(b);
+        }
+        prop_assert_ne!(tree_manifest(&entries), tree_manifest(&changed));
+    }
+
+    /// Digests round-trip through their hex form and nothing else parses.
+    #[test]
+    fn digests_parse_only_their_own_form(bytes in any::<[u8; 32]>(), junk in ".{0,70}") {
+        let d = ArtifactDigest::from_bytes(bytes);
+        prop_assert_eq!(ArtifactDigest::parse(d.as_str()).unwrap(), d);
+        if junk.len() != 64 {
+            prop_assert!(ArtifactDigest::parse(&junk).is_err());
+        }
+    }
+}
