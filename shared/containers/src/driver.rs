@@ -11,9 +11,11 @@ use bollard::query_parameters::{
     WaitContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use l3m_core::build::{Stage, StageOwner, stage_allowed_for};
+use l3m_core::build::{Stage, StageExit, StageOutcome, StageOwner, stage_allowed_for};
 
-use crate::spec::{Binds, Identity, LABEL_OWNER, LABEL_SITE, SpecError, container_body};
+use crate::spec::{
+    Attachment, Binds, Identity, LABEL_OWNER, LABEL_SITE, SpecError, container_body,
+};
 
 /// What went wrong driving the engine (as opposed to a stage that ran and failed, which is a
 /// [`StageOutcome`]).
@@ -48,41 +50,6 @@ fn engine(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> DriverErro
     move |source| DriverError::Engine { op, source }
 }
 
-/// How a stage ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "exit", rename_all = "kebab-case")]
-pub enum StageExit {
-    /// The command exited with this code (0 is success).
-    Exited {
-        /// The exit code.
-        code: i64,
-    },
-    /// The kernel killed it for exceeding its memory limit.
-    OutOfMemory,
-    /// It outlived its deadline and was killed.
-    Deadline,
-}
-
-/// The result of one stage: how it ended and what it printed, bounded.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StageOutcome {
-    /// How it ended.
-    pub exit: StageExit,
-    /// stdout and stderr interleaved, at most the stage's `log_bytes`.
-    pub log: Vec<u8>,
-    /// Bytes of output dropped past the bound.
-    pub log_dropped: u64,
-    /// Wall time from create to removal, milliseconds.
-    pub elapsed_ms: u64,
-}
-
-impl StageOutcome {
-    /// Whether the stage exited 0.
-    pub fn succeeded(&self) -> bool {
-        self.exit == StageExit::Exited { code: 0 }
-    }
-}
-
 /// A connection to the engine on behalf of one owner.
 #[derive(Debug, Clone)]
 pub struct Driver {
@@ -112,8 +79,8 @@ impl Driver {
         &self.who
     }
 
-    /// Removes every container labelled with this owner and site: what a killed predecessor left.
-    /// Called at start, before serving; returns how many it removed.
+    /// Removes every container and network labelled with this owner and site: what a killed
+    /// predecessor left. Called at start, before serving; returns how many it removed.
     pub async fn reap(&self) -> Result<usize, DriverError> {
         let filters = HashMap::from([(
             "label".to_owned(),
@@ -139,6 +106,21 @@ impl Driver {
                 removed += 1;
             }
         }
+        let opts = bollard::query_parameters::ListNetworksOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let networks = self
+            .docker
+            .list_networks(Some(opts))
+            .await
+            .map_err(engine("list networks"))?;
+        for n in networks.into_iter().filter_map(|n| n.id) {
+            self.docker
+                .remove_network(&n)
+                .await
+                .map_err(engine("remove network"))?;
+            removed += 1;
+        }
         Ok(removed)
     }
 
@@ -148,7 +130,7 @@ impl Driver {
         &self,
         stage: &Stage,
         binds: &Binds,
-        network: Option<&str>,
+        attach: Option<&Attachment>,
     ) -> Result<StageOutcome, DriverError> {
         if !stage_allowed_for(self.who.owner, stage.kind) {
             return Err(DriverError::NotMyStage {
@@ -157,7 +139,7 @@ impl Driver {
                 stage: stage.name.clone(),
             });
         }
-        let body = container_body(stage, &self.who, binds, network)?;
+        let body = container_body(stage, &self.who, binds, attach)?;
         let started = Instant::now();
         let id = self
             .docker
@@ -203,6 +185,7 @@ impl Driver {
             exit
         };
         Ok(StageOutcome {
+            stage: stage.name.clone(),
             exit,
             log,
             log_dropped,

@@ -27,6 +27,9 @@ pub mod spec;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
-pub use artifact::{ArtifactError, ArtifactStore, hash_tree};
-pub use driver::{Driver, DriverError, StageExit, StageOutcome};
-pub use spec::{Binds, Identity, LABEL_OWNER, LABEL_SITE, LABEL_STAGE, SpecError, container_body};
+pub use artifact::{ArtifactError, ArtifactStore, hash_tree, list_tree};
+pub use driver::{Driver, DriverError};
+pub use l3m_core::build::{StageExit, StageOutcome};
+pub use spec::{
+    Attachment, Binds, Identity, LABEL_OWNER, LABEL_SITE, LABEL_STAGE, SpecError, container_body,
+};

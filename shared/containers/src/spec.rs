@@ -72,13 +72,23 @@ pub enum SpecError {
     },
 }
 
-/// The engine request for `stage`, started by `who`, on `network` (the internal network a fetch
-/// stage uses; every other stage gets `none`).
+/// The network a fetch stage is attached to, and the environment that tells its tools the way
+/// out (the builder's proxy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The internal network's name.
+    pub network: String,
+    /// `NAME=value` lines added to the container's environment.
+    pub env: Vec<String>,
+}
+
+/// The engine request for `stage`, started by `who`, attached per `attach` (the internal network
+/// a fetch stage uses; every other stage gets `none`, and an attachment is ignored for it).
 pub fn container_body(
     stage: &Stage,
     who: &Identity,
     binds: &Binds,
-    network: Option<&str>,
+    attach: Option<&Attachment>,
 ) -> Result<ContainerCreateBody, SpecError> {
     let mut mounts = Vec::with_capacity(stage.mounts.len());
     for m in &stage.mounts {
@@ -100,12 +110,20 @@ pub fn container_body(
     }
     let network_mode = match &stage.network {
         Network::None => "none".to_owned(),
-        Network::Hosts(_) => network
+        Network::Hosts(_) => attach
             .ok_or_else(|| SpecError::NoNetwork {
                 stage: stage.name.clone(),
             })?
-            .to_owned(),
+            .network
+            .clone(),
     };
+    let mut env = vec![
+        "PATH=/usr/local/bin:/usr/bin:/bin".to_owned(),
+        "HOME=/tmp".to_owned(),
+    ];
+    if let (Network::Hosts(_), Some(a)) = (&stage.network, attach) {
+        env.extend(a.env.iter().cloned());
+    }
     let limits = &stage.limits;
     let memory = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
     let host_config = HostConfig {
@@ -132,10 +150,7 @@ pub fn container_body(
         entrypoint: Some(Vec::new()),
         working_dir: Some(stage.workdir.clone()),
         user: Some(who.user.clone()),
-        env: Some(vec![
-            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
-            "HOME=/tmp".into(),
-        ]),
+        env: Some(env),
         labels: Some(HashMap::from([
             (LABEL_OWNER.to_owned(), who.owner.to_string()),
             (LABEL_SITE.to_owned(), who.site.clone()),

@@ -9,10 +9,12 @@
 //! # Layout
 //! - [`plan`]: stages, mounts, networks and limits as data.
 //! - [`check`]: the rules, each a pure predicate, and the gate that applies them in order.
+//! - [`outcome`]: how a stage ended.
 //! - [`digest`]: the content address of an artifact and the canonical listing it hashes.
 
 pub mod check;
 pub mod digest;
+pub mod outcome;
 pub mod plan;
 
 pub use check::{
@@ -20,4 +22,5 @@ pub use check::{
     net_forbidden_after_private_touch, stage_allowed_for,
 };
 pub use digest::{ArtifactDigest, DigestError, TreeEntry, tree_manifest};
+pub use outcome::{StageExit, StageOutcome};
 pub use plan::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind, StageOwner};
