@@ -262,3 +262,155 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Blessings
+// ---------------------------------------------------------------------------------------------
+
+use l3m_core::build::{BlessError, Blessing, blessed_inputs, check_blessing, check_target};
+use std::collections::BTreeMap;
+
+const MAKEFILE: &str = "\
+CC := cc
+include common.mk rules/extra.mk
+all: app test
+\t@echo building
+app: main.c
+\t./scripts/gen.sh > gen.c && $(CC) -o app main.c gen.c
+test: app
+\tsh tools/check.sh app; ./app
+unrelated:
+\t./scripts/unrelated.sh
+";
+
+fn pinned(files: &[String]) -> Blessing {
+    Blessing {
+        makefile: "proj/Makefile".into(),
+        target: "all".into(),
+        files: files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.clone(), ArtifactDigest::from_bytes([i as u8; 32])))
+            .collect(),
+    }
+}
+
+fn hashes(b: &Blessing) -> BTreeMap<String, Option<ArtifactDigest>> {
+    b.files
+        .iter()
+        .map(|(p, d)| (p.clone(), Some(d.clone())))
+        .collect()
+}
+
+#[test]
+fn a_targets_inputs_are_the_makefile_its_literal_includes_and_the_scripts_its_recipes_call() {
+    let inputs = blessed_inputs("proj/Makefile", MAKEFILE, "all").unwrap();
+    assert_eq!(
+        inputs,
+        [
+            "proj/Makefile",
+            "proj/common.mk",
+            "proj/rules/extra.mk",
+            "proj/scripts/gen.sh",
+            "proj/tools/check.sh",
+        ]
+    );
+    let only_app = blessed_inputs("proj/Makefile", MAKEFILE, "app").unwrap();
+    assert!(
+        !only_app.contains(&"proj/tools/check.sh".to_owned()),
+        "{only_app:?}"
+    );
+}
+
+#[test]
+fn an_include_through_a_variable_or_a_script_outside_the_repo_cannot_be_pinned() {
+    let err = blessed_inputs("Makefile", "include $(EXTRA)\nall:\n\ttrue\n", "all").unwrap_err();
+    assert!(
+        matches!(err, BlessError::NonLiteralInclude { line: 1, .. }),
+        "{err}"
+    );
+    let err = blessed_inputs("Makefile", "all:\n\t../evil.sh\n", "all").unwrap_err();
+    assert!(matches!(err, BlessError::OutsideRepo { .. }), "{err}");
+    let err = blessed_inputs("Makefile", "all:\n\ttrue\n", "install").unwrap_err();
+    assert!(matches!(err, BlessError::NoTarget { .. }), "{err}");
+}
+
+#[test]
+fn a_model_argument_smuggled_as_a_target_is_refused() {
+    for smuggled in [
+        "CC=evil",
+        "all CC=evil",
+        "-j64",
+        "--eval=x",
+        "all;rm",
+        "",
+        "a\nb",
+    ] {
+        assert!(
+            matches!(check_target(smuggled), Err(BlessError::BadTarget { .. })),
+            "{smuggled:?}"
+        );
+        assert!(blessed_inputs("Makefile", MAKEFILE, smuggled).is_err());
+    }
+    check_target("build/app.o").unwrap();
+}
+
+#[test]
+fn an_added_include_makes_the_blessing_refuse_until_blessed_again() {
+    let inputs = blessed_inputs("proj/Makefile", MAKEFILE, "all").unwrap();
+    let b = pinned(&inputs);
+    check_blessing(&b, &inputs, &hashes(&b)).unwrap();
+    let edited = format!("include sneaky.mk\n{MAKEFILE}");
+    let now = blessed_inputs("proj/Makefile", &edited, "all").unwrap();
+    let err = check_blessing(&b, &now, &hashes(&b)).unwrap_err();
+    assert_eq!(
+        err,
+        BlessError::Unpinned {
+            path: "proj/sneaky.mk".into()
+        }
+    );
+}
+
+proptest! {
+    /// A blessed run goes ahead exactly while every pinned byte is unchanged: changing or
+    /// removing any one input is refused naming that input.
+    #[test]
+    fn any_changed_or_missing_input_is_refused_naming_it(k in any::<prop::sample::Index>(), remove in any::<bool>()) {
+        let inputs = blessed_inputs("proj/Makefile", MAKEFILE, "all").unwrap();
+        let b = pinned(&inputs);
+        let mut now = hashes(&b);
+        prop_assert!(check_blessing(&b, &inputs, &now).is_ok());
+        let path = inputs[k.index(inputs.len())].clone();
+        if remove {
+            now.insert(path.clone(), None);
+            prop_assert_eq!(check_blessing(&b, &inputs, &now), Err(BlessError::Missing { path }));
+        } else {
+            let other = ArtifactDigest::from_bytes([0xee; 32]);
+            now.insert(path.clone(), Some(other.clone()));
+            let err = check_blessing(&b, &inputs, &now).unwrap_err();
+            let named = matches!(&err, BlessError::Changed { path: p, now: n, .. } if *p == path && *n == other);
+            prop_assert!(named, "{}", err);
+        }
+    }
+
+    /// Whatever the Makefile says, every input is repository-relative and the Makefile itself
+    /// is always pinned.
+    #[test]
+    fn inputs_are_relative_and_include_the_makefile(
+        lines in proptest::collection::vec(prop_oneof![
+            "[a-z]{1,5}: [a-z ]{0,10}",
+            "\t\\./[a-z]{1,5}\\.sh [a-z./]{0,10}",
+            "\t[a-z]{1,5}/[a-z]{1,5}\\.py",
+            "include [a-z]{1,5}\\.mk",
+            "[A-Z]{1,3} := [a-z]{0,5}",
+        ], 0..10),
+    ) {
+        let text = format!("all: {}\n\ttrue\n{}\n", "x", lines.join("\n"));
+        if let Ok(inputs) = blessed_inputs("m/Makefile", &text, "all") {
+            prop_assert!(inputs.contains(&"m/Makefile".to_owned()));
+            for p in &inputs {
+                prop_assert!(p.starts_with("m/") && !p.split('/').any(|c| c == ".."), "{}", p);
+            }
+        }
+    }
+}

@@ -7,16 +7,19 @@
 //! the stage and the [`PlanRule`] it broke, so the caller can fix exactly that.
 //!
 //! # Layout
+//! - [`bless`]: a human's pin of a Makefile target's inputs, and the check before a blessed run.
 //! - [`plan`]: stages, mounts, networks and limits as data.
 //! - [`check`]: the rules, each a pure predicate, and the gate that applies them in order.
 //! - [`outcome`]: how a stage ended.
 //! - [`digest`]: the content address of an artifact and the canonical listing it hashes.
 
+pub mod bless;
 pub mod check;
 pub mod digest;
 pub mod outcome;
 pub mod plan;
 
+pub use bless::{BlessError, Blessing, blessed_inputs, check_blessing, check_target};
 pub use check::{
     PlanRefusal, PlanRule, check_plan, docker_plan_rw_mount_is_its_out_dir,
     net_forbidden_after_private_touch, stage_allowed_for,
