@@ -87,13 +87,16 @@ pub struct Blessing {
     pub files: BTreeMap<String, ArtifactDigest>,
 }
 
-/// Checks a target name: it must be what a plain `make TARGET` would treat as a goal.
+/// Checks a target name: it must be what a plain `make TARGET` would treat as a goal, and fit
+/// in a ref name (no empty, dot-led or `.lock` component).
 pub fn check_target(target: &str) -> Result<(), BlessError> {
-    let plain = !target.is_empty()
-        && !target.starts_with('-')
+    let plain = !target.starts_with('-')
         && target
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-'))
+        && target
+            .split('/')
+            .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock"));
     if plain {
         Ok(())
     } else {
@@ -212,6 +215,23 @@ fn repo_path(dir: &str, name: &str) -> Result<String, BlessError> {
     } else {
         format!("{dir}/{name}")
     })
+}
+
+impl Blessing {
+    /// Checks what a blessing names before it is stored: a plain target and
+    /// repository-relative paths, the Makefile among them.
+    pub fn check_shape(&self) -> Result<(), BlessError> {
+        check_target(&self.target)?;
+        for path in std::iter::once(&self.makefile).chain(self.files.keys()) {
+            repo_path("", path)?;
+        }
+        if !self.files.contains_key(&self.makefile) {
+            return Err(BlessError::Unpinned {
+                path: self.makefile.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Whether a blessed run may go ahead: `inputs_now` are the inputs read from the Makefile as it
