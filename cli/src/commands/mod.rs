@@ -1,6 +1,7 @@
 //! The argument tree and the dispatcher: one file per subcommand, groups as folders. Each
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
+pub mod bless;
 pub mod collect;
 pub mod credential;
 #[cfg(feature = "embedded")]
@@ -104,6 +105,8 @@ pub enum Command {
     /// Issue, list and revoke the credentials processes open sessions with.
     #[command(subcommand)]
     Credential(credential::Command),
+    /// Pin the exact bytes an agent's runs of a Makefile target may execute (humans only).
+    Bless(bless::Args),
 }
 
 /// Runs one command.
@@ -133,5 +136,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Office(command) => office::dispatch(command, cx).await,
         Command::Settings(command) => settings::dispatch(command, cx).await,
         Command::Credential(command) => credential::dispatch(command, cx).await,
+        Command::Bless(args) => bless::cmd_bless(args, cx).await,
     }
 }
