@@ -327,3 +327,76 @@ async fn neither_the_builder_nor_the_runner_can_ask_another_service() {
     }
     site.close().await;
 }
+
+/// A real compiler: make and gcc from the debootstrap toolchain image, with no network; the
+/// static binary then runs by digest in the busybox image. Behind `L3M_TOOLCHAIN=1`, because
+/// the first `deploy/images/build` of the toolchain takes minutes and ~400 MB.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_c_project_compiles_with_make_and_gcc_and_its_binary_runs_by_digest() {
+    if std::env::var("L3M_TOOLCHAIN").as_deref() != Ok("1") {
+        eprintln!("skipped: set L3M_TOOLCHAIN=1 to build and use the toolchain image");
+        return;
+    }
+    let toolchain = l3m_containers::test_support::toolchain_image();
+    let site = Site::start("gcc").await;
+    let project = site.root.path().join("src/cproject");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("Makefile"),
+        "OUT ?= build\n$(OUT)/app: main.c\n\tcc -O2 -static -o $(OUT)/app main.c\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("main.c"),
+        "#include <stdio.h>\nint main(void) { printf(\"compiled %d\\n\", 6 * 7); return 0; }\n",
+    )
+    .unwrap();
+    let mut compile = stage(
+        "compile",
+        StageKind::Build,
+        String::new(),
+        vec![
+            mount(MountRole::Source, "/src", false),
+            mount(MountRole::Artifact, "/artifact", true),
+        ],
+        Network::None,
+    );
+    compile.image = toolchain;
+    compile.command = ["make", "-C", "/src", "OUT=/artifact"]
+        .map(String::from)
+        .to_vec();
+    let request = BuildRequest {
+        plan: Plan {
+            stages: vec![compile],
+        },
+        source: "cproject".into(),
+        lockfile: None,
+    };
+    let reply: BuildReply = site
+        .call(Service::Builder, OP_BUILD, &request)
+        .await
+        .unwrap();
+    let built = &reply.stages[0];
+    assert!(
+        built.succeeded(),
+        "compile: {:?} {}",
+        built.exit,
+        log(built)
+    );
+    let mut run_it = run(&site.pkg_ip);
+    run_it.command = vec![
+        "sh".into(),
+        "-c".into(),
+        "/artifact/app > /out/result".into(),
+    ];
+    let request = RunRequest {
+        artifact: reply.artifact.clone().unwrap(),
+        stage: run_it,
+    };
+    let ran: RunReply = site.call(Service::Runner, OP_RUN, &request).await.unwrap();
+    assert!(ran.outcome.succeeded(), "{}", log(&ran.outcome));
+    let result = std::fs::read_to_string(site.store.path_of(&ran.out).join("result")).unwrap();
+    assert_eq!(result, "compiled 42\n");
+    assert_eq!(site.leftovers().await, 0);
+    site.close().await;
+}

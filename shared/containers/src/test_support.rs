@@ -28,6 +28,28 @@ pub fn busybox_image() -> String {
         .clone()
 }
 
+/// The toolchain image (gcc, make; a debootstrap rootfs), built once per test process by
+/// `deploy/images/build` with `L3M_TOOLCHAIN=1`: minutes and ~400 MB the first time.
+pub fn toolchain_image() -> String {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let script = repo_root().join("deploy/images/build");
+            let out = Command::new(&script)
+                .env("L3M_IMAGE_TAG", "dev")
+                .env("L3M_TOOLCHAIN", "1")
+                .output()
+                .expect("run deploy/images/build");
+            assert!(
+                out.status.success(),
+                "deploy/images/build failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            "l3m/toolchain:dev".to_owned()
+        })
+        .clone()
+}
+
 /// A site name no other test uses, so reaping in one test never touches another's containers.
 pub fn fresh_site(test: &str) -> String {
     let nanos = std::time::SystemTime::now()
