@@ -36,6 +36,10 @@ struct Cli {
     /// The artifact cache (HUB/cache/artifacts), shared with the runner.
     #[arg(long)]
     cache: PathBuf,
+    /// Allow only this image, by its engine id (`sha256:…`, as deploy/images/build prints it).
+    /// Repeatable. Without any, a plan may name any local image.
+    #[arg(long = "image", value_name = "ID")]
+    images: Vec<String>,
     /// The NATS server.
     #[arg(long, default_value = "nats://127.0.0.1:4222")]
     nats: String,
@@ -102,9 +106,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             .await
             .map_err(|e| format!("connecting to NATS at {}: {e}", cli.nats))?,
     );
-    let driver = Driver::connect(Identity::of_this_process(StageOwner::Builder, hub.as_str()))
+    let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Builder, hub.as_str()))
         .await
         .map_err(|e| e.to_string())?;
+    if !cli.images.is_empty() {
+        driver = driver.pin_images(cli.images.clone());
+    }
     let reaped = driver.reap().await.map_err(|e| e.to_string())?;
     tracing::info!(reaped, "removed what a previous builder left");
     let config = Config {

@@ -33,6 +33,18 @@ pub enum DriverError {
     /// The stage cannot be turned into a container request.
     #[error(transparent)]
     Spec(#[from] SpecError),
+    /// The stage names an image whose id is not among the pinned ones.
+    #[error("stage {stage}: image {image} (id {id}) is not pinned; pinned: {pinned:?}")]
+    ImageNotPinned {
+        /// The stage.
+        stage: String,
+        /// The image as the plan names it.
+        image: String,
+        /// Its id on this engine.
+        id: String,
+        /// The ids allowed.
+        pinned: Vec<String>,
+    },
     /// This process does not own this kind of stage (the builder never runs; the runner never
     /// fetches or builds).
     #[error("the {owner} does not run {kind} stages (stage {stage})")]
@@ -55,6 +67,7 @@ fn engine(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> DriverErro
 pub struct Driver {
     docker: Docker,
     who: Identity,
+    pinned: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Driver {
@@ -66,7 +79,42 @@ impl Driver {
             .negotiate_version()
             .await
             .map_err(engine("negotiate version"))?;
-        Ok(Driver { docker, who })
+        Ok(Driver {
+            docker,
+            who,
+            pinned: None,
+        })
+    }
+
+    /// Allows only images whose engine id (`sha256:…`) is in `ids`: a plan, written by an agent,
+    /// cannot pick any other image on the host.
+    pub fn pin_images(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.pinned = Some(ids.into_iter().collect());
+        self
+    }
+
+    /// The image the container is made from: with pins, the stage's image's id, refused unless
+    /// pinned (the container is made from that id, so a retag in between changes nothing);
+    /// without, the image as the plan names it.
+    async fn resolve_image(&self, stage: &Stage) -> Result<String, DriverError> {
+        let Some(pinned) = &self.pinned else {
+            return Ok(stage.image.clone());
+        };
+        let info = self
+            .docker
+            .inspect_image(&stage.image)
+            .await
+            .map_err(engine("inspect image"))?;
+        let id = info.id.unwrap_or_default();
+        if pinned.contains(&id) {
+            return Ok(id);
+        }
+        Err(DriverError::ImageNotPinned {
+            stage: stage.name.clone(),
+            image: stage.image.clone(),
+            id,
+            pinned: pinned.iter().cloned().collect(),
+        })
     }
 
     /// The bollard client, for the services' own requests (networks, images).
@@ -139,7 +187,9 @@ impl Driver {
                 stage: stage.name.clone(),
             });
         }
-        let body = container_body(stage, &self.who, binds, attach)?;
+        let image = self.resolve_image(stage).await?;
+        let mut body = container_body(stage, &self.who, binds, attach)?;
+        body.image = Some(image);
         let started = Instant::now();
         let id = self
             .docker

@@ -264,3 +264,28 @@ async fn a_driver_dropped_mid_stage_leaves_a_container_the_next_start_reaps() {
     assert_eq!(next.reap().await.unwrap(), 1);
     assert_eq!(labelled(&next).await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_that_is_not_pinned_is_refused_before_any_container_exists() {
+    let image = busybox_image();
+    let d = driver(StageOwner::Runner, "pins").await;
+    let id = d.docker().inspect_image(&image).await.unwrap().id.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let binds = Binds::from([(MountRole::Out, out.path().into())]);
+    let s = stage(StageKind::Run, "echo pinned > /out/r", vec![out_mount()]);
+    let pinned = d.clone().pin_images([id.clone()]);
+    assert!(
+        pinned
+            .run_stage(&s, &binds, None)
+            .await
+            .unwrap()
+            .succeeded()
+    );
+    let other = d.pin_images(["sha256:0000".to_owned()]);
+    let err = other.run_stage(&s, &binds, None).await.unwrap_err();
+    assert!(
+        matches!(&err, DriverError::ImageNotPinned { id: found, .. } if *found == id),
+        "{err}"
+    );
+    assert_eq!(labelled(&other).await, 0);
+}
