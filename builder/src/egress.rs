@@ -5,7 +5,9 @@
 //! admits only the hosts the stage's plan lists (each a grant host pattern). The container is
 //! told the proxy through `http_proxy`/`https_proxy`; anything else it tries has nowhere to go.
 //! The proxy speaks plain HTTP/1 forwarding (`GET http://host/path`) and `CONNECT host:port`
-//! tunnels, and refuses an unlisted host with `403` naming it.
+//! tunnels, and refuses an unlisted host with `403` naming it, and a listed one whose DNS
+//! answer is local (loopback, private, link-local: the builder's own services) unless the
+//! operator mapped it with `--resolve`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -309,6 +311,14 @@ async fn relay(
             .await?
             .next()
         {
+            Some(addr) if is_local(addr.ip()) => {
+                let why = format!(
+                    "l3m: {} resolves to a local address {}; map a mirror with --resolve",
+                    forward.host,
+                    addr.ip()
+                );
+                return refuse(&mut client, 403, &why).await;
+            }
             Some(addr) => addr,
             None => return refuse(&mut client, 502, "host does not resolve").await,
         },
@@ -328,6 +338,30 @@ async fn relay(
     upstream.write_all(&buf[head_end..]).await?;
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
+}
+
+/// Whether DNS sent a listed name to this host or its neighbours (loopback, link-local,
+/// private, unspecified): the way a listed name could reach the builder's own services.
+pub fn is_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_local(IpAddr::V4(v4)))
+        }
+    }
 }
 
 async fn refuse(client: &mut TcpStream, status: u16, why: &str) -> std::io::Result<()> {
@@ -352,6 +386,27 @@ mod tests {
             f.head.unwrap(),
             b"GET /a/b?c HTTP/1.1\r\nHost: pkgs.test\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn a_listed_name_that_resolves_here_or_nearby_is_local() {
+        for local in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.17.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_local(local.parse().unwrap()), "{local}");
+        }
+        for public in ["151.101.2.132", "2a04:4e42::644"] {
+            assert!(!is_local(public.parse().unwrap()), "{public}");
+        }
     }
 
     #[test]
