@@ -414,3 +414,101 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Tame make
+// ---------------------------------------------------------------------------------------------
+
+use l3m_core::build::{TAME_TOOLS, TameError, lower};
+
+const TAME: &str = "\
+# a tame Makefile
+build/app: build/main.o build/util.o
+\tcc -o build/app build/main.o build/util.o
+build/main.o: src/main.c
+\tcc -c -O2 -o build/main.o src/main.c
+build/util.o: src/util.c
+\tcc -c -o build/util.o src/util.c
+";
+
+#[test]
+fn a_tame_makefile_lowers_to_argument_vectors_prerequisites_first() {
+    let steps = lower(TAME, "build/app").unwrap();
+    let targets: Vec<&str> = steps.iter().map(|s| s.target.as_str()).collect();
+    assert_eq!(targets, ["build/main.o", "build/util.o", "build/app"]);
+    assert_eq!(
+        steps[0].argv,
+        ["cc", "-c", "-O2", "-o", "build/main.o", "src/main.c"]
+    );
+}
+
+#[test]
+fn shell_syntax_foreign_programs_and_outputs_outside_build_are_refused_naming_the_line() {
+    type Expect = fn(&TameError) -> bool;
+    let cases: [(&str, Expect); 6] = [
+        ("build/a: x\n\tcc -o build/a x; rm -rf /\n", |e| {
+            matches!(
+                e,
+                TameError::Syntax {
+                    line: 2,
+                    found: ';'
+                }
+            )
+        }),
+        ("build/a: x\n\tcc -o build/a $(EVIL)\n", |e| {
+            matches!(
+                e,
+                TameError::Syntax {
+                    line: 2,
+                    found: '$'
+                }
+            )
+        }),
+        ("build/a: x\n\tsh -c true\n", |e| {
+            matches!(e, TameError::UnknownTool { line: 2, .. })
+        }),
+        ("out/a: x\n\tcc -o out/a x\n", |e| {
+            matches!(e, TameError::TargetOutsideBuild { line: 1, .. })
+        }),
+        ("build/a: x\n\tcp x /etc/passwd\n", |e| {
+            matches!(e, TameError::Escapes { line: 2, .. })
+        }),
+        (
+            "build/a: build/b\n\tcp x build/a\nbuild/b: build/a\n\tcp x build/b\n",
+            |e| matches!(e, TameError::Cycle { .. }),
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = lower(text, "build/a").unwrap_err();
+        assert!(expected(&err), "{text:?}: {err}");
+    }
+}
+
+proptest! {
+    /// Law `lower_recipes_closed`: whatever the Makefile says, a lowered build writes every
+    /// command itself — a tame tool with plain arguments, no shell syntax, nothing absolute or
+    /// climbing — and every target lies under `build/`.
+    #[test]
+    fn lower_recipes_closed(
+        lines in proptest::collection::vec(prop_oneof![
+            "build/[a-c]: (build/[a-c] |src/[a-c] ){0,3}",
+            "[a-z/.]{1,8}: [a-z/. ]{0,10}",
+            "\t(cc|cp|sh|cat|rm) (-o |-c )?[a-z/.$;|>~ ]{0,16}",
+            "\t(cc|cp) -o build/[a-c] (src|build)/[a-c]",
+            "# [a-z ]{0,8}",
+        ], 0..12),
+        goal in "build/[a-c]",
+    ) {
+        let text = lines.join("\n");
+        if let Ok(steps) = lower(&text, &goal) {
+            for step in &steps {
+                prop_assert!(step.target.starts_with("build/") && !step.target.contains(".."));
+                prop_assert!(TAME_TOOLS.contains(&step.argv[0].as_str()), "{:?}", step.argv);
+                for arg in &step.argv {
+                    prop_assert!(!arg.starts_with('/') && !arg.split('/').any(|c| c == ".."), "{}", arg);
+                    prop_assert!(!arg.contains(['$', ';', '|', '>', '<', '&', '~', '`']), "{}", arg);
+                }
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //!
 //! # Layout
 //! - [`bless`]: a human's pin of a Makefile target's inputs, and the check before a blessed run.
+//! - [`tame`]: tame make, a restricted Makefile lowered to commands the harness writes.
 //! - [`plan`]: stages, mounts, networks and limits as data.
 //! - [`check`]: the rules, each a pure predicate, and the gate that applies them in order.
 //! - [`outcome`]: how a stage ended.
@@ -18,6 +19,7 @@ pub mod check;
 pub mod digest;
 pub mod outcome;
 pub mod plan;
+pub mod tame;
 
 pub use bless::{BlessError, Blessing, blessed_inputs, check_blessing, check_target};
 pub use check::{
@@ -27,3 +29,4 @@ pub use check::{
 pub use digest::{ArtifactDigest, DigestError, TreeEntry, tree_manifest};
 pub use outcome::{StageExit, StageOutcome};
 pub use plan::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind, StageOwner};
+pub use tame::{TAME_TOOLS, TameError, TameStep, lower};
