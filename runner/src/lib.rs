@@ -2,8 +2,9 @@
 //!
 //! The runner owns the execute half of W^X builds (DESIGN §8). It serves one request,
 //! `runner.run` ([`l3m_wire::build`]): an artifact named by its blake3 digest and one run
-//! stage. It re-hashes the stored artifact before mounting it — a changed byte is a refusal,
-//! not a run — mounts it read-only with no network, and gives the stage one fresh `out/` as
+//! stage. It copies the stored artifact to a private folder and hashes the copy — a changed
+//! byte is a refusal, not a run, and the bytes mounted are the bytes checked — mounts it
+//! read-only with no network, and gives the stage one fresh `out/` as
 //! its only writable place. The `out/` is stored by digest like an artifact and comes back as
 //! that digest and a listing.
 //!
@@ -73,13 +74,21 @@ pub async fn run(
     check_plan(&Plan {
         stages: vec![stage.clone()],
     })?;
-    let artifact = store.verified(&req.artifact)?;
-    let out = store.scratch("out")?;
+    let artifact = store.checked_copy(&req.artifact)?;
+    let out = match store.scratch("out") {
+        Ok(out) => out,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&artifact);
+            return Err(e.into());
+        }
+    };
     let binds = Binds::from([
-        (MountRole::Artifact, artifact),
+        (MountRole::Artifact, artifact.clone()),
         (MountRole::Out, out.clone()),
     ]);
-    let outcome = match driver.run_stage(stage, &binds, None).await {
+    let outcome = driver.run_stage(stage, &binds, None).await;
+    let _ = std::fs::remove_dir_all(&artifact);
+    let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&out);

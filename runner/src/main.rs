@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 /// Runs a built artifact by digest in a sealed container, through the Docker API.
 ///
 /// The runner owns the execute half of W^X builds: it takes an artifact only by its blake3
-/// digest, re-hashes the stored bytes before mounting them (a changed byte is a refusal),
+/// digest, copies and re-hashes the stored bytes before mounting the copy (a changed byte is
+/// a refusal),
 /// mounts them read-only with no network, and gives the run one fresh out/ as its only
 /// writable place; the out/ comes back as a digest and a listing. It never fetches, builds, or
 /// writes source or artifacts. At start it removes every container a killed predecessor left

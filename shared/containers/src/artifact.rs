@@ -170,10 +170,59 @@ impl ArtifactStore {
         Ok(path)
     }
 
+    /// A private copy of `digest`'s folder in a fresh scratch folder, hashed after copying:
+    /// the bytes a run mounts are the bytes that were checked, whatever happens to the store
+    /// in between. The caller removes the copy when the run is over.
+    pub fn checked_copy(&self, digest: &ArtifactDigest) -> Result<PathBuf, ArtifactError> {
+        let stored = self.path_of(digest);
+        if !stored.is_dir() {
+            return Err(ArtifactError::Missing {
+                digest: digest.clone(),
+            });
+        }
+        let copy = self.scratch("artifact")?;
+        let checked = copy_tree(&stored, &copy).and_then(|()| hash_tree(&copy));
+        match checked {
+            Ok(actual) if &actual == digest => Ok(copy),
+            Ok(actual) => {
+                let _ = fs::remove_dir_all(&copy);
+                Err(ArtifactError::Changed {
+                    expected: digest.clone(),
+                    actual,
+                })
+            }
+            Err(e) => {
+                let _ = fs::remove_dir_all(&copy);
+                Err(e)
+            }
+        }
+    }
+
     /// Where `digest` is (or would be) stored.
     pub fn path_of(&self, digest: &ArtifactDigest) -> PathBuf {
         self.root.join(digest.as_str())
     }
+}
+
+/// Copies the tree at `from` into the empty folder `to`: folders, files with their modes,
+/// symlinks as links (never followed).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), ArtifactError> {
+    let mut entries = list_tree(from)?;
+    entries.sort_by(|a, b| a.path().cmp(b.path()));
+    for entry in entries {
+        let dest = to.join(entry.path());
+        match &entry {
+            TreeEntry::Dir { .. } => fs::create_dir_all(&dest).map_err(io_at(&dest))?,
+            TreeEntry::File { path, .. } => {
+                let src = from.join(path);
+                fs::copy(&src, &dest).map_err(io_at(&src))?;
+            }
+            TreeEntry::Symlink { target, .. } => {
+                std::os::unix::fs::symlink(target, &dest).map_err(io_at(&dest))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Removes write bits below `root` (folders last), so a stray writer fails loudly.
