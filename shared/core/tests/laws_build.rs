@@ -512,3 +512,46 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Separation of build and run in grants
+// ---------------------------------------------------------------------------------------------
+
+use l3m_core::axis::Axis;
+use l3m_core::budget::{Account, Fuel};
+use l3m_core::grant::{Grant, SpawnLevel, SpawnRequest, admit_root_spawn, admit_spawn};
+use l3m_core::names::AgentName;
+
+fn spawn_req(child: &str, build: bool, run: bool) -> SpawnRequest {
+    SpawnRequest {
+        child: AgentName::parse(child).unwrap(),
+        grant: Grant {
+            build,
+            run,
+            ..Grant::default()
+        },
+        loan: Fuel::ZERO,
+        driven: false,
+        persona: None,
+        fork: None,
+    }
+}
+
+proptest! {
+    /// An agent never writes a grant holding both `build` and `run`, even when it holds both
+    /// itself (a human gave them): it may pass on either, and the refusal names `run`. A human
+    /// may grant both.
+    #[test]
+    fn an_agent_cannot_grant_both_build_and_run(build in any::<bool>(), run in any::<bool>()) {
+        let parent = AgentName::parse("alice").unwrap();
+        let parent_grant = Grant { spawn: SpawnLevel::Persist, build: true, run: true, ..Grant::default() };
+        let req = spawn_req("alice/kid", build, run);
+        let decision = admit_spawn(&parent, &parent_grant, &Account::default(), &req);
+        if build && run {
+            prop_assert_eq!(decision.err().and_then(|e| e.axis()), Some(Axis::Run));
+        } else {
+            prop_assert!(decision.is_ok());
+        }
+        prop_assert!(admit_root_spawn(&parent_grant, &spawn_req("bob", build, run)).is_ok());
+    }
+}
