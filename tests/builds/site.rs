@@ -235,14 +235,36 @@ impl Site {
         self.root.path().join("src/project")
     }
 
-    /// Stops the services and removes the package source.
+    /// Stops the services and removes the package source (dropping does too).
     pub async fn close(self) {
         self.shutdown.cancel();
-        let rm = RemoveContainerOptionsBuilder::default().force(true).build();
-        let _ = self
-            .docker
-            .remove_container(&self.pkg_container, Some(rm))
-            .await;
-        let _ = self.docker.remove_network(&self.pkg_network).await;
+        remove_package_source(&self.docker, &self.pkg_container, &self.pkg_network).await;
+    }
+}
+
+async fn remove_package_source(docker: &Docker, container: &str, network: &str) {
+    let rm = RemoveContainerOptionsBuilder::default().force(true).build();
+    let _ = docker.remove_container(container, Some(rm)).await;
+    let _ = docker.remove_network(network).await;
+}
+
+impl Drop for Site {
+    /// A test that panics before `close` still removes its package source, on a thread of its
+    /// own (the test's runtime may be gone); after `close` there is nothing left to remove.
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        let (docker, container, network) = (
+            self.docker.clone(),
+            self.pkg_container.clone(),
+            self.pkg_network.clone(),
+        );
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(remove_package_source(&docker, &container, &network));
+        })
+        .join();
     }
 }
