@@ -1,17 +1,136 @@
-//! `builder`: Runs the fetch and build stages of a build in containers.
-//!
-//! This duty has no implementation yet. The binary exists so the workspace shows the
-//! architecture and so `builder --help` can say what the duty is; it does nothing else.
+//! `builder`: runs the fetch and build stages of a build in containers.
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use builder::Config;
 use clap::Parser;
+use l3m_containers::{ArtifactStore, Driver, Identity};
+use l3m_core::build::StageOwner;
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::subjects::{HubId, Subjects};
+use tokio_util::sync::CancellationToken;
 
-/// Runs the fetch and build stages of a build in containers (not implemented yet).
+/// Runs the fetch and build stages of a build in containers, through the Docker API.
 ///
-/// The builder owns the write half of W^X builds: a fetch stage that reads only public lockfiles and may reach the network, and a build stage that mounts source read-only with no network. It never runs a built artifact; that is the runner's duty.
+/// The builder owns the write half of W^X builds: a fetch stage that reads only lockfiles and
+/// reaches only the hosts its plan lists (through this process's allowlisting proxy on an
+/// internal network), and a build stage that mounts source and the fetched cache read-only with
+/// no network and writes one artifact, stored under its blake3 digest in the cache. It never
+/// runs a built artifact; that is the runner's duty. At start it removes every container and
+/// network a killed predecessor left (by label), then serves `builder.build` on NATS until
+/// interrupted. Exit codes: 0 after a clean shutdown, 1 if it cannot start, 2 on bad usage.
 #[derive(Debug, Parser)]
-#[command(name = "builder", version, arg_required_else_help = true)]
-struct Cli {}
+#[command(name = "builder", version)]
+struct Cli {
+    /// The hub's id on NATS subjects; also the label its containers carry.
+    #[arg(long)]
+    hub_id: String,
+    /// The folder every request's source and lockfile paths are relative to; nothing outside
+    /// it is ever mounted.
+    #[arg(long)]
+    source_root: PathBuf,
+    /// The artifact cache (HUB/cache/artifacts), shared with the runner.
+    #[arg(long)]
+    cache: PathBuf,
+    /// Allow only this image, by its engine id (`sha256:…`, as deploy/images/build prints it).
+    /// Repeatable. Without any, a plan may name any local image.
+    #[arg(long = "image", value_name = "ID")]
+    images: Vec<String>,
+    /// The NATS server.
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    /// The NATS user (the `builder` user of deploy/nats.conf).
+    #[arg(long)]
+    nats_user: Option<String>,
+    /// The name of the environment variable holding the NATS password (never the password).
+    #[arg(long, value_name = "VAR")]
+    nats_password_env: Option<String>,
+    /// Resolve a fetch host to an address before DNS, e.g. `deb.mirror=10.0.0.5:80`
+    /// (an air-gapped mirror). Repeatable. The host must still be listed by the stage.
+    #[arg(long, value_name = "HOST=ADDR", value_parser = parse_resolve)]
+    resolve: Vec<(String, SocketAddr)>,
+}
 
-fn main() {
-    let Cli {} = Cli::parse();
+fn parse_resolve(s: &str) -> Result<(String, SocketAddr), String> {
+    let (host, addr) = s.split_once('=').ok_or("expected HOST=IP:PORT")?;
+    Ok((
+        host.to_ascii_lowercase(),
+        addr.parse().map_err(|e| format!("{addr}: {e}"))?,
+    ))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("builder: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("builder: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
+    let auth = match (&cli.nats_user, &cli.nats_password_env) {
+        (Some(user), Some(var)) => NatsAuth::UserPassword {
+            user: user.clone(),
+            password: std::env::var(var)
+                .map_err(|_| format!("the environment variable {var} is not set"))?,
+        },
+        _ => NatsAuth::Anonymous,
+    };
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect(&cli.nats, auth)
+            .await
+            .map_err(|e| format!("connecting to NATS at {}: {e}", cli.nats))?,
+    );
+    let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Builder, hub.as_str()))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !cli.images.is_empty() {
+        driver = driver.pin_images(cli.images.clone());
+    }
+    let reaped = driver.reap().await.map_err(|e| e.to_string())?;
+    tracing::info!(reaped, "removed what a previous builder left");
+    let config = Config {
+        source_root: cli.source_root,
+        store: ArtifactStore::open(cli.cache).map_err(|e| e.to_string())?,
+        resolve: Arc::new(cli.resolve.into_iter().collect::<HashMap<_, _>>()),
+    };
+    let shutdown = CancellationToken::new();
+    let task = builder::serve(
+        bus.as_ref(),
+        &Subjects::new(hub),
+        driver,
+        config,
+        shutdown.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    tracing::info!("serving builder.build");
+    let _ = tokio::signal::ctrl_c().await;
+    shutdown.cancel();
+    task.await.map_err(|e| e.to_string())
 }

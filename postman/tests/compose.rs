@@ -256,6 +256,8 @@ async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts
             ("SEQUENCER_NATS_PASSWORD", password("sequencer")),
             ("CLI_NATS_PASSWORD", password("cli")),
             ("POSTMAN_NATS_PASSWORD", password("postman")),
+            ("BUILDER_NATS_PASSWORD", password("builder")),
+            ("RUNNER_NATS_PASSWORD", password("runner")),
         ],
         airlink: format!("{net}.3"),
         dir,

@@ -1,6 +1,7 @@
 //! The argument tree and the dispatcher: one file per subcommand, groups as folders. Each
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
+pub mod bless;
 pub mod collect;
 pub mod credential;
 #[cfg(feature = "embedded")]
@@ -111,6 +112,8 @@ pub enum Command {
     /// Set up a site across hosts: a NATS cluster over TLS with the site's own CA.
     #[command(subcommand)]
     Site(site::Command),
+    /// Pin the exact bytes an agent's runs of a Makefile target may execute (humans only).
+    Bless(bless::Args),
 }
 
 /// Runs one command.
@@ -142,5 +145,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Settings(command) => settings::dispatch(command, cx).await,
         Command::Credential(command) => credential::dispatch(command, cx).await,
         Command::Site(command) => site::dispatch(command, cx).await,
+        Command::Bless(args) => bless::cmd_bless(args, cx).await,
     }
 }

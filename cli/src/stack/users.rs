@@ -2,7 +2,7 @@
 //!
 //! Without users, any local process that reaches the server could subscribe to `>`, read every
 //! request and reply, and answer requests in hubd's place. So `l3m up`
-//! generates a password per user (hubd, sequencer, cli, postman) at every start, writes them to
+//! generates a password per user (hubd, sequencer, cli, postman, builder, runner) at every start, writes them to
 //! `HUB/.l3m-run/nats-users.toml` with mode 0600 (readable by the hub's owner alone), and starts
 //! nats-server with deploy/nats.conf's permissions, each password passed in the server's
 //! environment. Each service gets its own password in its environment and only the variable's
@@ -35,6 +35,10 @@ pub struct Users {
     pub cli: String,
     /// The postman's password.
     pub postman: String,
+    /// The builder's password.
+    pub builder: String,
+    /// The runner's password.
+    pub runner: String,
 }
 
 impl Users {
@@ -52,6 +56,8 @@ impl Users {
             sequencer: fresh()?,
             cli: fresh()?,
             postman: fresh()?,
+            builder: fresh()?,
+            runner: fresh()?,
         })
     }
 
@@ -98,6 +104,8 @@ impl Users {
             ("SEQUENCER", &self.sequencer),
             ("CLI", &self.cli),
             ("POSTMAN", &self.postman),
+            ("BUILDER", &self.builder),
+            ("RUNNER", &self.runner),
         ]
         .into_iter()
         .map(|(user, password)| (format!("{user}_NATS_PASSWORD"), password.clone()))
@@ -137,6 +145,8 @@ impl Users {
             sequencer: take("sequencer")?,
             cli: take("cli")?,
             postman: take("postman")?,
+            builder: take("builder")?,
+            runner: take("runner")?,
         })
     }
 
@@ -147,6 +157,8 @@ impl Users {
             "sequencer" => Some(&self.sequencer),
             "cli" => Some(&self.cli),
             "postman" => Some(&self.postman),
+            "builder" => Some(&self.builder),
+            "runner" => Some(&self.runner),
             _ => None,
         }
     }

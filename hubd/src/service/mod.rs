@@ -23,6 +23,7 @@
 //! - `settings`: reading and replacing the hub's settings; the push URLs read-grant serves.
 
 mod announce;
+mod blessing;
 mod error;
 mod gate;
 mod handlers;
@@ -161,6 +162,10 @@ pub async fn start(
         .await?;
     binder
         .bind(Op::UpdateSettings, settings::update_settings)
+        .await?;
+    binder.bind(Op::Bless, blessing::bless_target).await?;
+    binder
+        .bind(Op::ReadBlessing, blessing::read_blessing)
         .await?;
     binder
         .bind(Op::IssueCredential, handlers::issue_credential)

@@ -111,7 +111,7 @@ mod tests {
             ("refs/l3m/a/alice/_/claims", RefKind::Plain),
             ("refs/l3m/a/alice/_/persona", RefKind::Plain),
             ("refs/l3m/personas/coder", RefKind::Plain),
-            ("refs/l3m/blessings/alice/build", RefKind::Plain),
+            ("refs/l3m/blessings/alice/_/build", RefKind::Plain),
             ("refs/l3m/mirror/paris/alice/_/outbox", RefKind::Plain),
             ("refs/l3m/mirror/paris/inbound", RefKind::Chain),
             ("refs/heads/l3m/alice/_/work", RefKind::Plain),

@@ -6,6 +6,7 @@ mod acr;
 mod airmail;
 mod authority;
 mod bad_input;
+mod blessing;
 mod credentials;
 mod health;
 mod lease;

@@ -17,6 +17,7 @@
 //! - [`credential`]: which process may open which sessions: credential rows and their fold.
 //! - [`grant`]: grants, the spawn gate (`admit_spawn`), expansion and regrants.
 //! - [`budget`]: fuel lent down the tree, spent, returned.
+//! - [`build`]: build plans (stages, mounts, networks, limits) and the W^X gate over them.
 //! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
 //! - [`log`]: the records of an agent's Log.
 //! - [`view`]: the fold from a Log to what the model sees.
@@ -44,6 +45,7 @@
 pub mod aftermath;
 pub mod axis;
 pub mod budget;
+pub mod build;
 pub mod clock;
 pub mod credential;
 pub mod duty;

@@ -117,9 +117,10 @@ pub fn persona(name: &PersonaName) -> String {
     format!("{PERSONAS_PREFIX}{name}")
 }
 
-/// A human's pin of a build target's files, by content hash.
+/// A human's pin of a build target's files, by content hash. The `_` separates the agent from
+/// its targets as in agent refs, so a target never collides with a child agent's folder.
 pub fn blessing(agent: &AgentName, target: &str) -> String {
-    format!("{BLESSINGS_PREFIX}{agent}/{target}")
+    format!("{BLESSINGS_PREFIX}{agent}/_/{target}")
 }
 
 /// Where an office's outbox is mirrored by the postman.

@@ -251,8 +251,17 @@ fn keep<T: Clone + Ord>(set: &BTreeSet<T>, bits: &mut Bits<'_>) -> BTreeSet<T> {
     set.iter().filter(|_| bits.take()).cloned().collect()
 }
 
-/// A grant within `bound` by construction: drops elements, lowers levels, shortens the lifetime.
+/// A grant within `bound` by construction: drops elements, lowers levels, shortens the lifetime;
+/// never `build` and `run` together, which no agent may write (`separate_build_and_run`).
 fn narrow(bound: &Grant, bits: &[bool]) -> Grant {
+    let mut grant = narrow_any(bound, bits);
+    if grant.build && grant.run {
+        grant.run = false;
+    }
+    grant
+}
+
+fn narrow_any(bound: &Grant, bits: &[bool]) -> Grant {
     let bits = &mut Bits { bits, next: 0 };
     Grant {
         files: keep(&bound.files, bits),
@@ -548,7 +557,9 @@ proptest! {
         };
         let excess = oracle_excess(&child_grant, &expanded);
         let loan_ok = loan.fits_in(&account.left());
-        prop_assert_eq!(decision.is_ok(), name_ok && level_ok && excess.is_none() && loan_ok);
+        // An agent never writes both `build` and `run` (separate_build_and_run).
+        let separated = !(child_grant.build && child_grant.run);
+        prop_assert_eq!(decision.is_ok(), name_ok && level_ok && excess.is_none() && separated && loan_ok);
         match decision {
             Ok(admission) => {
                 let parent_after = admission.parent_account.unwrap();
@@ -563,6 +574,7 @@ proptest! {
                 prop_assert!(matches!(refusal, SpawnRefusal::Widening(_)), "{}", refusal);
                 prop_assert_eq!(refusal.axis(), excess);
             }
+            Err(refusal) if !separated => prop_assert_eq!(refusal.axis(), Some(Axis::Run)),
             Err(refusal) => prop_assert_eq!(refusal.axis(), Some(Axis::Budget)),
         }
     }

@@ -27,6 +27,7 @@ use crate::envelope::{Limits, Message};
 use crate::error::WireError;
 use crate::hubd::Op;
 use crate::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
+use crate::hubd::blessing::{Bless, Blessed, BlessingView, ReadBlessing};
 use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
 use crate::hubd::log::{AppendLog, LogAppended, ReadLog};
 use crate::hubd::mail::{
@@ -518,6 +519,34 @@ impl HubClient {
             },
         )
         .await
+    }
+
+    /// Pins `blessing` for `agent`'s runs of its target; humans only.
+    pub async fn bless(
+        &self,
+        agent: &AgentName,
+        blessing: l3m_core::build::Blessing,
+    ) -> Result<Blessed, ClientError> {
+        let request = Bless {
+            capability: self.cap(),
+            agent: agent.clone(),
+            blessing,
+        };
+        self.call(Op::Bless, &request).await
+    }
+
+    /// What is pinned for `agent`'s `target`, if anything.
+    pub async fn read_blessing(
+        &self,
+        agent: &AgentName,
+        target: &str,
+    ) -> Result<BlessingView, ClientError> {
+        let request = ReadBlessing {
+            capability: self.cap(),
+            agent: agent.clone(),
+            target: target.to_owned(),
+        };
+        self.call(Op::ReadBlessing, &request).await
     }
 
     /// Replaces `agent`'s grant; only its issuer may, and never wider than the issuer's own.

@@ -28,6 +28,7 @@
 //! - [`control`]: control of an agent's sequencer (interrupt, rewind, forecast, status), and of
 //!   its host when it is asleep.
 //! - [`postman`]: the postman's status of its links to other hubs.
+//! - [`build`]: requests to the builder and the runner; artifacts travel as digests only.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - [`credential`]: a process's credential file, the proof that opens a session, the session
 //!   key and the seal on every request.
@@ -54,6 +55,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod build;
 pub mod bus;
 pub mod client;
 pub mod control;

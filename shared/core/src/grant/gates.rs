@@ -111,8 +111,9 @@ impl SpawnRefusal {
 
 /// The spawn gate for an agent parent: admits `req` only if the child's name is the parent's
 /// plus one segment, the parent may spawn at all (and only driven children if its level is
-/// `drive`), every axis of the child's grant lies within `parent_grant.expand_own(parent)`, and
-/// the loan fits in what `parent_account` has left. Nothing is clamped.
+/// `drive`), every axis of the child's grant lies within `parent_grant.expand_own(parent)`, it
+/// does not hold both `build` and `run` ([`separate_build_and_run`]), and the loan fits in what
+/// `parent_account` has left. Nothing is clamped.
 pub fn admit_spawn(
     parent: &AgentName,
     parent_grant: &Grant,
@@ -139,6 +140,7 @@ pub fn admit_spawn(
         SpawnLevel::Drive | SpawnLevel::Persist => {}
     }
     req.grant.within(&parent_grant.expand_own(parent))?;
+    separate_build_and_run(&req.grant)?;
     let mut account = parent_account.clone();
     account
         .lend(req.loan)
@@ -247,5 +249,21 @@ pub fn admit_regrant(
         });
     };
     new.within(&issuer_grant.expand_own(issuer))?;
+    separate_build_and_run(new)?;
+    Ok(())
+}
+
+/// W^X for authority (DESIGN §4, §8): a grant an agent writes never holds both `build` and
+/// `run`, so no agent can both build from a source and run what it built; only a human may
+/// write a grant holding both. Refused on the `run` axis.
+pub fn separate_build_and_run(grant: &Grant) -> Result<(), Widening> {
+    if grant.build && grant.run {
+        return Err(Widening {
+            axis: Axis::Run,
+            detail: "a grant written by an agent cannot hold both `build` and `run` (whoever \
+                     builds must not run what it built); grant one, or ask a human for both"
+                .into(),
+        });
+    }
     Ok(())
 }

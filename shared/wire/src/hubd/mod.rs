@@ -20,9 +20,11 @@
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`settings`]: reading the hub's settings; replacing them (humans only).
+//! - [`blessing`]: pinning a build target's inputs (humans only) and reading the pin.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
+pub mod blessing;
 pub mod credential;
 pub mod lease;
 pub mod log;
@@ -79,6 +81,8 @@ in_session!(
     persona::PullPersona,
     settings::ReadSettings,
     settings::UpdateSettings,
+    blessing::Bless,
+    blessing::ReadBlessing,
     session::Vouch,
     tree::Spawn,
     tree::Retire,
@@ -151,11 +155,15 @@ pub enum Op {
     ReadCursor,
     /// [`mail::MoveCursor`].
     MoveCursor,
+    /// [`blessing::Bless`].
+    Bless,
+    /// [`blessing::ReadBlessing`].
+    ReadBlessing,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 31] = [
+    pub const ALL: [Op; 33] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -187,6 +195,8 @@ impl Op {
         Op::ReadOutbox,
         Op::ReadCursor,
         Op::MoveCursor,
+        Op::Bless,
+        Op::ReadBlessing,
     ];
 
     /// The operation's subject token.
@@ -223,6 +233,8 @@ impl Op {
             Op::ReadOutbox => "read-outbox",
             Op::ReadCursor => "read-cursor",
             Op::MoveCursor => "move-cursor",
+            Op::Bless => "bless",
+            Op::ReadBlessing => "read-blessing",
         }
     }
 

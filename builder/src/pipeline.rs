@@ -1,0 +1,228 @@
+//! One build request, start to digest: the gate, each stage in its container, the hand-off.
+//!
+//! The plan passes the core's gate first, and every stage must be the builder's (fetch or
+//! build): a run stage is refused before anything starts. A fetch writes a fresh cache folder,
+//! which is stored by digest (like Nix's fixed-output fetches); the build mounts exactly that
+//! stored, re-verified cache read-only, the source read-only, and writes one artifact folder,
+//! stored by its blake3 digest. The first stage that fails ends the build.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use l3m_containers::{ArtifactError, ArtifactStore, Attachment, Binds, Driver, DriverError};
+use l3m_core::build::{
+    MountRole, Network, PlanRefusal, Stage, StageKind, StageOwner, check_plan, stage_allowed_for,
+};
+use l3m_wire::build::{BuildReply, BuildRequest};
+use l3m_wire::reply::{ErrorCode, RemoteError};
+
+use crate::egress::{Egress, EgressError};
+
+/// What the builder needs besides the engine: where sources are, where artifacts go, and how
+/// listed fetch hosts resolve.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The folder every request's source and lockfile paths are relative to (a sequencer
+    /// host's forest); nothing outside it is ever mounted.
+    pub source_root: PathBuf,
+    /// The hub's artifact cache.
+    pub store: ArtifactStore,
+    /// Host names resolved before DNS (an air-gapped mirror, a test's package server).
+    pub resolve: Arc<HashMap<String, SocketAddr>>,
+}
+
+/// Why a build request was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The plan broke a rule of the core's gate.
+    #[error(transparent)]
+    Plan(#[from] PlanRefusal),
+    /// The plan holds a stage the builder does not run.
+    #[error("stage {stage}: the builder does not run {kind} stages (ask the runner, by digest)")]
+    NotMyStage {
+        /// The stage.
+        stage: String,
+        /// Its kind.
+        kind: StageKind,
+    },
+    /// A source or lockfile path is absolute, climbs out, or does not exist under the root.
+    #[error("{what} path {path:?}: {reason}")]
+    Path {
+        /// Which path.
+        what: &'static str,
+        /// As given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A stage mounts something this request does not provide.
+    #[error("stage {stage}: {reason}")]
+    Missing {
+        /// The stage.
+        stage: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// Storing or verifying an artifact failed.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    /// The engine failed.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The fetch network could not be opened.
+    #[error(transparent)]
+    Egress(#[from] EgressError),
+}
+
+impl BuildError {
+    /// The typed refusal a caller gets on the wire.
+    pub fn to_remote(&self) -> RemoteError {
+        let code = match self {
+            BuildError::Plan(_) | BuildError::NotMyStage { .. } => ErrorCode::Refused,
+            BuildError::Path { .. } | BuildError::Missing { .. } => ErrorCode::Invalid,
+            BuildError::Artifact(ArtifactError::Missing { .. }) => ErrorCode::NotFound,
+            BuildError::Artifact(ArtifactError::Changed { .. }) => ErrorCode::Refused,
+            BuildError::Artifact(_) | BuildError::Driver(_) | BuildError::Egress(_) => {
+                ErrorCode::Internal
+            }
+        };
+        RemoteError::new(code, self.to_string())
+    }
+}
+
+/// Resolves `rel` under `root`: relative, no `..`, existing, and still under `root` once
+/// symlinks are resolved.
+pub fn under_root(root: &Path, rel: &str, what: &'static str) -> Result<PathBuf, BuildError> {
+    let bad = |reason: &str| BuildError::Path {
+        what,
+        path: rel.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let p = Path::new(rel);
+    if rel.is_empty()
+        || !p
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(bad("must be relative to the source root, without `..`"));
+    }
+    let root = root
+        .canonicalize()
+        .map_err(|e| bad(&format!("source root: {e}")))?;
+    let full = root
+        .join(p)
+        .canonicalize()
+        .map_err(|e| bad(&e.to_string()))?;
+    if !full.starts_with(&root) || !full.is_dir() {
+        return Err(bad("resolves outside the source root or is not a folder"));
+    }
+    Ok(full)
+}
+
+/// Carries out one build request.
+pub async fn build(
+    driver: &Driver,
+    config: &Config,
+    req: &BuildRequest,
+) -> Result<BuildReply, BuildError> {
+    check_plan(&req.plan)?;
+    if let Some(s) = req
+        .plan
+        .stages
+        .iter()
+        .find(|s| !stage_allowed_for(StageOwner::Builder, s.kind))
+    {
+        return Err(BuildError::NotMyStage {
+            stage: s.name.clone(),
+            kind: s.kind,
+        });
+    }
+    let source = under_root(&config.source_root, &req.source, "source")?;
+    let lockfile = req
+        .lockfile
+        .as_deref()
+        .map(|l| under_root(&config.source_root, l, "lockfile"))
+        .transpose()?;
+    let mut reply = BuildReply {
+        stages: Vec::new(),
+        cache: None,
+        artifact: None,
+    };
+    for stage in &req.plan.stages {
+        let output = config.store.scratch(stage.kind.as_str())?;
+        let mut binds = Binds::new();
+        for m in &stage.mounts {
+            let host = match m.role {
+                MountRole::Source => source.clone(),
+                MountRole::Lockfile => lockfile.clone().ok_or_else(|| {
+                    missing(stage, "it mounts a lockfile and the request names none")
+                })?,
+                MountRole::Cache if m.writable => output.clone(),
+                MountRole::Cache => {
+                    let digest = reply.cache.as_ref().ok_or_else(|| {
+                        missing(stage, "it mounts a cache and no fetch before it made one")
+                    })?;
+                    config.store.verified(digest)?
+                }
+                MountRole::Artifact => output.clone(),
+                MountRole::Out => return Err(missing(stage, "a builder stage has no out")),
+            };
+            binds.insert(m.role, host);
+        }
+        let outcome = run_one(driver, config, stage, &binds).await;
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&output);
+                return Err(e);
+            }
+        };
+        let ok = outcome.succeeded();
+        reply.stages.push(outcome);
+        if !ok {
+            let _ = std::fs::remove_dir_all(&output);
+            return Ok(reply);
+        }
+        let digest = config.store.put(&output)?;
+        match stage.kind {
+            StageKind::Fetch => reply.cache = Some(digest),
+            StageKind::Build | StageKind::Run => reply.artifact = Some(digest),
+        }
+    }
+    Ok(reply)
+}
+
+fn missing(stage: &Stage, reason: &str) -> BuildError {
+    BuildError::Missing {
+        stage: stage.name.clone(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// Runs one stage, inside its fetch network if it has hosts.
+async fn run_one(
+    driver: &Driver,
+    config: &Config,
+    stage: &Stage,
+    binds: &Binds,
+) -> Result<l3m_core::build::StageOutcome, BuildError> {
+    let Network::Hosts(hosts) = &stage.network else {
+        return Ok(driver.run_stage(stage, binds, None).await?);
+    };
+    let egress = Egress::open(
+        driver,
+        &stage.name,
+        hosts.clone(),
+        Arc::clone(&config.resolve),
+    )
+    .await?;
+    let attach = Attachment {
+        network: egress.network.clone(),
+        env: egress.env(),
+    };
+    let outcome = driver.run_stage(stage, binds, Some(&attach)).await;
+    egress.close(driver).await?;
+    Ok(outcome?)
+}

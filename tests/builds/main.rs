@@ -1,0 +1,402 @@
+//! W^X builds end to end against the real engine and a real nats-server with deploy/nats.conf:
+//! fetch from a package source the test serves, build with no network, run by digest, collect
+//! out/; and the probes of issue 19, each stopped at a named boundary with nothing changed.
+//!
+//! Needs a running Docker engine (API ≥ 1.41), `nats-server`, and `deploy/images/build`
+//! (busybox-static from Debian's mirror the first time).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod site;
+
+use l3m_containers::hash_tree;
+use l3m_core::build::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind, TreeEntry};
+use l3m_core::grant::HostPattern;
+use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest};
+use l3m_wire::reply::ErrorCode;
+use l3m_wire::subjects::Service;
+use site::{PKG_HOST, Site};
+
+fn mount(role: MountRole, target: &str, writable: bool) -> Mount {
+    Mount {
+        role,
+        target: target.into(),
+        writable,
+    }
+}
+
+fn stage(
+    name: &str,
+    kind: StageKind,
+    script: String,
+    mounts: Vec<Mount>,
+    network: Network,
+) -> Stage {
+    Stage {
+        name: name.into(),
+        kind,
+        image: l3m_containers::test_support::busybox_image(),
+        command: vec!["sh".into(), "-c".into(), script],
+        workdir: "/tmp".into(),
+        mounts,
+        network,
+        limits: Limits {
+            deadline_ms: 60_000,
+            ..Limits::default()
+        },
+    }
+}
+
+/// Fetches every file the lockfile names through the proxy; then probes what a fetch must not do.
+fn fetch(pkg_ip: &str) -> Stage {
+    let script = format!(
+        "for f in $(cat /lock/deps.lock); do \
+           printf 'GET http://{PKG_HOST}:8080/%s HTTP/1.0\\r\\nHost: {PKG_HOST}\\r\\n\\r\\n' \"$f\" \
+             | nc -w 10 \"$L3M_PROXY_HOST\" \"$L3M_PROXY_PORT\" > /tmp/resp; \
+           head -1 /tmp/resp | grep -q ' 200 ' || exit 3; \
+           sed '1,/^\\r$/d' /tmp/resp > \"/cache/$f\"; \
+         done; \
+         [ -e /src ] && echo PROBE-SOURCE-VISIBLE; \
+         printf 'GET http://evil.test/ HTTP/1.0\\r\\n\\r\\n' | nc -w 10 \"$L3M_PROXY_HOST\" \"$L3M_PROXY_PORT\" | head -1; \
+         nc -w 2 {pkg_ip} 8080 </dev/null 2>/dev/null && echo PROBE-DIRECT-REACHED; \
+         echo fetched"
+    );
+    let mounts = vec![
+        mount(MountRole::Lockfile, "/lock", false),
+        mount(MountRole::Cache, "/cache", true),
+    ];
+    let hosts = Network::Hosts(vec![HostPattern::parse(PKG_HOST).unwrap()]);
+    stage("fetch", StageKind::Fetch, script, mounts, hosts)
+}
+
+/// Assembles the artifact from source and the fetched cache; probes writes and the network.
+fn build(pkg_ip: &str) -> Stage {
+    let script = format!(
+        "cat /src/app.sh /cache/greeting.sh > /artifact/app && chmod +x /artifact/app || exit 4; \
+         touch /src/x 2>/dev/null && echo PROBE-SOURCE-WRITABLE; \
+         touch /cache/x 2>/dev/null && echo PROBE-CACHE-WRITABLE; \
+         touch /x 2>/dev/null && echo PROBE-ROOT-WRITABLE; \
+         nc -w 2 {pkg_ip} 8080 </dev/null 2>/dev/null && echo PROBE-NET-REACHED; \
+         echo built"
+    );
+    let mounts = vec![
+        mount(MountRole::Source, "/src", false),
+        mount(MountRole::Cache, "/cache", false),
+        mount(MountRole::Artifact, "/artifact", true),
+    ];
+    stage("build", StageKind::Build, script, mounts, Network::None)
+}
+
+/// Runs the artifact into out/; probes writes and the network.
+fn run(pkg_ip: &str) -> Stage {
+    let script = format!(
+        "/artifact/app > /out/result || exit 5; \
+         touch /artifact/x 2>/dev/null && echo PROBE-ARTIFACT-WRITABLE; \
+         touch /x 2>/dev/null && echo PROBE-ROOT-WRITABLE; \
+         nc -w 2 {pkg_ip} 8080 </dev/null 2>/dev/null && echo PROBE-NET-REACHED; \
+         echo ran"
+    );
+    let mounts = vec![
+        mount(MountRole::Artifact, "/artifact", false),
+        mount(MountRole::Out, "/out", true),
+    ];
+    stage("run", StageKind::Run, script, mounts, Network::None)
+}
+
+fn build_request(site: &Site) -> BuildRequest {
+    BuildRequest {
+        plan: Plan {
+            stages: vec![fetch(&site.pkg_ip), build(&site.pkg_ip)],
+        },
+        source: "project".into(),
+        lockfile: Some("project/lock".into()),
+    }
+}
+
+fn log(outcome: &l3m_core::build::StageOutcome) -> String {
+    String::from_utf8_lossy(&outcome.log).into_owned()
+}
+
+fn assert_no_probe(log: &str, probes: &[&str]) {
+    for probe in probes {
+        assert!(!log.contains(probe), "{probe} got through: {log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fetch_build_and_run_by_digest_end_to_end_with_every_probe_stopped() {
+    let site = Site::start("e2e").await;
+    let source_before = hash_tree(&site.source()).unwrap();
+    let reply: BuildReply = site
+        .call(Service::Builder, OP_BUILD, &build_request(&site))
+        .await
+        .unwrap();
+    let [fetched, built] = &reply.stages[..] else {
+        panic!("two stages: {reply:?}")
+    };
+    assert!(
+        fetched.succeeded(),
+        "fetch: {:?} {}",
+        fetched.exit,
+        log(fetched)
+    );
+    assert!(built.succeeded(), "build: {:?} {}", built.exit, log(built));
+    let fetch_log = log(fetched);
+    assert!(
+        fetch_log.contains("403"),
+        "an unlisted host is refused at the proxy: {fetch_log}"
+    );
+    assert_no_probe(
+        &fetch_log,
+        &["PROBE-SOURCE-VISIBLE", "PROBE-DIRECT-REACHED"],
+    );
+    assert_no_probe(
+        &log(built),
+        &[
+            "PROBE-SOURCE-WRITABLE",
+            "PROBE-CACHE-WRITABLE",
+            "PROBE-ROOT-WRITABLE",
+            "PROBE-NET-REACHED",
+        ],
+    );
+    let cache = reply.cache.clone().unwrap();
+    assert_eq!(hash_tree(&site.store.path_of(&cache)).unwrap(), cache);
+    let artifact = reply.artifact.clone().unwrap();
+
+    let request = RunRequest {
+        artifact: artifact.clone(),
+        stage: run(&site.pkg_ip),
+    };
+    let ran: RunReply = site.call(Service::Runner, OP_RUN, &request).await.unwrap();
+    let run_log = log(&ran.outcome);
+    assert!(
+        ran.outcome.succeeded(),
+        "run: {:?} {run_log}",
+        ran.outcome.exit
+    );
+    assert_no_probe(
+        &run_log,
+        &[
+            "PROBE-ARTIFACT-WRITABLE",
+            "PROBE-ROOT-WRITABLE",
+            "PROBE-NET-REACHED",
+        ],
+    );
+    let has_result = ran
+        .listing
+        .iter()
+        .any(|e| matches!(e, TreeEntry::File { path, .. } if path == "result"));
+    assert!(has_result, "{:?}", ran.listing);
+    let result = std::fs::read_to_string(site.store.path_of(&ran.out).join("result")).unwrap();
+    assert_eq!(result, "hello from a built artifact\n");
+
+    assert_eq!(
+        hash_tree(&site.source()).unwrap(),
+        source_before,
+        "source unchanged"
+    );
+    assert_eq!(
+        hash_tree(&site.store.path_of(&artifact)).unwrap(),
+        artifact,
+        "artifact unchanged"
+    );
+    assert_eq!(site.leftovers().await, 0, "no container or network is left");
+    site.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_artifact_changed_after_hashing_is_refused_not_run() {
+    let site = Site::start("changed").await;
+    let reply: BuildReply = site
+        .call(Service::Builder, OP_BUILD, &build_request(&site))
+        .await
+        .unwrap();
+    let artifact = reply.artifact.clone().unwrap();
+    let app = site.store.path_of(&artifact).join("app");
+    std::process::Command::new("chmod")
+        .arg("u+w")
+        .arg(&app)
+        .status()
+        .unwrap();
+    let mut bytes = std::fs::read(&app).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&app, &bytes).unwrap();
+    let request = RunRequest {
+        artifact,
+        stage: run(&site.pkg_ip),
+    };
+    let err = site
+        .call::<_, RunReply>(Service::Runner, OP_RUN, &request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.contains("changed after hashing"),
+        "{}",
+        err.message
+    );
+    assert_eq!(site.leftovers().await, 0, "nothing was started");
+    site.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_builder_refuses_a_run_stage_and_the_runner_a_build_stage() {
+    let site = Site::start("duties").await;
+    let mut req = build_request(&site);
+    req.plan.stages.push(run(&site.pkg_ip));
+    let err = site
+        .call::<_, BuildReply>(Service::Builder, OP_BUILD, &req)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.contains("does not run run stages"),
+        "{}",
+        err.message
+    );
+    let request = RunRequest {
+        artifact: l3m_core::build::ArtifactDigest::from_bytes([7; 32]),
+        stage: build(&site.pkg_ip),
+    };
+    let err = site
+        .call::<_, RunReply>(Service::Runner, OP_RUN, &request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    assert!(
+        err.message.contains("does not run build stages"),
+        "{}",
+        err.message
+    );
+    assert_eq!(site.leftovers().await, 0);
+    site.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_that_breaks_a_rule_is_refused_naming_stage_and_rule() {
+    let site = Site::start("rules").await;
+    let mut req = build_request(&site);
+    // A fetch that also mounts the source would let private bytes reach the network.
+    req.plan.stages[0]
+        .mounts
+        .push(mount(MountRole::Source, "/src", false));
+    let err = site
+        .call::<_, BuildReply>(Service::Builder, OP_BUILD, &req)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused);
+    let named =
+        err.message.contains("stage 0 (fetch)") && err.message.contains("fetch-mounts-private");
+    assert!(named, "{}", err.message);
+    let mut req = build_request(&site);
+    req.source = "../".into();
+    let err = site
+        .call::<_, BuildReply>(Service::Builder, OP_BUILD, &req)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code,
+        ErrorCode::Invalid,
+        "a source outside the root: {err:?}"
+    );
+    assert_eq!(site.leftovers().await, 0);
+    site.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn neither_the_builder_nor_the_runner_can_ask_another_service() {
+    use l3m_wire::bus::Bus;
+    let site = Site::start("nats").await;
+    for (user, forbidden) in [
+        ("builder", "l3m.main.runner.run"),
+        ("builder", "l3m.main.hubd.append-log"),
+        ("runner", "l3m.main.builder.build"),
+        ("runner", "l3m.main.hubd.append-log"),
+    ] {
+        let bus = site::connect(&site.nats, user).await;
+        let mut errors = bus.server_errors();
+        bus.publish(forbidden, bytes::Bytes::new()).await.unwrap();
+        let patience = std::time::Duration::from_secs(20);
+        let text = l3m_wire::test_support::server_reported(
+            &mut errors,
+            "Permissions Violation for Publish",
+            patience,
+        )
+        .await
+        .unwrap_or_else(|| panic!("{user} was let publish to {forbidden}"));
+        assert!(text.contains(forbidden), "{text}");
+    }
+    site.close().await;
+}
+
+/// A real compiler: make and gcc from the debootstrap toolchain image, with no network; the
+/// static binary then runs by digest in the busybox image. Behind `L3M_TOOLCHAIN=1`, because
+/// the first `deploy/images/build` of the toolchain takes minutes and ~400 MB.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_c_project_compiles_with_make_and_gcc_and_its_binary_runs_by_digest() {
+    if std::env::var("L3M_TOOLCHAIN").as_deref() != Ok("1") {
+        eprintln!("skipped: set L3M_TOOLCHAIN=1 to build and use the toolchain image");
+        return;
+    }
+    let toolchain = l3m_containers::test_support::toolchain_image();
+    let site = Site::start("gcc").await;
+    let project = site.root.path().join("src/cproject");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("Makefile"),
+        "OUT ?= build\n$(OUT)/app: main.c\n\tcc -O2 -static -o $(OUT)/app main.c\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("main.c"),
+        "#include <stdio.h>\nint main(void) { printf(\"compiled %d\\n\", 6 * 7); return 0; }\n",
+    )
+    .unwrap();
+    let mut compile = stage(
+        "compile",
+        StageKind::Build,
+        String::new(),
+        vec![
+            mount(MountRole::Source, "/src", false),
+            mount(MountRole::Artifact, "/artifact", true),
+        ],
+        Network::None,
+    );
+    compile.image = toolchain;
+    compile.command = ["make", "-C", "/src", "OUT=/artifact"]
+        .map(String::from)
+        .to_vec();
+    let request = BuildRequest {
+        plan: Plan {
+            stages: vec![compile],
+        },
+        source: "cproject".into(),
+        lockfile: None,
+    };
+    let reply: BuildReply = site
+        .call(Service::Builder, OP_BUILD, &request)
+        .await
+        .unwrap();
+    let built = &reply.stages[0];
+    assert!(
+        built.succeeded(),
+        "compile: {:?} {}",
+        built.exit,
+        log(built)
+    );
+    let mut run_it = run(&site.pkg_ip);
+    run_it.command = vec![
+        "sh".into(),
+        "-c".into(),
+        "/artifact/app > /out/result".into(),
+    ];
+    let request = RunRequest {
+        artifact: reply.artifact.clone().unwrap(),
+        stage: run_it,
+    };
+    let ran: RunReply = site.call(Service::Runner, OP_RUN, &request).await.unwrap();
+    assert!(ran.outcome.succeeded(), "{}", log(&ran.outcome));
+    let result = std::fs::read_to_string(site.store.path_of(&ran.out).join("result")).unwrap();
+    assert_eq!(result, "compiled 42\n");
+    assert_eq!(site.leftovers().await, 0);
+    site.close().await;
+}
