@@ -2,7 +2,7 @@
 //!
 //! Without users, any local process that reaches the server could subscribe to `>`, read every
 //! request and reply, and answer requests in hubd's place. So `l3m up`
-//! generates a password per user (hubd, sequencer, cli, postman) at every start, writes them to
+//! generates a password per user (hubd, sequencer, cli, postman, reviewer) at every start, writes them to
 //! `HUB/.l3m-run/nats-users.toml` with mode 0600 (readable by the hub's owner alone), and starts
 //! nats-server with deploy/nats.conf's permissions, each password passed in the server's
 //! environment. Each service gets its own password in its environment and only the variable's
@@ -35,6 +35,9 @@ pub struct Users {
     pub cli: String,
     /// The postman's password.
     pub postman: String,
+    /// The reviewer's password (a file from before the reviewer existed gets one at next `up`).
+    #[serde(default)]
+    pub reviewer: String,
 }
 
 impl Users {
@@ -52,6 +55,7 @@ impl Users {
             sequencer: fresh()?,
             cli: fresh()?,
             postman: fresh()?,
+            reviewer: fresh()?,
         })
     }
 
@@ -98,6 +102,7 @@ impl Users {
             ("SEQUENCER", &self.sequencer),
             ("CLI", &self.cli),
             ("POSTMAN", &self.postman),
+            ("REVIEWER", &self.reviewer),
         ]
         .into_iter()
         .map(|(user, password)| (format!("{user}_NATS_PASSWORD"), password.clone()))
@@ -111,6 +116,7 @@ impl Users {
             "sequencer" => Some(&self.sequencer),
             "cli" => Some(&self.cli),
             "postman" => Some(&self.postman),
+            "reviewer" => Some(&self.reviewer),
             _ => None,
         }
     }

@@ -144,6 +144,41 @@ pub fn check_rounds(rounds: u32) -> Result<u32, ReviewError> {
     }
 }
 
+/// The `[review]` table of `l3m.toml`: whether wild calls are reviewed, by which model, and how
+/// long the exchange may go. Without it, a wild call is not run and the model is told that no
+/// reviewer is configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewConfig {
+    /// The `[models.<label>]` table the reviewer calls.
+    pub model: String,
+    /// Rounds before a stalemate goes to a human card.
+    #[serde(default = "default_rounds")]
+    pub rounds: u32,
+    /// Accept a reviewer of the proposer's own model family (the human's explicit choice).
+    #[serde(default)]
+    pub same_family: bool,
+    /// Seconds the sequencer waits for one round's answer before telling the model the review
+    /// could not be done.
+    #[serde(default = "default_timeout_secs")]
+    pub timeout_secs: u64,
+}
+
+fn default_rounds() -> u32 {
+    DEFAULT_ROUNDS
+}
+
+fn default_timeout_secs() -> u64 {
+    120
+}
+
+impl ReviewConfig {
+    /// Checks the bounds of the table.
+    pub fn check(&self) -> Result<(), ReviewError> {
+        check_rounds(self.rounds).map(drop)
+    }
+}
+
 /// Splits a wild call's input into its justification and the input the tool runs with.
 pub fn split_justification(input: &Value) -> Result<(String, Value), ReviewError> {
     let Value::Object(map) = input else {

@@ -28,6 +28,7 @@
 //! - [`control`]: control of an agent's sequencer (interrupt, rewind, forecast, status), and of
 //!   its host when it is asleep.
 //! - [`postman`]: the postman's status of its links to other hubs.
+//! - [`reviewer`]: asking the reviewer about one round of a wild call.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - [`credential`]: a process's credential file, the proof that opens a session, the session
 //!   key and the seal on every request.
@@ -63,6 +64,7 @@ pub mod error;
 pub mod hubd;
 pub mod postman;
 pub mod reply;
+pub mod reviewer;
 pub mod subjects;
 #[cfg(feature = "test-support")]
 pub mod test_support;
