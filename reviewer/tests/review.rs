@@ -51,7 +51,7 @@ fn request(proposer: Family, justification: &str) -> ReviewRequest {
         earlier: vec![EarlierRound {
             round: 1,
             justification: "cleanup".into(),
-            verdict: Verdict::Unclear,
+            verdict: Verdict::Unclear { reason: None },
         }],
     }
 }
@@ -285,7 +285,7 @@ async fn the_reviewers_user_may_serve_reviews_and_do_nothing_else() {
     let answer = ask(&sequencer, &subjects, request(Family::Anthropic, "x"))
         .await
         .unwrap();
-    assert_eq!(answer.verdict, Verdict::Unclear);
+    assert_eq!(answer.verdict, Verdict::Unclear { reason: None });
     // The CLI user (and so an agent's tools, which hold no NATS user at all) cannot ask.
     let cli = connect(&server, "cli").await;
     let mut cli_errors = cli.server_errors();

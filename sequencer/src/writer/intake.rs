@@ -211,20 +211,5 @@ impl Session {
                 disposition,
             });
         }
-        let waiting: Vec<ToolUseId> = self
-            .log
-            .owed
-            .awaiting_review()
-            .filter(|id| !self.running.noticed.contains(*id))
-            .cloned()
-            .collect();
-        for id in waiting {
-            self.running.noticed.insert(id.clone());
-            self.notice(
-                format!("review-{id}"),
-                format!("tool use {id} is wild and waits for a reviewer; it was not run"),
-                Disposition::Show,
-            );
-        }
     }
 }

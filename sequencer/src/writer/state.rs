@@ -42,8 +42,8 @@ pub(super) struct Running {
     pub(super) calls: HashMap<CallId, AbortHandle>,
     /// Tool uses running on blocking threads.
     pub(super) running_tools: HashSet<ToolUseId>,
-    /// Wild uses already noticed as waiting for review.
-    pub(super) noticed: HashSet<ToolUseId>,
+    /// Wild uses the reviewer was asked about (each round is asked once).
+    pub(super) asked: HashSet<ToolUseId>,
 }
 
 /// One pass's buffer: records staged and not yet appended, and what waits for that append.

@@ -265,7 +265,11 @@ pub enum Verdict {
         alternative: Option<String>,
     },
     /// No decision yet: another round (or a human card) follows.
-    Unclear,
+    Unclear {
+        /// What the reviewer could not tell, or asks the proposer (shown to the model).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
 }
 
 /// The unit of fuel that ran out.

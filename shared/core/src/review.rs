@@ -315,7 +315,12 @@ fn reason_of(verdict: &Verdict) -> String {
     match verdict {
         Verdict::Safe => String::new(),
         Verdict::Unsafe { reason, .. } => reason.clone(),
-        Verdict::Unclear => "the reviewer could not tell whether it is safe".to_owned(),
+        Verdict::Unclear {
+            reason: Some(reason),
+        } => reason.clone(),
+        Verdict::Unclear { reason: None } => {
+            "the reviewer could not tell whether it is safe".to_owned()
+        }
     }
 }
 
@@ -381,7 +386,7 @@ pub fn parse_verdict(text: &str) -> Result<Verdict, ReviewError> {
         .map(clip);
     match written.verdict.as_str() {
         "safe" => Ok(Verdict::Safe),
-        "unclear" => Ok(Verdict::Unclear),
+        "unclear" => Ok(Verdict::Unclear { reason }),
         "unsafe" => Ok(Verdict::Unsafe {
             reason: reason.ok_or_else(|| garbage("an unsafe verdict without a reason"))?,
             alternative,

@@ -127,7 +127,7 @@ fn bookkeeping(kind: u8) -> RecordBody {
             call: tool_id(kind % 6),
             round: 1,
             of: 2,
-            verdict: Verdict::Unclear,
+            verdict: Verdict::Unclear { reason: None },
             by: "svc:reviewer".into(),
             spent: ReviewSpent::default(),
         },
@@ -611,7 +611,7 @@ impl Driver {
                         reason: "too wide".into(),
                         alternative: Some("narrow it".into()),
                     },
-                    _ => Verdict::Unclear,
+                    _ => Verdict::Unclear { reason: None },
                 };
                 Signal::Review {
                     tool,

@@ -372,6 +372,24 @@ impl Now {
         }
     }
 
+    /// A wild use closed (a crash, an interrupt) while it waited for a later round keeps its
+    /// deliberation: proposing the same call again resumes at that round, from the Log.
+    fn keep_deliberation(&mut self, closed: &[ToolUseId]) {
+        let waiting = self
+            .pending
+            .iter()
+            .find(|t| closed.contains(&t.id) && t.stage == (Stage::Admitted { tier: Tier::Wild }));
+        let Some(id) = waiting.map(|t| t.id.clone()) else {
+            return;
+        };
+        let key = (self.uses.iter())
+            .find(|u| u.id == id)
+            .map(|u| Effect::key(&u.name, &u.input));
+        if let (Some(key), Some(earlier)) = (key, self.earlier.get(&id).filter(|e| !e.is_empty())) {
+            self.returned = Some((key, earlier.clone()));
+        }
+    }
+
     fn pending_mut(&mut self, id: &ToolUseId) -> Option<&mut PendingTool> {
         self.pending.iter_mut().find(|t| t.id == *id)
     }
@@ -500,6 +518,7 @@ impl Now {
                 if self.open.as_ref().map(|o| &o.id) == closed_call.as_ref() {
                     self.open = None;
                 }
+                self.keep_deliberation(closed_tools);
                 self.pending.retain(|t| !closed_tools.contains(&t.id));
                 self.running.retain(|r| !closed_tools.contains(r));
                 self.end_turn();

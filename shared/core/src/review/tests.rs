@@ -13,7 +13,7 @@ use crate::owed::{Owed, PlanInput, Signal, journal, plan};
 fn verdict() -> impl Strategy<Value = Verdict> {
     prop_oneof![
         Just(Verdict::Safe),
-        Just(Verdict::Unclear),
+        Just(Verdict::Unclear { reason: None }),
         (any::<bool>()).prop_map(|alt| Verdict::Unsafe {
             reason: "it deletes the workspace".into(),
             alternative: alt.then(|| "use edit_file".into()),
@@ -142,7 +142,13 @@ fn returned_then_proposed_again_is_round_two_and_approval_runs_it() {
     let first = d.propose(rm("stale output"));
     d.plan();
     assert_eq!(d.owed.review_round(&first), 1);
-    d.review(&first, 1, 2, Verdict::Unclear, "svc:reviewer");
+    d.review(
+        &first,
+        1,
+        2,
+        Verdict::Unclear { reason: None },
+        "svc:reviewer",
+    );
     d.plan();
     assert!(
         d.result(&first)
@@ -188,7 +194,7 @@ fn stalemate_waits_for_a_human_whose_answer_decides() {
         let mut d = Driver::new();
         let id = d.propose(rm("needed"));
         d.plan();
-        d.review(&id, 1, 1, Verdict::Unclear, "svc:reviewer");
+        d.review(&id, 1, 1, Verdict::Unclear { reason: None }, "svc:reviewer");
         d.plan();
         assert_eq!(d.owed.stalemates().count(), 1);
         assert!(!d.started(&id) && d.result(&id).is_none());
@@ -222,11 +228,46 @@ fn stalemate_waits_for_a_human_whose_answer_decides() {
 }
 
 #[test]
+fn a_crash_mid_review_resumes_at_the_same_round_from_the_log() {
+    let mut d = Driver::new();
+    let first = d.propose(rm("x"));
+    d.plan();
+    d.review(
+        &first,
+        1,
+        3,
+        Verdict::Unclear {
+            reason: Some("why?".into()),
+        },
+        "svc:reviewer",
+    );
+    d.plan();
+    let second = d.propose(rm("because"));
+    d.plan();
+    assert_eq!(d.owed.review_round(&second), 2);
+    // The sequencer dies while round 2 is asked: boot closes the use, as an interrupt would.
+    let closed = crate::owed::close_open(&d.owed, "restarted");
+    d.write(closed);
+    d.signal(Signal::UserLine {
+        from: crate::names::Entity::parse("human:alice").unwrap(),
+        text: "carry on".into(),
+    });
+    d.plan();
+    let again = d.propose(rm("because, again"));
+    d.plan();
+    assert_eq!(d.owed.review_round(&again), 2);
+    assert_eq!(d.owed.earlier_rounds(&again)[0].justification, "x");
+    // An old record without a reason still reads.
+    let old: Verdict = serde_json::from_str(r#"{"kind":"unclear"}"#).unwrap();
+    assert_eq!(old, Verdict::Unclear { reason: None });
+}
+
+#[test]
 fn doing_something_else_withdraws() {
     let mut d = Driver::new();
     let id = d.propose(rm("x"));
     d.plan();
-    d.review(&id, 1, 2, Verdict::Unclear, "svc:reviewer");
+    d.review(&id, 1, 2, Verdict::Unclear { reason: None }, "svc:reviewer");
     d.plan();
     let other = d.propose(json!({"program": "ls", "justification": "look first"}));
     d.plan();
