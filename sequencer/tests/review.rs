@@ -14,8 +14,10 @@ use std::time::Duration;
 
 use common::*;
 use l3m_core::log::{Record, RecordBody, Verdict};
+use l3m_core::review::card::{CardLine, parse_card_line};
 use l3m_core::review::{Conclusion, ReviewTally, conclude};
 use l3m_models::{ModelConfig, build};
+use l3m_wire::reply::ErrorCode;
 use model_server::{Answer, Server, anthropic_stream, openai_stream};
 use sequencer::model::provider_factory;
 use sequencer::{Config, Exit, run_agent};
@@ -339,12 +341,12 @@ async fn a_missing_dead_or_garbling_reviewer_runs_nothing_and_the_model_is_told_
 }
 
 #[tokio::test]
-async fn a_stalemate_waits_for_a_human_and_runs_nothing() {
+async fn a_stalemate_becomes_a_card_only_a_human_answers_and_then_the_call_runs() {
     let hub = hub_with_agent().await;
-    let proposer = Server::start(anthropic_turns(&[Turn::Shell(
-        "s1",
-        shell(json!(["-c", "echo x > s.txt"]), "needed"),
-    )]))
+    let proposer = Server::start(anthropic_turns(&[
+        Turn::Shell("s1", shell(json!(["-c", "echo carded > s.txt"]), "needed")),
+        Turn::Text("done"),
+    ]))
     .await;
     let reviewer_model = Server::start(verdicts_openai(&[
         r#"{"verdict":"unsafe","reason":"unclear purpose"}"#,
@@ -355,29 +357,80 @@ async fn a_stalemate_waits_for_a_human_and_runs_nothing() {
     let env: sequencer::model::EnvLookup = Arc::new(|_| Some("k".into()));
     let factory = provider_factory(config.clone(), hub.root(), env);
     let run = hub.run("demo", config, factory).await;
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(run_agent(run, shutdown.clone()));
-    wait_log(&hub, "demo", 60, |log| !reviews(log).is_empty()).await;
-    // Nothing more happens on its own: the call waits for a human's answer at its card.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    shutdown.cancel();
-    assert_eq!(task.await.unwrap().unwrap(), Exit::Shutdown);
+    let task = tokio::spawn(run_agent(run, CancellationToken::new()));
+    let human = hub.human().await;
+    let demo = agent("demo");
+    // The card is raised with the effect, the justification and the reviewer's reason.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let card = loop {
+        let lines = human.read_cards(&demo).await.unwrap();
+        if let Some(line) = lines.first() {
+            break parse_card_line(line).unwrap();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no card was raised");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let CardLine::Raised {
+        id,
+        effect,
+        justification,
+        reason,
+        round,
+    } = &card
+    else {
+        panic!("{card:?}")
+    };
+    assert_eq!((id.as_str(), *round), ("s1", 1));
+    assert!(effect.what.contains("runs `sh`") && effect.write_roots == ["workspace"]);
+    assert_eq!(
+        (justification.as_str(), reason.as_str()),
+        ("needed", "unclear purpose")
+    );
+    // Meanwhile nothing runs and the model is not asked again.
+    assert!(results(&hub.log("demo").await).is_empty());
+    assert_eq!(proposer.received().len(), 1);
+    // An agent cannot answer, not even the proposer's own sequencer.
+    let answer = |approve| {
+        serde_json::to_string(&CardLine::Answered {
+            id: id.clone(),
+            by: l3m_core::names::Entity::parse("human:alice").unwrap(),
+            approve,
+            reason: "fine by me".into(),
+        })
+        .unwrap()
+    };
+    let own = hub.sequencer_client("demo").await;
+    let refused = own.append_card(&demo, answer(true)).await.unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::Refused), "{refused}");
+    assert!(refused.to_string().contains("humans only"), "{refused}");
+    // The human approves: the answer is the round after the last, and the call runs.
+    human.append_card(&demo, answer(true)).await.unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        Exit::Idle
+    );
     let log = hub.log("demo").await;
+    check_log(&log);
     let reviews = reviews(&log);
-    assert_eq!(reviews.len(), 1);
-    let (round, of, verdict) = &reviews[0];
+    assert_eq!(reviews.len(), 2);
     assert!(matches!(
-        conclude(*round, *of, verdict),
+        conclude(reviews[0].0, reviews[0].1, &reviews[0].2),
         Conclusion::Stalemate { .. }
     ));
+    assert_eq!(reviews[1], (2, 1, Verdict::Safe));
     assert!(
-        results(&log).is_empty(),
-        "a stalemated call neither runs nor is answered"
+        log.iter()
+            .any(|r| matches!(&r.body, RecordBody::Review { by, .. } if by == "human:alice"))
     );
+    assert!(results(&log)[0].1.starts_with("exit 0"));
     assert_eq!(
-        proposer.received().len(),
-        1,
-        "the model is not asked again meanwhile"
+        std::fs::read_to_string(hub.acr("demo").join("workspace/s.txt")).unwrap(),
+        "carded\n"
     );
-    assert!(!hub.acr("demo").join("workspace/s.txt").exists());
+    // A second answer is refused: the card is no longer waiting.
+    assert!(human.append_card(&demo, answer(false)).await.is_err());
 }

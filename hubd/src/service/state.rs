@@ -24,6 +24,7 @@ use super::lease::Leases;
 
 mod acr;
 mod airmail;
+mod cards;
 mod credentials;
 mod log;
 mod mail;

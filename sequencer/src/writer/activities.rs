@@ -19,6 +19,7 @@ impl Session {
                 _ => {}
             }
         }
+        self.raise_cards();
         for letter in self.buffer.to_mark.drain(..) {
             let client = self.client.clone();
             tokio::spawn(async move {

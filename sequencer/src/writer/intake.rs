@@ -28,6 +28,12 @@ impl Session {
                 format!("tool use {id} waits for review and was not run: {card}"),
                 Disposition::Show,
             ),
+            Input::CardAnswered {
+                id,
+                by,
+                approve,
+                reason,
+            } => self.card_answered(id, by, approve, &reason),
             Input::Note(text) => {
                 let id = format!("note-{}", self.log.owed.next_seq());
                 self.notice(id, text, Disposition::Dismiss);

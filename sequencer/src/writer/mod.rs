@@ -57,6 +57,17 @@ pub(crate) enum Input {
     Retired,
     /// A tool use that needs review and was not run.
     NeedsReview(ToolUseId, String),
+    /// A human answered a card on the agent's cards chain (hubd admitted the answer).
+    CardAnswered {
+        /// The stalemated tool use.
+        id: ToolUseId,
+        /// The human, as hubd wrote it.
+        by: String,
+        /// Whether the call may run.
+        approve: bool,
+        /// Why.
+        reason: String,
+    },
     /// A harness notice to record but not show (e.g. what a rewind restored).
     Note(String),
     /// A model reply too large to journal (`bounds::check_reply`), refused as a failed call.

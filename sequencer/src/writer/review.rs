@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use l3m_core::effects::EffectClass;
+use l3m_core::review::card::CardLine;
 use l3m_core::review::{Effect, Family, ReviewRequest, ReviewSpent, split_justification};
 
 use super::*;
@@ -67,6 +68,55 @@ impl Session {
                 },
             };
             let _closed = tx.send(Input::Signal(signal));
+        });
+    }
+
+    /// Raises a card for each stalemate of the appended Log that has none yet: the effect, the
+    /// justification and the reviewer's reason, for a human.
+    pub(super) fn raise_cards(&mut self) {
+        let stalemates: Vec<(ToolUseId, String)> = (self.log.owed.stalemates())
+            .filter(|(id, _)| !self.running.raised.contains(*id))
+            .map(|(id, reason)| (id.clone(), reason.to_owned()))
+            .collect();
+        for (id, reason) in stalemates {
+            self.running.raised.insert(id.clone());
+            let Ok(request) = self.review_request(&id, 0) else {
+                tracing::warn!(%id, "a stalemated call is no longer in the Log; no card");
+                continue;
+            };
+            let line = CardLine::Raised {
+                id: id.clone(),
+                round: request.round,
+                effect: request.effect,
+                justification: request.justification,
+                reason,
+            };
+            let Ok(text) = serde_json::to_string(&line) else {
+                continue;
+            };
+            let (client, agent) = (self.client.clone(), self.agent.clone());
+            tokio::spawn(async move {
+                if let Err(e) = client.append_card(&agent, text).await {
+                    tracing::warn!(%agent, %id, error = %e, "could not raise a card");
+                }
+            });
+        }
+    }
+
+    /// Journals a human's answer at a card as the round after the stalemate's; an answer for a
+    /// call no longer waiting (closed by a restart, answered before) is dropped as stale.
+    pub(super) fn card_answered(&mut self, id: ToolUseId, by: String, approve: bool, reason: &str) {
+        if !self.log.owed.stalemates().any(|(s, _)| *s == id) {
+            return;
+        }
+        let round = self.log.owed.review_round(&id);
+        self.signal_or_drop(Signal::Review {
+            tool: id,
+            round: round.saturating_add(1),
+            of: round,
+            verdict: CardLine::verdict(approve, reason),
+            by,
+            spent: ReviewSpent::default(),
         });
     }
 

@@ -16,7 +16,8 @@
 //!   answer is the round after the last ([`Conclusion::Approved`] or [`Conclusion::Denied`]).
 //!
 //! Every round is a `review` record of the proposer's Log, so a replay reads the decision and
-//! never asks again. [`ReviewTally`] folds Logs into the paper's Table 6, per tool.
+//! never asks again. [`ReviewTally`] folds Logs into the paper's Table 6, per tool. A stalemate
+//! becomes a [`card`] for a human.
 //!
 //! **Must never** run anything: it only decides.
 
@@ -512,6 +513,8 @@ impl ReviewTally {
         &self.tools
     }
 }
+
+pub mod card;
 
 #[cfg(test)]
 mod tests;

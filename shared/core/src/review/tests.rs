@@ -401,3 +401,106 @@ proptest! {
         prop_assert!(reviewer_rounds <= 8);
     }
 }
+
+mod cards {
+    use super::*;
+    use crate::duty::Duty;
+    use crate::names::{AgentName, HumanName, ServiceName};
+    use crate::review::card::{CardError, CardLine, admit_card_line, parse_card_line, waiting};
+
+    fn agent() -> AgentName {
+        AgentName::parse("alice/main").unwrap()
+    }
+
+    fn raised() -> CardLine {
+        CardLine::Raised {
+            id: ToolUseId::new("u1").unwrap(),
+            round: 2,
+            effect: Effect {
+                tool: "shell".into(),
+                footprint: Footprint::of([EffectClass::Shell]),
+                what: "runs `rm`".into(),
+                write_roots: vec!["workspace".into()],
+                hosts: vec![],
+                input: json!({"program": "rm"}),
+            },
+            justification: "stale".into(),
+            reason: "unclear purpose".into(),
+        }
+    }
+
+    fn answer(by: &str) -> CardLine {
+        CardLine::Answered {
+            id: ToolUseId::new("u1").unwrap(),
+            by: crate::names::Entity::parse(by).unwrap(),
+            approve: true,
+            reason: "fine".into(),
+        }
+    }
+
+    fn human(name: &str) -> Duty {
+        Duty::Human {
+            human: HumanName::parse(name).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_proposer_raises_a_human_answers_once_and_is_named_by_hubd() {
+        let own = Duty::Sequencer { agent: agent() };
+        let line = admit_card_line(&own, &agent(), &[], raised()).unwrap();
+        let stored = vec![parse_card_line(&serde_json::to_string(&line).unwrap()).unwrap()];
+        assert_eq!(waiting(&stored).len(), 1);
+        // The caller claims to be bob; hubd writes the session's human, alice.
+        let answered =
+            admit_card_line(&human("alice"), &agent(), &stored, answer("human:bob")).unwrap();
+        assert!(
+            matches!(&answered, CardLine::Answered { by, .. } if by.to_string() == "human:alice")
+        );
+        let mut both = stored.clone();
+        both.push(answered);
+        assert!(waiting(&both).is_empty());
+        assert!(matches!(
+            admit_card_line(&human("alice"), &agent(), &both, answer("human:alice")),
+            Err(CardError::NotWaiting {
+                state: "was already answered",
+                ..
+            })
+        ));
+        assert!(matches!(
+            admit_card_line(&human("alice"), &agent(), &[], answer("human:alice")),
+            Err(CardError::NotWaiting {
+                state: "was never raised",
+                ..
+            })
+        ));
+        let other = Duty::Sequencer {
+            agent: AgentName::parse("bob").unwrap(),
+        };
+        assert!(matches!(
+            admit_card_line(&other, &agent(), &[], raised()),
+            Err(CardError::NotTheProposer { .. })
+        ));
+        assert!(parse_card_line("{\"kind\":\"raised\"}").is_err());
+    }
+
+    proptest! {
+        /// `only_humans_answer_cards`: no agent's sequencer (its own included), host or postman
+        /// can answer a card, whatever it claims in `by`.
+        #[test]
+        fn only_humans_answer_cards(which in 0u8..4, claim in "(human:alice|alice/main|bob)") {
+            let duty = match which {
+                0 => Duty::Sequencer { agent: agent() },
+                1 => Duty::Sequencer { agent: AgentName::parse("alice").unwrap() },
+                2 => Duty::Host { subtree: None },
+                _ => Duty::Postman { service: ServiceName::parse("postmaster").unwrap() },
+            };
+            let stored = vec![raised()];
+            let refused = admit_card_line(&duty, &agent(), &stored, answer(&claim));
+            prop_assert!(
+                matches!(refused, Err(CardError::NotAHuman { .. })),
+                "{:?}",
+                refused
+            );
+        }
+    }
+}

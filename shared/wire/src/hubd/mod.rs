@@ -20,9 +20,11 @@
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`settings`]: reading the hub's settings; replacing them (humans only).
+//! - [`cards`]: raising (the agent's sequencer), answering (humans only) and reading review cards.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
+pub mod cards;
 pub mod credential;
 pub mod lease;
 pub mod log;
@@ -84,6 +86,8 @@ in_session!(
     tree::Retire,
     tree::Collect,
     tree::ListAgents,
+    cards::AppendCard,
+    cards::ReadCards,
 );
 
 /// The operations hubd serves, one subject each (`l3m.<hub>.hubd.<op>`).
@@ -151,11 +155,15 @@ pub enum Op {
     ReadCursor,
     /// [`mail::MoveCursor`].
     MoveCursor,
+    /// [`cards::AppendCard`].
+    AppendCard,
+    /// [`cards::ReadCards`].
+    ReadCards,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 31] = [
+    pub const ALL: [Op; 33] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -187,6 +195,8 @@ impl Op {
         Op::ReadOutbox,
         Op::ReadCursor,
         Op::MoveCursor,
+        Op::AppendCard,
+        Op::ReadCards,
     ];
 
     /// The operation's subject token.
@@ -223,6 +233,8 @@ impl Op {
             Op::ReadOutbox => "read-outbox",
             Op::ReadCursor => "read-cursor",
             Op::MoveCursor => "move-cursor",
+            Op::AppendCard => "append-card",
+            Op::ReadCards => "read-cards",
         }
     }
 
