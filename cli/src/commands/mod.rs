@@ -1,6 +1,7 @@
 //! The argument tree and the dispatcher: one file per subcommand, groups as folders. Each
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
+pub mod cards;
 pub mod collect;
 pub mod credential;
 #[cfg(feature = "embedded")]
@@ -87,6 +88,11 @@ pub enum Command {
     Grant(grant::Command),
     /// Model calls, tokens and tool latency per agent.
     Stats(stats::Args),
+    /// List the review cards (wild calls at a stalemate) waiting for you.
+    Cards(cards::Args),
+    /// Approve or deny a waiting review card (humans only).
+    #[command(subcommand)]
+    Card(cards::CardCommand),
     /// Check this machine and the configuration.
     Doctor(doctor::Args),
     /// Run the demo: a fresh hub and a real agent scenario (scripted model).
@@ -123,6 +129,8 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Rewind(args) => rewind::cmd_rewind(args, cx).await,
         Command::Fork(args) => fork::cmd_fork(args, cx).await,
         Command::Collect(args) => collect::cmd_collect(args, cx).await,
+        Command::Cards(args) => cards::cmd_cards(args, cx).await,
+        Command::Card(command) => cards::cmd_card(command, cx).await,
         Command::Mail(command) => mail::dispatch(command, cx).await,
         Command::Grant(command) => grant::dispatch(command, cx).await,
         Command::Stats(args) => stats::cmd_stats(args, cx).await,
