@@ -71,6 +71,8 @@ struct Known {
     default_hub: Option<String>,
     #[serde(default)]
     hubs: BTreeMap<String, HubEntry>,
+    #[serde(default)]
+    review: Option<l3m_core::review::ReviewConfig>,
 }
 
 /// The parsed document.
@@ -84,6 +86,8 @@ pub struct Document {
     pub default_hub: Option<String>,
     /// Every hub, by the name `--hub` selects.
     pub hubs: BTreeMap<String, HubEntry>,
+    /// How wild calls are reviewed (`[review]`); when present, `l3m up` starts the reviewer.
+    pub review: Option<l3m_core::review::ReviewConfig>,
 }
 
 impl Document {
@@ -162,6 +166,7 @@ impl Document {
             human,
             default_hub: known.default_hub,
             hubs: known.hubs,
+            review: known.review,
         })
     }
 
