@@ -26,8 +26,9 @@ pub const DOCUMENT: &str = "l3m.toml";
 /// The top-level keys the CLI reads.
 const CLI_KEYS: [&str; 3] = ["human", "default_hub", "hubs"];
 
-/// The top-level keys the sequencer reads; the CLI keeps them as they are.
-pub const SEQUENCER_KEYS: [&str; 4] = ["models", "agents", "default_model", "sequencer"];
+/// The top-level keys the sequencer reads (and the reviewer: `models`, `review`); the CLI
+/// keeps them as they are.
+pub const SEQUENCER_KEYS: [&str; 5] = ["models", "agents", "default_model", "sequencer", "review"];
 
 /// A malformed `l3m.toml`: where, which key, and what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -287,6 +288,15 @@ mod tests {
         assert_eq!(doc.human.unwrap().as_str(), "alice");
         assert_eq!(doc.hubs["local"].root, PathBuf::from("/srv/hub"));
         assert_eq!(doc.hubs["local"].nats, None);
+    }
+
+    #[test]
+    fn a_review_table_is_kept_and_a_bad_one_is_located() {
+        let doc = parse("[review]\nmodel = \"checker\"\n").unwrap();
+        let review = doc.review.unwrap();
+        assert_eq!((review.model.as_str(), review.rounds), ("checker", 2));
+        let e = parse("[review]\nmodel = \"checker\"\nrouns = 3\n").unwrap_err();
+        assert!(e.message.contains("rouns"), "{e}");
     }
 
     #[test]
