@@ -122,3 +122,144 @@ fn a_human_lists_and_answers_cards_and_a_card_is_answered_once() {
         ]
     );
 }
+
+/// The value of the page's first hidden `csrf` field.
+fn csrf(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+/// `l3m cards --serve`, stopped when dropped.
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_cards_page_shows_cards_in_chromium_and_answers_only_its_own_form() {
+    use std::io::BufRead;
+    let home = Home::new();
+    home.init();
+    let _stack = home.up();
+    home.json(&["spawn", "demo", "--files", "workspace"]);
+    as_sequencer(&home, "demo", async |client, agent| {
+        client.append_card(agent, raised("w1")).await.unwrap();
+    });
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("l3m"))
+        .env("L3M_HOME", home.path())
+        .env_remove("RUST_LOG")
+        .args(["cards", "--serve"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _served = Served(child);
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "loopback by default: {first}"
+    );
+    let origin = url.trim_end_matches('/').to_owned();
+
+    // A real headless Chromium renders the card: its DOM holds the card's text, and its
+    // screenshot is a real PNG of the page.
+    let shot = home.path().join("cards.png");
+    let chromium = |extra: &[&str]| {
+        std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1000,900",
+            ])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap()
+    };
+    let dom = chromium(&["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for text in [
+        "w1 of demo",
+        "runs `rm`",
+        "build/ is stale",
+        "cannot tell what build/ holds",
+        "Approve",
+    ] {
+        assert!(dom.contains(text), "{text} not in the rendered DOM: {dom}");
+    }
+    let shot_arg = format!("--screenshot={}", shot.display());
+    chromium(&[&shot_arg]);
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page =
+        runtime.block_on(async { client.get(&url).send().await.unwrap().text().await.unwrap() });
+    let token = csrf(&page);
+    let post = |body: String, origin: &str| {
+        runtime.block_on(async {
+            client
+                .post(format!("{url}answer"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("origin", origin)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    let form = |token: &str| format!("csrf={token}&agent=demo&id=w1&decision=approve&reason=ok");
+    // Without the token, with a wrong one, or from another origin: refused, nothing answered.
+    assert_eq!(
+        post("agent=demo&id=w1&decision=approve".into(), &origin),
+        403
+    );
+    assert_eq!(post(form("00"), &origin), 403);
+    assert_eq!(post(form(&token), "http://evil.example"), 403);
+    // A page asked for under another host name (DNS rebinding) is refused too.
+    let rebound = runtime.block_on(async {
+        client
+            .get(&url)
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    });
+    assert_eq!(rebound, 403);
+    assert_eq!(home.json(&["cards"])["cards"].as_array().unwrap().len(), 1);
+    // The page's own form, with its token and origin, answers the card.
+    assert_eq!(post(form(&token), &origin), 303);
+    assert!(
+        home.json(&["cards"])["cards"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

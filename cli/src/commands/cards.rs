@@ -21,11 +21,21 @@ use crate::output;
 /// and where), the agent's justification and the reviewer's reason. Answer one with
 /// `l3m card approve ID` or `l3m card deny ID --reason "..."`.
 /// `--json` prints `{"cards": [{"id", "agent", "round", "effect", "justification", "reason"}]}`.
+///
+/// `--serve` shows them as a web page instead, answered with a form: on loopback (127.0.0.1 and
+/// a free port, printed on the first line) unless `--bind` says otherwise; each answer must
+/// carry the page's CSRF token and come from the page's own origin. Ctrl-C stops it.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Serve the cards as a web page.
+    #[arg(long, conflicts_with = "json")]
+    pub serve: bool,
+    /// Where the page listens (only with --serve). Anything but loopback lets other hosts reach it.
+    #[arg(long, default_value = "127.0.0.1:0", requires = "serve")]
+    pub bind: std::net::SocketAddr,
 }
 
 /// Answer a waiting card (humans only).
@@ -54,7 +64,9 @@ pub struct AnswerArgs {
 }
 
 /// Every live agent's waiting cards.
-async fn waiting_cards(client: &HubClient) -> Result<Vec<(AgentName, CardLine)>, CliError> {
+pub(super) async fn waiting_cards(
+    client: &HubClient,
+) -> Result<Vec<(AgentName, CardLine)>, CliError> {
     let tree = client.list_agents().await?;
     let mut out = Vec::new();
     for state in tree
@@ -81,6 +93,10 @@ async fn waiting_cards(client: &HubClient) -> Result<Vec<(AgentName, CardLine)>,
 /// Runs `l3m cards`.
 pub async fn cmd_cards(args: Args, cx: Context) -> Result<(), CliError> {
     let session = cx.connect().await?;
+    if args.serve {
+        let human = session.hub.human.clone();
+        return super::cards_serve::serve(session.client, human, args.bind).await;
+    }
     let cards = waiting_cards(&session.client).await?;
     if args.json {
         let cards: Vec<_> = cards

@@ -2,6 +2,7 @@
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
 pub mod cards;
+pub mod cards_serve;
 pub mod collect;
 pub mod credential;
 #[cfg(feature = "embedded")]
