@@ -434,3 +434,73 @@ async fn a_stalemate_becomes_a_card_only_a_human_answers_and_then_the_call_runs(
     // A second answer is refused: the card is no longer waiting.
     assert!(human.append_card(&demo, answer(false)).await.is_err());
 }
+
+#[tokio::test]
+async fn a_denied_card_tells_the_model_and_a_hanging_reviewer_is_cut_at_its_timeout() {
+    let hub = hub_with_agent().await;
+    let proposer = Server::start(anthropic_turns(&[
+        Turn::Shell("d1", shell(json!(["-c", "echo x > denied.txt"]), "needed")),
+        Turn::Shell("h1", shell(json!(["-c", "echo x > hung.txt"]), "needed")),
+        Turn::Text("done"),
+    ]))
+    .await;
+    let reviewer_model = Server::start(vec![
+        Answer::sse(openai_stream(
+            &[r#"{"verdict":"unclear","reason":"which file?"}"#],
+            None,
+        )),
+        Answer::Hang,
+    ])
+    .await;
+    let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
+    let config = config("anthropic", &proposer, 1, 2);
+    let env: sequencer::model::EnvLookup = Arc::new(|_| Some("k".into()));
+    let factory = provider_factory(config.clone(), hub.root(), env);
+    let run = hub.run("demo", config, factory).await;
+    let task = tokio::spawn(run_agent(run, CancellationToken::new()));
+    let human = hub.human().await;
+    let demo = agent("demo");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while human.read_cards(&demo).await.unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no card was raised");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deny = CardLine::Answered {
+        id: l3m_core::log::ToolUseId::new("d1").unwrap(),
+        by: l3m_core::names::Entity::parse("human:alice").unwrap(),
+        approve: false,
+        reason: "not in this task".into(),
+    };
+    human
+        .append_card(&demo, serde_json::to_string(&deny).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(90), task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        Exit::Idle
+    );
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let results = results(&log);
+    assert!(
+        results[0].0
+            && results[0]
+                .1
+                .contains("denied by a human at its card: not in this task"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].0 && results[1].1.contains("did not answer"),
+        "{results:?}"
+    );
+    assert!(!hub.acr("demo").join("workspace/denied.txt").exists());
+    assert!(!hub.acr("demo").join("workspace/hung.txt").exists());
+    let mut tally = ReviewTally::new();
+    tally.add_log(&log);
+    let shell = tally.tools()["shell"];
+    assert_eq!((shell.stalemates, shell.denied), (1, 1));
+}
