@@ -263,3 +263,86 @@ fn the_cards_page_shows_cards_in_chromium_and_answers_only_its_own_form() {
             .is_empty()
     );
 }
+
+/// Builds the `reviewer` binary beside `l3m`, so `l3m up` finds it.
+fn build_reviewer() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let l3m = assert_cmd::cargo::cargo_bin("l3m");
+    let profile_dir = l3m.parent().unwrap();
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "--locked", "-p", "reviewer", "--bin", "reviewer"]);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    if let Some(target) = profile_dir.parent() {
+        build.env("CARGO_TARGET_DIR", target);
+    }
+    let out = build.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn l3m_up_starts_the_reviewer_as_its_own_user_when_review_is_configured() {
+    build_services();
+    build_reviewer();
+    let home = Home::new();
+    home.init();
+    let document = home.path().join("l3m.toml");
+    let mut text = std::fs::read_to_string(&document).unwrap();
+    // A reviewer model that cannot be reached: the reviewer still starts and serves, and
+    // answers each round with a typed error instead of a verdict.
+    text.push_str(
+        "\n[review]\nmodel = \"checker\"\n[models.checker]\ndialect = \"openai\"\nmodel = \"m\"\n\
+         base_url = \"http://127.0.0.1:9\"\napi_key_env = \"L3M_TEST_REVIEW_KEY\"\nmax_retries = 0\n",
+    );
+    std::fs::write(&document, text).unwrap();
+    let _stack = StackGuard { home: &home };
+    home.l3m(&["up", "--services", "hubd,sequencer"])
+        .env("L3M_TEST_REVIEW_KEY", "k")
+        .assert()
+        .success();
+    let run_file = home.run_file().unwrap();
+    assert!(run_file.contains("reviewer"), "{run_file}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answer = runtime.block_on(async {
+        let bus = NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
+            .await
+            .unwrap();
+        let request = l3m_core::review::ReviewRequest {
+            agent: AgentName::parse("demo").unwrap(),
+            tool_use: ToolUseId::new("u1").unwrap(),
+            round: 1,
+            of: 2,
+            proposer: l3m_core::review::Family::Anthropic,
+            effect: match parse_card_line(&raised("u1")).unwrap() {
+                CardLine::Raised { effect, .. } => effect,
+                CardLine::Answered { .. } => unreachable!(),
+            },
+            justification: "needed".into(),
+            earlier: vec![],
+        };
+        l3m_wire::typed::call::<_, l3m_wire::reviewer::ReviewAnswer>(
+            &bus,
+            "l3m.local.reviewer.review",
+            &l3m_wire::reviewer::ReviewAsk { request },
+            std::time::Duration::from_secs(30),
+            &l3m_wire::envelope::Limits::default(),
+        )
+        .await
+        .unwrap()
+    });
+    let refused = answer.unwrap_err();
+    assert_eq!(
+        refused.code,
+        l3m_wire::reply::ErrorCode::Internal,
+        "{refused:?}"
+    );
+    assert!(refused.message.contains("model failed"), "{refused:?}");
+}
