@@ -504,3 +504,27 @@ async fn a_denied_card_tells_the_model_and_a_hanging_reviewer_is_cut_at_its_time
     let shell = tally.tools()["shell"];
     assert_eq!((shell.stalemates, shell.denied), (1, 1));
 }
+
+#[tokio::test]
+async fn without_a_review_table_a_wild_call_is_refused_at_once_and_the_turn_goes_on() {
+    let hub = hub_with_agent().await;
+    let proposer = Server::start(anthropic_turns(&[
+        Turn::Shell("n1", shell(json!(["-c", "echo x > n.txt"]), "needed")),
+        Turn::Text("done"),
+    ]))
+    .await;
+    let mut config = config("anthropic", &proposer, 2, 30);
+    config.review = None;
+    let log = run_until_idle(&hub, config).await;
+    let results = results(&log);
+    assert!(
+        results[0].0 && results[0].1.contains("no reviewer is configured"),
+        "{results:?}"
+    );
+    assert_eq!(
+        proposer.received().len(),
+        2,
+        "the model was told and answered"
+    );
+    assert!(!hub.acr("demo").join("workspace/n.txt").exists());
+}

@@ -18,20 +18,24 @@ impl Session {
         if !self.running.asked.insert(id.clone()) {
             return;
         }
+        // This runs after the pass's append: a failure goes back as an input, so the next pass
+        // journals it (staging it here would leave it waiting for some unrelated input).
+        let failed = |tool: ToolUseId, error: String| {
+            let _closed = self
+                .tx
+                .send(Input::Signal(Signal::ReviewFailed { tool, error }));
+        };
         let Some(config) = self.review.clone() else {
-            self.signal_or_drop(Signal::ReviewFailed {
-                tool: id.clone(),
-                error: "no reviewer is configured for this hub ([review] in l3m.toml), so wild calls cannot run".into(),
-            });
+            failed(
+                id.clone(),
+                "no reviewer is configured for this hub ([review] in l3m.toml), so wild calls cannot run".into(),
+            );
             return;
         };
         let request = match self.review_request(id, config.rounds) {
             Ok(request) => request,
             Err(error) => {
-                self.signal_or_drop(Signal::ReviewFailed {
-                    tool: id.clone(),
-                    error,
-                });
+                failed(id.clone(), error);
                 return;
             }
         };
