@@ -26,8 +26,9 @@ pub const DOCUMENT: &str = "l3m.toml";
 /// The top-level keys the CLI reads.
 const CLI_KEYS: [&str; 3] = ["human", "default_hub", "hubs"];
 
-/// The top-level keys the sequencer reads; the CLI keeps them as they are.
-pub const SEQUENCER_KEYS: [&str; 4] = ["models", "agents", "default_model", "sequencer"];
+/// The top-level keys the sequencer reads (and the reviewer: `models`, `review`); the CLI
+/// keeps them as they are.
+pub const SEQUENCER_KEYS: [&str; 5] = ["models", "agents", "default_model", "sequencer", "review"];
 
 /// A malformed `l3m.toml`: where, which key, and what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +79,8 @@ struct Known {
     default_hub: Option<String>,
     #[serde(default)]
     hubs: BTreeMap<String, HubEntry>,
+    #[serde(default)]
+    review: Option<l3m_core::review::ReviewConfig>,
 }
 
 /// The parsed document.
@@ -91,6 +94,8 @@ pub struct Document {
     pub default_hub: Option<String>,
     /// Every hub, by the name `--hub` selects.
     pub hubs: BTreeMap<String, HubEntry>,
+    /// How wild calls are reviewed (`[review]`); when present, `l3m up` starts the reviewer.
+    pub review: Option<l3m_core::review::ReviewConfig>,
 }
 
 impl Document {
@@ -176,6 +181,7 @@ impl Document {
             human,
             default_hub: known.default_hub,
             hubs: known.hubs,
+            review: known.review,
         })
     }
 
@@ -296,6 +302,15 @@ mod tests {
         assert_eq!(doc.human.unwrap().as_str(), "alice");
         assert_eq!(doc.hubs["local"].root, PathBuf::from("/srv/hub"));
         assert_eq!(doc.hubs["local"].nats, None);
+    }
+
+    #[test]
+    fn a_review_table_is_kept_and_a_bad_one_is_located() {
+        let doc = parse("[review]\nmodel = \"checker\"\n").unwrap();
+        let review = doc.review.unwrap();
+        assert_eq!((review.model.as_str(), review.rounds), ("checker", 2));
+        let e = parse("[review]\nmodel = \"checker\"\nrouns = 3\n").unwrap_err();
+        assert!(e.message.contains("rouns"), "{e}");
     }
 
     #[test]

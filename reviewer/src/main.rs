@@ -1,17 +1,158 @@
-//! `reviewer`: Deliberates over wild calls before they run.
-//!
-//! This duty has no implementation yet. The binary exists so the workspace shows the
-//! architecture and so `reviewer --help` can say what the duty is; it does nothing else.
+//! `reviewer`: a thin shell over the library — reads the `[review]` and `[models.*]` tables of
+//! `l3m.toml`, connects to NATS as its own user, and serves review requests until stopped.
+//! Exit codes: 0 stopped, 2 bad arguments or configuration, 1 a failure while serving.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
+use l3m_core::review::ReviewConfig;
+use l3m_models::{ModelConfig, build};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::subjects::{HubId, Subjects};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
-/// Deliberates over wild calls before they run (not implemented yet).
+/// Deliberates over wild calls before they run.
 ///
-/// The reviewer holds a model provider of another family than the proposer's and no tools at all. For each wild call it reads the proposer's justification and the call's effect, answers safe, unsafe (optionally with a tame alternative) or unclear, and after a few bounded rounds approves, withdraws, redirects, or escalates a stalemate to a human card. Until it exists, every wild call becomes a human card.
+/// The reviewer holds a model of another family than the proposer's and no tool, token or hub
+/// credential at all. For each wild call a sequencer asks about, it reads the call's effect
+/// (what would change and where) and the proposer's justification, and answers safe, unsafe
+/// (optionally with a tame alternative) or unclear. The sequencer journals every round in the
+/// proposer's Log; after the configured rounds a stalemate becomes a card for a human
+/// (`l3m cards`).
+///
+/// Configure it in l3m.toml:
+///
+///   [review]
+///   model = "checker"        # a [models.<label>] table, of another family than the agents'
+///   rounds = 2               # rounds before a stalemate goes to a human
+///   same_family = false      # true accepts a reviewer of the proposer's own family
 #[derive(Debug, Parser)]
 #[command(name = "reviewer", version, arg_required_else_help = true)]
-struct Cli {}
+struct Cli {
+    /// The configuration holding [review] and [models.*] (often ~/.l3m/l3m.toml).
+    #[arg(long)]
+    config: PathBuf,
+    /// The NATS server.
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    /// The hub's id on the bus.
+    #[arg(long, default_value = "main")]
+    hub_id: String,
+    /// The NATS user (deploy/nats.conf's `reviewer`: it may serve review requests only).
+    #[arg(long)]
+    nats_user: Option<String>,
+    /// The environment variable holding that user's password.
+    #[arg(long, requires = "nats_user")]
+    nats_password_env: Option<String>,
+}
 
-fn main() {
-    let Cli {} = Cli::parse();
+/// The parts of l3m.toml the reviewer reads; other tables are someone else's.
+#[derive(Debug, Deserialize)]
+struct File {
+    review: Option<ReviewConfig>,
+    #[serde(default)]
+    models: std::collections::BTreeMap<String, ModelConfig>,
+}
+
+#[derive(Debug)]
+enum Failure {
+    Usage(String),
+    Run(String),
+}
+
+fn reviewer(config: &Path) -> Result<reviewer::Reviewer, Failure> {
+    let text = std::fs::read_to_string(config)
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", config.display())))?;
+    let file: File =
+        toml::from_str(&text).map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+    let review = file
+        .review
+        .ok_or_else(|| Failure::Usage(format!("{} has no [review] table", config.display())))?;
+    review.check().map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut model = file.models.get(&review.model).cloned().ok_or_else(|| {
+        Failure::Usage(format!(
+            "[review] names model {:?} but there is no [models.{}] table",
+            review.model, review.model
+        ))
+    })?;
+    model.resolve_paths(config.parent().unwrap_or(Path::new(".")));
+    let provider = build(&model, &|name| std::env::var(name).ok())
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let max_tokens = model.max_tokens.unwrap_or(1024);
+    reviewer::Reviewer::new(
+        provider,
+        model.model.clone(),
+        max_tokens,
+        review.same_family,
+    )
+    .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Failure> {
+    let reviewer = reviewer(&cli.config)?;
+    let hub = HubId::parse(&cli.hub_id).map_err(|e| Failure::Usage(e.to_string()))?;
+    let auth = match (&cli.nats_user, &cli.nats_password_env) {
+        (Some(user), Some(var)) => NatsAuth::UserPassword {
+            user: user.clone(),
+            password: std::env::var(var).map_err(|_| {
+                Failure::Usage(format!("the environment variable {var} is not set"))
+            })?,
+        },
+        _ => NatsAuth::Anonymous,
+    };
+    let bus: Arc<dyn Bus> = Arc::new(
+        NatsBus::connect(&cli.nats, auth)
+            .await
+            .map_err(|e| Failure::Run(format!("connecting to NATS: {e}")))?,
+    );
+    tracing::info!(family = %reviewer.family(), hub = %hub, "reviewer serving");
+    reviewer::serve(
+        bus.as_ref(),
+        &Subjects::new(hub),
+        Arc::new(reviewer),
+        shutdown,
+    )
+    .await
+    .map_err(|e| Failure::Run(e.to_string()))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("reviewer: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let outcome = runtime.block_on(async move {
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            stop.cancel();
+        });
+        run(cli, shutdown).await
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(why)) => {
+            eprintln!("reviewer: {why}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(why)) => {
+            eprintln!("reviewer: {why}");
+            ExitCode::from(1)
+        }
+    }
 }

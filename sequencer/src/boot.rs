@@ -164,6 +164,7 @@ async fn boot_holding(
         tx.clone(),
         grant,
     );
+    session.review = config.review.clone();
     for record in &read.records {
         session.observe(record);
     }

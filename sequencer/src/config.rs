@@ -45,6 +45,9 @@ pub enum ConfigError {
         /// The agent.
         agent: String,
     },
+    /// The `[review]` table is out of range.
+    #[error("[review]: {0}")]
+    Review(#[from] l3m_core::review::ReviewError),
     /// A limit is out of range.
     #[error("[sequencer] {field} is out of range (max_attempts >= 1, lease_ttl_secs 0.5..=600)")]
     Limit {
@@ -68,6 +71,10 @@ pub struct Config {
     /// The loop's limits.
     #[serde(default)]
     pub sequencer: Limits,
+    /// How wild calls are reviewed; without it a wild call is not run and the model is told
+    /// that no reviewer is configured.
+    #[serde(default)]
+    pub review: Option<l3m_core::review::ReviewConfig>,
 }
 
 /// One `[[agents]]` rule.
@@ -146,6 +153,9 @@ impl Config {
             return Err(ConfigError::Limit {
                 field: "lease_ttl_secs",
             });
+        }
+        if let Some(review) = &self.review {
+            review.check()?;
         }
         let labels = self
             .agents

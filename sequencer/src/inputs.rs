@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::refs::{self, AgentRef};
+use l3m_core::review::card::{CardLine, parse_card_line};
 use l3m_wire::bus::MessageStream;
 use l3m_wire::client::{ClientError, HubClient};
 use l3m_wire::reply::ErrorCode;
@@ -22,15 +23,15 @@ use tokio_util::sync::CancellationToken;
 use crate::SequencerError;
 use crate::writer::Input;
 
-/// Subscribes to the moves of the agent's inbox and grants refs: the only refs the watcher acts
-/// on. Not to its Log, which this sequencer writes itself, so its own two appends a turn do not
+/// Subscribes to the moves of the agent's inbox, grants and cards refs: the only refs the
+/// watcher acts on (a card moves when a human answers it). Not to its Log, which this sequencer writes itself, so its own two appends a turn do not
 /// come back to it as notifications to decode and drop.
 pub(crate) async fn watch(
     client: &HubClient,
     agent: &AgentName,
 ) -> Result<MessageStream, SequencerError> {
     let mut streams = Vec::new();
-    for which in [AgentRef::Inbox, AgentRef::Grants] {
+    for which in [AgentRef::Inbox, AgentRef::Grants, AgentRef::Cards] {
         let subject = client.subjects().ref_changed(which, agent);
         let stream = client
             .bus()
@@ -131,6 +132,30 @@ async fn watch_refs(
                     }
                 }
             }
+            AgentRef::Cards => match client.read_cards(&agent).await {
+                Ok(lines) => {
+                    for line in lines {
+                        if let Ok(CardLine::Answered {
+                            id,
+                            by,
+                            approve,
+                            reason,
+                        }) = parse_card_line(&line)
+                            && tx
+                                .send(Input::CardAnswered {
+                                    id,
+                                    by: by.to_string(),
+                                    approve,
+                                    reason,
+                                })
+                                .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(%agent, error = %e, "could not read the cards"),
+            },
             _ => {}
         }
     }

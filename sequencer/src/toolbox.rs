@@ -18,10 +18,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use l3m_core::clock::SystemClock;
-use l3m_core::effects::{EffectClass, Footprint, Reversibility};
+use l3m_core::effects::{EffectClass, Footprint, Reversibility, Tier};
 use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::{EffectNote, Refusal};
 use l3m_core::names::AgentName;
+use l3m_core::review::{JUSTIFICATION_FIELD, MAX_JUSTIFICATION, split_justification};
 use l3m_ring::effects::{Effects, HubOutlet};
 use l3m_ring::tokens::{self, Tokens};
 use l3m_ring::undo::{EntryId, Undo, UndoEntry, UndoError, UndoStore};
@@ -179,16 +180,25 @@ impl Toolbox {
         self.outlet.clone()
     }
 
-    /// The tools as the model is shown them.
+    /// The tools as the model is shown them. A wild tool's input asks for the justification
+    /// its review needs (core's `split_justification` removes it before the tool runs).
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.table
             .offered()
             .map(|o| ToolSpec {
                 name: o.name.clone(),
                 description: o.description.clone(),
-                input_schema: o.input_schema.clone(),
+                input_schema: match o.tier {
+                    Tier::Wild => with_justification(&o.input_schema),
+                    Tier::Tame => o.input_schema.clone(),
+                },
             })
             .collect()
+    }
+
+    /// What call `name` with `input` would change and where, as its tool describes it.
+    pub fn effect(&self, name: &str, input: &serde_json::Value) -> Option<String> {
+        self.table.effect(name, input)
     }
 
     /// The offered tools' footprints, for core's `plan`.
@@ -218,6 +228,17 @@ impl Toolbox {
 
     /// Runs one call. Blocking: call it from a blocking thread.
     pub fn run(&self, name: &str, input: serde_json::Value) -> Outcome {
+        self.run_as(name, input, false)
+    }
+
+    /// Runs a wild call whose review approved it (journaled before this is called), without
+    /// its justification: in the same sandbox and under the same grant as any call.
+    pub fn run_reviewed(&self, name: &str, input: serde_json::Value) -> Outcome {
+        let input = split_justification(&input).map_or(input, |(_, rest)| rest);
+        self.run_as(name, input, true)
+    }
+
+    fn run_as(&self, name: &str, input: serde_json::Value, reviewed: bool) -> Outcome {
         let _turn = self
             .turn
             .lock()
@@ -225,7 +246,11 @@ impl Toolbox {
         if let Ok(mut noted) = self.journal.noted.lock() {
             noted.clear();
         }
-        let dispatched = self.table.dispatch(name, input, &self.effects);
+        let dispatched = if reviewed {
+            self.table.dispatch_reviewed(name, input, &self.effects)
+        } else {
+            self.table.dispatch(name, input, &self.effects)
+        };
         let mut effects = self
             .journal
             .noted
@@ -260,4 +285,29 @@ impl Toolbox {
             },
         }
     }
+}
+
+/// `schema` with a required `justification` string: why the call is needed and why it is safe.
+fn with_justification(schema: &serde_json::Value) -> serde_json::Value {
+    let mut schema = schema.clone();
+    if let Some(props) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        props.insert(
+            JUSTIFICATION_FIELD.to_owned(),
+            serde_json::json!({
+                "type": "string",
+                "maxLength": MAX_JUSTIFICATION,
+                "description": "why this call is needed and why it is safe; a reviewer reads it before the call runs"
+            }),
+        );
+    }
+    if let Some(required) = schema
+        .get_mut("required")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        required.push(JUSTIFICATION_FIELD.into());
+    }
+    schema
 }

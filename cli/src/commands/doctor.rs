@@ -198,6 +198,7 @@ pub fn checks(cx: &Context) -> Vec<Check> {
         binary_check("hubd", true, "--version"),
         binary_check("sequencer", true, "--version"),
         binary_check("postman", false, "--version"),
+        binary_check("reviewer", false, "--version"),
         binary_check("docker", false, "--version"),
         binary_check("bwrap", false, "--version"),
     ];

@@ -2,6 +2,8 @@
 //! file's `Args` doc comment is that command's help; its `cmd_*` handler calls library APIs.
 
 pub mod bless;
+pub mod cards;
+pub mod cards_serve;
 pub mod collect;
 pub mod credential;
 #[cfg(feature = "embedded")]
@@ -92,6 +94,11 @@ pub enum Command {
     Stats(stats::Args),
     /// The whole site: hubd's health, which host runs which agents, the postman's links.
     Status(status::Args),
+    /// List the review cards (wild calls at a stalemate) waiting for you.
+    Cards(cards::Args),
+    /// Approve or deny a waiting review card (humans only).
+    #[command(subcommand)]
+    Card(cards::CardCommand),
     /// Check this machine and the configuration.
     Doctor(doctor::Args),
     /// Run the demo: a fresh hub and a real agent scenario (scripted model).
@@ -133,6 +140,8 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Rewind(args) => rewind::cmd_rewind(args, cx).await,
         Command::Fork(args) => fork::cmd_fork(args, cx).await,
         Command::Collect(args) => collect::cmd_collect(args, cx).await,
+        Command::Cards(args) => cards::cmd_cards(args, cx).await,
+        Command::Card(command) => cards::cmd_card(command, cx).await,
         Command::Mail(command) => mail::dispatch(command, cx).await,
         Command::Grant(command) => grant::dispatch(command, cx).await,
         Command::Stats(args) => stats::cmd_stats(args, cx).await,

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use l3m_core::names::AgentName;
+use l3m_core::review::ReviewTally;
 use l3m_wire::hubd::tree::AgentLife;
 
 use crate::context::{Context, agent};
@@ -15,7 +16,14 @@ use crate::render::stats::{AgentStats, fold, table};
 ///
 /// With NAME, that agent and its descendants; without, every agent not yet collected.
 /// `--json` prints `{"agents": {<name>: {"model_calls", "failed_calls", "tokens_in",
-/// "tokens_out", "tools": {<tool>: {"uses", "errors", "timed", "total_ms", "max_ms"}}}}}`.
+/// "tokens_out", "tools": {<tool>: {"uses", "errors", "timed", "total_ms", "max_ms"}}}},
+/// "review": {<tool>: {"reviewed", "approved_first", "approved_later", "redirected",
+/// "withdrawn", "stalemates", "denied", "model_calls", "ms"}}}`.
+///
+/// The review table is the paper's Table 6 over the Logs: per wild tool, how many calls were
+/// reviewed, approved at the first round (ok@1) or later (ok@>1, a human's card included),
+/// redirected to a tame alternative, withdrawn, stalemated into a card or denied there, and the
+/// reviewer model calls and seconds spent — so a card almost always approved can be re-aimed.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The top of the subtree to fold (default: every agent).
@@ -39,6 +47,7 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
         });
     }
     let mut agents: BTreeMap<String, AgentStats> = BTreeMap::new();
+    let mut review = ReviewTally::new();
     for state in tree
         .agents
         .iter()
@@ -52,10 +61,49 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
         }
         let read = client.read_log_from(&name, 0).await?;
         agents.insert(state.name.clone(), fold(&read.records));
+        review.add_log(&read.records);
     }
     if args.json {
-        return output::json(&serde_json::json!({ "agents": agents }));
+        return output::json(&serde_json::json!({ "agents": agents, "review": review.tools() }));
     }
     print!("{}", table(&agents));
+    print!("{}", review_table(&review));
     Ok(())
+}
+
+/// The paper's Table 6 per tool: how its wild calls fared under review, and what review cost.
+fn review_table(review: &ReviewTally) -> String {
+    use std::fmt::Write as _;
+    if review.tools().is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{:<16} {:>8} {:>8} {:>8} {:>10} {:>9} {:>10} {:>6} {:>11} {:>9}\n",
+        "review",
+        "reviewed",
+        "ok@1",
+        "ok@>1",
+        "redirected",
+        "withdrawn",
+        "stalemates",
+        "denied",
+        "model calls",
+        "seconds"
+    );
+    for (tool, t) in review.tools() {
+        let _ = writeln!(
+            out,
+            "{tool:<16} {:>8} {:>8} {:>8} {:>10} {:>9} {:>10} {:>6} {:>11} {:>9.1}",
+            t.reviewed,
+            t.approved_first,
+            t.approved_later,
+            t.redirected,
+            t.withdrawn,
+            t.stalemates,
+            t.denied,
+            t.model_calls,
+            t.ms as f64 / 1000.0
+        );
+    }
+    out
 }

@@ -180,12 +180,12 @@ fn service_args(
 ) -> Result<Launch, CliError> {
     let root = hub.root().display().to_string();
     let mut args: Vec<String> = match service {
-        Service::Hubd | Service::Postman => vec!["serve".into()],
-        Service::Sequencer => vec!["supervise".into()],
+        Service::Hubd | Service::Postman => vec!["serve".into(), "--hub".into(), root],
+        Service::Sequencer => vec!["supervise".into(), "--hub".into(), root],
+        // The reviewer holds no hub path: it reads only its configuration and the bus.
+        Service::Reviewer => vec!["--config".into(), hub.document.display().to_string()],
     };
     args.extend([
-        "--hub".into(),
-        root,
         "--hub-id".into(),
         hub.entry.hub_id.clone(),
         "--nats".into(),
@@ -224,7 +224,7 @@ fn service_args(
         ]);
     }
     match service {
-        Service::Hubd => {}
+        Service::Hubd | Service::Reviewer => {}
         Service::Postman => {
             let listen = hub.entry.postman_listen.clone().ok_or_else(|| {
                 CliError::usage(format!(
@@ -263,7 +263,8 @@ async fn start_service(
     let launch = service_args(service, hub, url, users)?;
     let inherit = match service {
         Service::Hubd | Service::Postman => process::Inherit::Minimal,
-        Service::Sequencer => process::Inherit::All,
+        // The sequencer and the reviewer call models: their API keys come from the environment.
+        Service::Sequencer | Service::Reviewer => process::Inherit::All,
     };
     let mut started = process::start(
         service.as_str(),
@@ -275,7 +276,7 @@ async fn start_service(
     )?;
     let ready = match service {
         Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
-        Service::Sequencer | Service::Postman => {
+        Service::Sequencer | Service::Postman | Service::Reviewer => {
             tokio::time::sleep(SETTLE).await;
             match started.child.try_wait() {
                 Ok(Some(status)) => Err(CliError::Runtime(format!(
@@ -312,6 +313,9 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     let mut services = args.services.clone();
     if hub.entry.postman_listen.is_some() {
         services.push(Service::Postman);
+    }
+    if cx.document()?.review.is_some() && services.contains(&Service::Sequencer) {
+        services.push(Service::Reviewer);
     }
     services.sort();
     services.dedup();
@@ -445,6 +449,12 @@ async fn run_embedded(
     if services.contains(&Service::Postman) {
         println!(
             "the postman runs as its own process, not in the embedded stack: run `postman serve` beside it"
+        );
+    }
+    if services.contains(&Service::Reviewer) {
+        println!(
+            "the reviewer runs as its own process, not in the embedded stack: run `reviewer --config {}` beside it",
+            hub.document.display()
         );
     }
     let mut embedded = None;

@@ -61,6 +61,7 @@ pub fn install_hint(binary: &str) -> &'static str {
         "nats-server" => "install it: apt-get install -y nats-server",
         "hubd" => "build it: cargo build -p hubd (or install the l3m bundle)",
         "sequencer" => "build it: cargo build -p sequencer (or install the l3m bundle)",
+        "reviewer" => "build it: cargo build -p reviewer (or install the l3m bundle)",
         "git" => "install it: apt-get install -y git",
         "docker" => "install it: apt-get install -y docker.io",
         "bwrap" => "install it: apt-get install -y bubblewrap",

@@ -44,11 +44,19 @@ pub enum Service {
     Sequencer,
     /// The postman (`postman serve`), which carries airmail to and from the pinned offices.
     Postman,
+    /// The reviewer, which deliberates over wild calls with a model of another family; started
+    /// when l3m.toml has a `[review]` table.
+    Reviewer,
 }
 
 impl Service {
     /// Every service, in start order.
-    pub const ALL: [Service; 3] = [Service::Hubd, Service::Sequencer, Service::Postman];
+    pub const ALL: [Service; 4] = [
+        Service::Hubd,
+        Service::Sequencer,
+        Service::Postman,
+        Service::Reviewer,
+    ];
 
     /// The service's name, as in the run file and its log file.
     pub fn as_str(self) -> &'static str {
@@ -56,6 +64,7 @@ impl Service {
             Service::Hubd => "hubd",
             Service::Sequencer => "sequencer",
             Service::Postman => "postman",
+            Service::Reviewer => "reviewer",
         }
     }
 
@@ -65,6 +74,7 @@ impl Service {
             Service::Hubd => "hubd",
             Service::Sequencer => "sequencer",
             Service::Postman => "postman",
+            Service::Reviewer => "reviewer",
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Without users, any local process that reaches the server could subscribe to `>`, read every
 //! request and reply, and answer requests in hubd's place. So `l3m up`
-//! generates a password per user (hubd, sequencer, cli, postman, builder, runner) at every start, writes them to
+//! generates a password per user (hubd, sequencer, cli, postman, builder, runner, reviewer) at
+//! every start, writes them to
 //! `HUB/.l3m-run/nats-users.toml` with mode 0600 (readable by the hub's owner alone), and starts
 //! nats-server with deploy/nats.conf's permissions, each password passed in the server's
 //! environment. Each service gets its own password in its environment and only the variable's
@@ -39,6 +40,9 @@ pub struct Users {
     pub builder: String,
     /// The runner's password.
     pub runner: String,
+    /// The reviewer's password (a file from before the reviewer existed gets one at next `up`).
+    #[serde(default)]
+    pub reviewer: String,
 }
 
 impl Users {
@@ -58,6 +62,7 @@ impl Users {
             postman: fresh()?,
             builder: fresh()?,
             runner: fresh()?,
+            reviewer: fresh()?,
         })
     }
 
@@ -106,6 +111,7 @@ impl Users {
             ("POSTMAN", &self.postman),
             ("BUILDER", &self.builder),
             ("RUNNER", &self.runner),
+            ("REVIEWER", &self.reviewer),
         ]
         .into_iter()
         .map(|(user, password)| (format!("{user}_NATS_PASSWORD"), password.clone()))
@@ -147,6 +153,7 @@ impl Users {
             postman: take("postman")?,
             builder: take("builder")?,
             runner: take("runner")?,
+            reviewer: take("reviewer")?,
         })
     }
 
@@ -159,6 +166,7 @@ impl Users {
             "postman" => Some(&self.postman),
             "builder" => Some(&self.builder),
             "runner" => Some(&self.runner),
+            "reviewer" => Some(&self.reviewer),
             _ => None,
         }
     }

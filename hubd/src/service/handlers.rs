@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use l3m_wire::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
+use l3m_wire::hubd::cards::{AppendCard, CardAppended, CardRange, ReadCards};
 use l3m_wire::hubd::credential::{
     CredentialIssued, CredentialRevoked, Credentials, IssueCredential, ListCredentials,
     RevokeCredential,
@@ -118,6 +119,24 @@ pub async fn append_undo(state: Arc<State>, req: AppendUndo) -> Result<UndoAppen
 pub async fn read_undo(state: Arc<State>, req: ReadUndo) -> Result<UndoRange, ServiceError> {
     blocking(&state, move |s| {
         s.read_undo(&req.capability, &req.agent, req.from, req.to)
+    })
+    .await
+}
+
+/// `hubd.append-card`.
+pub async fn append_card(state: Arc<State>, req: AppendCard) -> Result<CardAppended, ServiceError> {
+    let (appended, moved) = blocking(&state, move |s| {
+        s.append_card(&req.capability, &req.agent, &req.line)
+    })
+    .await?;
+    state.announce(&[moved]);
+    Ok(appended)
+}
+
+/// `hubd.read-cards`.
+pub async fn read_cards(state: Arc<State>, req: ReadCards) -> Result<CardRange, ServiceError> {
+    blocking(&state, move |s| {
+        s.read_cards(&req.capability, &req.agent, req.from, req.to)
     })
     .await
 }

@@ -125,6 +125,8 @@ pub async fn start(
     binder.bind(Op::ReadLog, handlers::read_log).await?;
     binder.bind(Op::AppendUndo, handlers::append_undo).await?;
     binder.bind(Op::ReadUndo, handlers::read_undo).await?;
+    binder.bind(Op::AppendCard, handlers::append_card).await?;
+    binder.bind(Op::ReadCards, handlers::read_cards).await?;
     binder
         .bind(Op::DeliverAirmail, handlers::deliver_airmail)
         .await?;

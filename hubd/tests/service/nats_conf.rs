@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 fn config() -> String {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/nats.conf"))
         .unwrap();
-    ["HUBD", "SEQUENCER", "CLI", "POSTMAN", "BUILDER", "RUNNER"]
+    ["HUBD", "SEQUENCER", "CLI", "POSTMAN", "BUILDER", "RUNNER", "REVIEWER"]
         .iter()
         .fold(text, |text, user| {
             text.replace(

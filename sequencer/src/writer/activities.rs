@@ -11,9 +11,15 @@ impl Session {
             match body {
                 RecordBody::CallStarted { call, attempt, .. } => self.start_call(call, *attempt),
                 RecordBody::ToolStarted { id } => self.start_tool(id),
+                RecordBody::ToolCall {
+                    id,
+                    tier: Tier::Wild,
+                    ..
+                } => self.ask_review(id),
                 _ => {}
             }
         }
+        self.raise_cards();
         for letter in self.buffer.to_mark.drain(..) {
             let client = self.client.clone();
             tokio::spawn(async move {
@@ -150,11 +156,19 @@ impl Session {
         self.running.running_tools.insert(id.clone());
         let tools = Arc::clone(&self.tools);
         let tx = self.tx.clone();
+        // Only an approved wild use reaches a start (core's plan starts a wild use only after a
+        // safe verdict is journaled).
+        let reviewed = (tools.footprints().get(&use_.name)).is_some_and(|f| f.tier() == Tier::Wild);
         // The blocking thread reports to the writer itself: no task in between to wake.
         tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input)));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if reviewed {
+                    tools.run_reviewed(&name, input)
+                } else {
+                    tools.run(&name, input)
+                }
+            }));
             let input = match outcome {
                 Ok(Outcome::Finished {
                     output,

@@ -28,6 +28,12 @@ impl Session {
                 format!("tool use {id} waits for review and was not run: {card}"),
                 Disposition::Show,
             ),
+            Input::CardAnswered {
+                id,
+                by,
+                approve,
+                reason,
+            } => self.card_answered(id, by, approve, &reason),
             Input::Note(text) => {
                 let id = format!("note-{}", self.log.owed.next_seq());
                 self.notice(id, text, Disposition::Dismiss);
@@ -210,21 +216,6 @@ impl Session {
                 event: event.id,
                 disposition,
             });
-        }
-        let waiting: Vec<ToolUseId> = self
-            .log
-            .owed
-            .awaiting_review()
-            .filter(|id| !self.running.noticed.contains(*id))
-            .cloned()
-            .collect();
-        for id in waiting {
-            self.running.noticed.insert(id.clone());
-            self.notice(
-                format!("review-{id}"),
-                format!("tool use {id} is wild and waits for a reviewer; it was not run"),
-                Disposition::Show,
-            );
         }
     }
 }

@@ -16,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use l3m_core::budget::Fuel;
+use l3m_core::effects::Tier;
 use l3m_core::log::{
     CallId, Disposition, EventId, EventSource, Record, RecordBody, ToolUse, ToolUseId,
 };
 use l3m_core::mail::Letter;
 use l3m_core::names::AgentName;
 use l3m_core::owed::{self, PlanInput, Signal, Stale};
+use l3m_core::review::ReviewConfig;
 use l3m_core::view::ViewFold;
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::authority::GrantView;
@@ -36,6 +38,7 @@ use l3m_wire::control::{ControlReply, ControlRequest, Status};
 
 mod activities;
 mod intake;
+mod review;
 mod state;
 
 pub(crate) use state::LogState;
@@ -54,6 +57,17 @@ pub(crate) enum Input {
     Retired,
     /// A tool use that needs review and was not run.
     NeedsReview(ToolUseId, String),
+    /// A human answered a card on the agent's cards chain (hubd admitted the answer).
+    CardAnswered {
+        /// The stalemated tool use.
+        id: ToolUseId,
+        /// The human, as hubd wrote it.
+        by: String,
+        /// Whether the call may run.
+        approve: bool,
+        /// Why.
+        reason: String,
+    },
     /// A harness notice to record but not show (e.g. what a rewind restored).
     Note(String),
     /// A model reply too large to journal (`bounds::check_reply`), refused as a failed call.
@@ -86,6 +100,8 @@ pub(crate) struct Session {
     pub build_tools: fn() -> Vec<Box<dyn l3m_tools::Tool>>,
     pub tx: mpsc::UnboundedSender<Input>,
     pub grant: GrantView,
+    /// How wild calls are reviewed (`[review]`); `None`: they are not run, and the model is told.
+    pub review: Option<ReviewConfig>,
     /// What the Log says, folded once per record.
     pub log: LogState,
     /// The model calls and tools running now.
@@ -132,6 +148,7 @@ impl Session {
             running: Running::default(),
             buffer: PassBuffer::default(),
             grant,
+            review: None,
         }
     }
 

@@ -42,8 +42,10 @@ pub(super) struct Running {
     pub(super) calls: HashMap<CallId, AbortHandle>,
     /// Tool uses running on blocking threads.
     pub(super) running_tools: HashSet<ToolUseId>,
-    /// Wild uses already noticed as waiting for review.
-    pub(super) noticed: HashSet<ToolUseId>,
+    /// Wild uses the reviewer was asked about (each round is asked once).
+    pub(super) asked: HashSet<ToolUseId>,
+    /// Stalemates whose card was raised (or is being raised).
+    pub(super) raised: HashSet<ToolUseId>,
 }
 
 /// One pass's buffer: records staged and not yet appended, and what waits for that append.

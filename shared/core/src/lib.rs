@@ -26,6 +26,7 @@
 //! - [`story`]: one line per record, for `l3m log` and each commit of a Log's ref.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
+//! - [`review`]: review as deliberation over wild calls: justification, verdicts, rounds, cards.
 //! - [`string_form`](mod@string_form): the one string form of every validated text type.
 //!
 //! # Example
@@ -58,6 +59,7 @@ pub mod names;
 pub mod owed;
 pub mod record_format;
 pub mod refs;
+pub mod review;
 pub mod settings;
 pub mod story;
 pub mod string_form;

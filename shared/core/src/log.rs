@@ -28,6 +28,11 @@ use crate::budget::Fuel;
 use crate::effects::{EffectClass, Footprint, Tier};
 use crate::names::{AgentName, Entity};
 use crate::record_format::{self, LineError};
+use crate::review::ReviewSpent;
+
+fn one_round() -> u32 {
+    1
+}
 
 /// Longest id accepted, in bytes. Provider ids are a few dozen bytes; the bound keeps a hostile
 /// model from filling the Log with one id.
@@ -260,7 +265,11 @@ pub enum Verdict {
         alternative: Option<String>,
     },
     /// No decision yet: another round (or a human card) follows.
-    Unclear,
+    Unclear {
+        /// What the reviewer could not tell, or asks the proposer (shown to the model).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
 }
 
 /// The unit of fuel that ran out.
@@ -411,12 +420,19 @@ pub enum RecordBody {
     Review {
         /// The tool use under review.
         call: ToolUseId,
-        /// The round, from 1.
+        /// The round, from 1; the round after `of` is a human's answer at a card.
         round: u32,
+        /// The rounds allowed before a stalemate, as configured when this round was asked
+        /// (records written before the bound was journaled read as 1).
+        #[serde(default = "one_round")]
+        of: u32,
         /// The reviewer's verdict.
         verdict: Verdict,
         /// Who reviewed (a reviewer service or a human).
         by: String,
+        /// What the round cost: the reviewer's model calls and the time it took.
+        #[serde(default)]
+        spent: ReviewSpent,
     },
     /// A boundary: the conversation resumes as it was just after record `to`.
     Rewind {
@@ -750,11 +766,13 @@ mod tests {
             RecordBody::Review {
                 call: id("t1"),
                 round: 1,
+                of: 2,
                 verdict: Verdict::Unsafe {
                     reason: "r".into(),
                     alternative: None,
                 },
                 by: "svc:reviewer".into(),
+                spent: ReviewSpent::default(),
             },
             RecordBody::Rewind {
                 to: 1,

@@ -81,9 +81,11 @@ pub fn summary(body: &RecordBody) -> String {
         RecordBody::Review {
             call,
             round,
+            of,
             verdict,
             by,
-        } => format!("{call} round {round} by {by}: {verdict:?}"),
+            ..
+        } => format!("{call} round {round}/{of} by {by}: {verdict:?}"),
         RecordBody::Rewind { to, reason } => format!("back to after #{to}: {}", short(reason)),
         RecordBody::Compaction { from, to, .. } => format!("#{from}..#{to} summarized"),
         RecordBody::Interrupted {

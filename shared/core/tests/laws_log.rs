@@ -23,6 +23,7 @@ use l3m_core::log::{
 };
 use l3m_core::names::Entity;
 use l3m_core::owed::{Owed, PlanInput, Signal, close_open, journal, plan};
+use l3m_core::review::ReviewSpent;
 use l3m_core::view::{Message, Part, View, ViewFold, view};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -125,8 +126,10 @@ fn bookkeeping(kind: u8) -> RecordBody {
         2 => RecordBody::Review {
             call: tool_id(kind % 6),
             round: 1,
-            verdict: Verdict::Unclear,
+            of: 2,
+            verdict: Verdict::Unclear { reason: None },
             by: "svc:reviewer".into(),
+            spent: ReviewSpent::default(),
         },
         3 => RecordBody::TurnEnd,
         _ => RecordBody::OutOfFuel {
@@ -524,7 +527,12 @@ impl Driver {
                     uses.push(ToolUse {
                         id,
                         name: TOOL_NAMES[usize::from(*k) % 3].into(),
-                        input: serde_json::Value::Null,
+                        // Every other use forgets its justification: a wild one is sent back.
+                        input: if k % 2 == 0 {
+                            serde_json::json!({ "justification": "needed" })
+                        } else {
+                            serde_json::Value::Null
+                        },
                     });
                 }
                 Signal::ModelReply {
@@ -603,13 +611,15 @@ impl Driver {
                         reason: "too wide".into(),
                         alternative: Some("narrow it".into()),
                     },
-                    _ => Verdict::Unclear,
+                    _ => Verdict::Unclear { reason: None },
                 };
                 Signal::Review {
                     tool,
                     round: 1,
+                    of: 2,
                     verdict,
                     by: "svc:reviewer".into(),
+                    spent: ReviewSpent::default(),
                 }
             }
             Act::Interrupt => Signal::Interrupt {

@@ -5,8 +5,8 @@
 //! the tools whose footprint's required axes the grant confers: the rest are not refused later,
 //! they are *absent* — the model is never shown them, and a call naming one is answered as if
 //! no such tool existed. Of the offered tools, a tame one runs with exactly its footprint's
-//! effects; a wild one does not run: until the reviewer exists its call becomes a [`Card`] for a
-//! human, and waits.
+//! effects; a wild one does not run on [`ToolTable::dispatch`]: its call becomes a [`Card`] and
+//! waits for review, and only [`ToolTable::dispatch_reviewed`] runs it once approved.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -153,11 +153,33 @@ impl ToolTable {
                 input,
                 footprint: entry.footprint.clone(),
             }),
-            Tier::Tame => Dispatch::Ran(
-                fx.for_footprint(&entry.footprint)
-                    .map_err(ToolError::from)
-                    .and_then(|granted| entry.tool.call(input, &granted)),
-            ),
+            Tier::Tame => Self::run(entry, input, fx),
         }
+    }
+
+    /// Runs a call whose review approved it (the sequencer journals the approval first): a wild
+    /// tool runs like a tame one, with exactly its footprint's effects granted from `fx` — the
+    /// approval adds no authority, so the sandbox and the grant bound it whatever the reviewer
+    /// said. A tame tool runs as [`ToolTable::dispatch`] runs it.
+    pub fn dispatch_reviewed(&self, name: &str, input: Value, fx: &Effects) -> Dispatch {
+        match self.entries.get(name) {
+            Some(entry) => Self::run(entry, input, fx),
+            None => Dispatch::Absent {
+                name: name.to_owned(),
+            },
+        }
+    }
+
+    /// What an offered call would change and where ([`Tool::effect`]); `None` if not offered.
+    pub fn effect(&self, name: &str, input: &Value) -> Option<String> {
+        self.entries.get(name).map(|e| e.tool.effect(input))
+    }
+
+    fn run(entry: &Entry, input: Value, fx: &Effects) -> Dispatch {
+        Dispatch::Ran(
+            fx.for_footprint(&entry.footprint)
+                .map_err(ToolError::from)
+                .and_then(|granted| entry.tool.call(input, &granted)),
+        )
     }
 }

@@ -332,3 +332,30 @@ fn offered_tools_show_a_schema_and_their_computed_tier() {
         assert_eq!(shown["tier"], "tame");
     }
 }
+
+#[test]
+fn an_approved_wild_call_gets_no_effect_the_session_was_not_given() {
+    // The table offers the wild tool, but the session's effects hold no wild token: an approval
+    // adds no authority, so the reviewed call is refused before its body runs.
+    let acr = Acr::new();
+    let fx = acr.effects(true);
+    let ran = Arc::new(AtomicBool::new(false));
+    let table = ToolTable::build(tools(&ran), &axes(&[Axis::Wild])).unwrap();
+    let before = acr.snapshot();
+    match table.dispatch_reviewed("probe_shell", json!({"command": "true"}), &fx) {
+        Dispatch::Ran(Err(ToolError::Effects(_))) => {}
+        other => panic!("an approved call must still need its effects, got {other:?}"),
+    }
+    assert!(!ran.load(Ordering::SeqCst), "the wild body never ran");
+    assert_eq!(acr.snapshot(), before);
+    assert!(matches!(
+        table.dispatch_reviewed("nope", json!({}), &fx),
+        Dispatch::Absent { .. }
+    ));
+    assert_eq!(
+        table
+            .effect("probe_shell", &json!({"command": "ls"}))
+            .as_deref(),
+        Some("runs \"ls\" in a shell: may change anything the process can reach")
+    );
+}

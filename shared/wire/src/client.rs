@@ -394,6 +394,43 @@ impl HubClient {
         self.call(Op::ReadUndo, &request).await
     }
 
+    /// Appends one card line to `agent`'s cards chain: a sequencer raises its own agent's
+    /// card, a human answers one.
+    pub async fn append_card(
+        &self,
+        agent: &AgentName,
+        line: String,
+    ) -> Result<crate::hubd::cards::CardAppended, ClientError> {
+        let request = crate::hubd::cards::AppendCard {
+            capability: self.cap(),
+            agent: agent.to_string(),
+            line,
+        };
+        self.call(Op::AppendCard, &request).await
+    }
+
+    /// Reads `agent`'s whole cards chain, page by page.
+    pub async fn read_cards(&self, agent: &AgentName) -> Result<Vec<String>, ClientError> {
+        let mut lines = Vec::new();
+        loop {
+            let from = lines.len() as u64;
+            let request = crate::hubd::cards::ReadCards {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                from,
+                to: from.saturating_add(record_format::PAGE_LINES),
+            };
+            let page: crate::hubd::cards::CardRange = self.call(Op::ReadCards, &request).await?;
+            if page.lines.is_empty() {
+                return Ok(lines);
+            }
+            lines.extend(page.lines);
+            if lines.len() as u64 >= page.len {
+                return Ok(lines);
+            }
+        }
+    }
+
     /// Reads `agent`'s whole undo chain, page by page, with the tip its length belongs to.
     pub async fn read_undo(&self, agent: &AgentName) -> Result<UndoRange, ClientError> {
         let page = |from: u64| {

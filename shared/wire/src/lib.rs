@@ -29,6 +29,7 @@
 //!   its host when it is asleep.
 //! - [`postman`]: the postman's status of its links to other hubs.
 //! - [`build`]: requests to the builder and the runner; artifacts travel as digests only.
+//! - [`reviewer`]: asking the reviewer about one round of a wild call.
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - [`credential`]: a process's credential file, the proof that opens a session, the session
 //!   key and the seal on every request.
@@ -66,6 +67,7 @@ pub mod health;
 pub mod hubd;
 pub mod postman;
 pub mod reply;
+pub mod reviewer;
 pub mod subjects;
 #[cfg(feature = "test-support")]
 pub mod test_support;

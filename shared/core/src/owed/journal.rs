@@ -38,11 +38,17 @@ pub enum Stale {
         /// The event.
         event: EventId,
     },
-    /// A verdict for a tool use that is not a wild call waiting for review.
-    #[error("tool use {tool} is not a wild call waiting for review")]
+    /// A verdict for a tool use that is not a wild call waiting for this round: not wild, not
+    /// waiting, a reviewer's round for a call at a stalemate (only a human answers there), a
+    /// human's answer before the stalemate, or a round number out of turn.
+    #[error("tool use {tool} is not waiting for review round {round} of {of}")]
     NotUnderReview {
         /// The tool use.
         tool: ToolUseId,
+        /// The round the verdict was for.
+        round: u32,
+        /// The rounds allowed.
+        of: u32,
     },
     /// A compaction span that is empty or reaches past the Log.
     #[error("compaction span [{from}, {to}] is not within the Log's records 0..{next_seq}")]
@@ -138,16 +144,29 @@ pub enum Signal {
         /// The decision.
         disposition: Disposition,
     },
-    /// A reviewer's verdict on one round for a wild tool use.
+    /// A reviewer's verdict on one round for a wild tool use, or a human's answer at its card
+    /// (the round after the last).
     Review {
         /// The tool use.
         tool: ToolUseId,
         /// The round.
         round: u32,
+        /// The rounds allowed before a stalemate.
+        of: u32,
         /// The verdict.
         verdict: Verdict,
         /// Who reviewed.
         by: String,
+        /// What the round cost.
+        spent: ReviewSpent,
+    },
+    /// The reviewer could not be asked or gave no usable answer (it crashed, timed out,
+    /// answered garbage): the call is not run, and the model is told why.
+    ReviewFailed {
+        /// The tool use.
+        tool: ToolUseId,
+        /// What went wrong.
+        error: String,
     },
     /// The agent's grants ref moved.
     GrantChanged {
@@ -284,21 +303,53 @@ pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
         Signal::Review {
             tool,
             round,
+            of,
             verdict,
             by,
+            spent,
         } => {
+            let expected = state.review_round(&tool);
+            let waiting = now.pending.iter().any(|t| {
+                t.id == tool
+                    && match t.stage {
+                        Stage::Admitted { tier: Tier::Wild } => round == expected && round <= of,
+                        Stage::Stalemate { .. } => round > of,
+                        _ => false,
+                    }
+            });
+            if !waiting {
+                return Err(Stale::NotUnderReview { tool, round, of });
+            }
+            one(RecordBody::Review {
+                call: tool,
+                round,
+                of,
+                verdict,
+                by,
+                spent,
+            })
+        }
+        Signal::ReviewFailed { tool, error } => {
             let waiting = now
                 .pending
                 .iter()
                 .any(|t| t.id == tool && t.stage == (Stage::Admitted { tier: Tier::Wild }));
             if !waiting {
-                return Err(Stale::NotUnderReview { tool });
+                let round = state.review_round(&tool);
+                return Err(Stale::NotUnderReview {
+                    tool,
+                    round,
+                    of: round,
+                });
             }
-            one(RecordBody::Review {
-                call: tool,
-                round,
-                verdict,
-                by,
+            one(RecordBody::ToolResult {
+                id: tool,
+                output: format!(
+                    "(l3m) not run: the review could not be done ({error}); nothing ran, and you may propose it again"
+                ),
+                is_error: true,
+                effects: vec![],
+                refusal: Some(Refusal::new("review", Some(crate::axis::Axis::Wild))),
             })
         }
         Signal::GrantChanged {

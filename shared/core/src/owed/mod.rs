@@ -47,6 +47,7 @@ use crate::log::{
     ToolUse, ToolUseId, Usage, Verdict,
 };
 use crate::names::Entity;
+use crate::review::{Conclusion, EarlierRound, Effect, ReviewSpent, conclude, split_justification};
 
 /// The model call that is open, or the one whose retryable failure is owed a retry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,14 +72,15 @@ pub enum Stage {
         /// The tier its footprint gives.
         tier: Tier,
     },
-    /// A wild use reviewed safe: it may start.
+    /// A wild use reviewed safe (by the reviewer, or by a human at its card): it may start.
     Approved,
-    /// A wild use reviewed unsafe: it gets an error result instead of running.
-    Declined {
-        /// The reviewer's reason.
+    /// A wild use the review did not approve (redirected, returned for another round, denied
+    /// at its card): it gets an error result saying so instead of running.
+    Answered(Conclusion),
+    /// A wild use not approved at the last round: it waits for a human's answer at its card.
+    Stalemate {
+        /// The reviewer's last reason.
         reason: String,
-        /// The reviewer's alternative, if any.
-        alternative: Option<String>,
     },
 }
 
@@ -128,6 +130,11 @@ struct Now {
     fuel: Option<Fuel>,
     /// The latest reply's tool uses, whole (their inputs are what a started tool runs with).
     uses: Vec<ToolUse>,
+    /// The earlier rounds of each wild use of the latest reply that continues a deliberation.
+    earlier: HashMap<ToolUseId, Vec<EarlierRound>>,
+    /// A deliberation returned to the model: proposing the same call again (same key) in the
+    /// next reply continues it; anything else withdraws it.
+    returned: Option<(String, Vec<EarlierRound>)>,
 }
 
 /// Every id the Log has used, so none is used twice.
@@ -198,6 +205,27 @@ impl Owed {
     pub fn awaiting_review(&self) -> impl Iterator<Item = &ToolUseId> {
         self.now.pending.iter().filter_map(|t| match t.stage {
             Stage::Admitted { tier: Tier::Wild } => Some(&t.id),
+            _ => None,
+        })
+    }
+
+    /// The review round wild tool use `id` is in: 1, or one more than the rounds of the
+    /// deliberation it continues.
+    pub fn review_round(&self, id: &ToolUseId) -> u32 {
+        let earlier = self.earlier_rounds(id).len();
+        u32::try_from(earlier).map_or(u32::MAX, |n| n.saturating_add(1))
+    }
+
+    /// The rounds before this one of the deliberation wild tool use `id` continues.
+    pub fn earlier_rounds(&self, id: &ToolUseId) -> &[EarlierRound] {
+        self.now.earlier.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// Wild tool uses at a stalemate, with the reviewer's last reason: each waits for a human's
+    /// answer at its card.
+    pub fn stalemates(&self) -> impl Iterator<Item = (&ToolUseId, &str)> {
+        self.now.pending.iter().filter_map(|t| match &t.stage {
+            Stage::Stalemate { reason } => Some((&t.id, reason.as_str())),
             _ => None,
         })
     }
@@ -305,6 +333,63 @@ impl Now {
         }
     }
 
+    /// Folds in one round's verdict for wild use `id`: a reviewer's round while it waits for
+    /// review, a human's answer while it is at a stalemate.
+    fn reviewed(&mut self, id: &ToolUseId, round: u32, of: u32, verdict: &Verdict) {
+        let justification = (self.uses.iter())
+            .find(|u| u.id == *id)
+            .and_then(|u| split_justification(&u.input).ok())
+            .map(|(text, _)| text)
+            .unwrap_or_default();
+        let key = (self.uses.iter())
+            .find(|u| u.id == *id)
+            .map(|u| Effect::key(&u.name, &u.input));
+        let Some(tool) = self.pending.iter_mut().find(|t| t.id == *id) else {
+            return;
+        };
+        let waiting = match tool.stage {
+            Stage::Admitted { tier: Tier::Wild } => round <= of,
+            Stage::Stalemate { .. } => round > of,
+            _ => false,
+        };
+        if !waiting {
+            return;
+        }
+        let conclusion = conclude(round, of, verdict);
+        tool.stage = match conclusion {
+            Conclusion::Approved => Stage::Approved,
+            Conclusion::Stalemate { reason } => Stage::Stalemate { reason },
+            other => Stage::Answered(other),
+        };
+        if let (Stage::Answered(Conclusion::Returned { .. }), Some(key)) = (&tool.stage, key) {
+            let mut earlier = self.earlier.get(id).cloned().unwrap_or_default();
+            earlier.push(EarlierRound {
+                round,
+                justification,
+                verdict: verdict.clone(),
+            });
+            self.returned = Some((key, earlier));
+        }
+    }
+
+    /// A wild use closed (a crash, an interrupt) while it waited for a later round keeps its
+    /// deliberation: proposing the same call again resumes at that round, from the Log.
+    fn keep_deliberation(&mut self, closed: &[ToolUseId]) {
+        let waiting = self
+            .pending
+            .iter()
+            .find(|t| closed.contains(&t.id) && t.stage == (Stage::Admitted { tier: Tier::Wild }));
+        let Some(id) = waiting.map(|t| t.id.clone()) else {
+            return;
+        };
+        let key = (self.uses.iter())
+            .find(|u| u.id == id)
+            .map(|u| Effect::key(&u.name, &u.input));
+        if let (Some(key), Some(earlier)) = (key, self.earlier.get(&id).filter(|e| !e.is_empty())) {
+            self.returned = Some((key, earlier.clone()));
+        }
+    }
+
     fn pending_mut(&mut self, id: &ToolUseId) -> Option<&mut PendingTool> {
         self.pending.iter_mut().find(|t| t.id == *id)
     }
@@ -318,6 +403,8 @@ impl Now {
                 self.pending.clear();
                 self.uses.clear();
                 self.undecided.clear();
+                self.earlier.clear();
+                self.returned = None;
             }
             RecordBody::UserLine { .. } => self.input(),
             RecordBody::CallStarted {
@@ -356,6 +443,13 @@ impl Now {
                     })
                     .collect();
                 self.uses = tool_uses.clone();
+                self.earlier.clear();
+                if let Some((key, earlier)) = self.returned.take()
+                    && let Some(again) =
+                        (tool_uses.iter()).find(|u| Effect::key(&u.name, &u.input) == key)
+                {
+                    self.earlier.insert(again.id.clone(), earlier);
+                }
             }
             RecordBody::CallFailed {
                 call, retryable, ..
@@ -375,25 +469,13 @@ impl Now {
                     tool.stage = Stage::Admitted { tier: *tier };
                 }
             }
-            RecordBody::Review { call, verdict, .. } => {
-                if let Some(tool) = self.pending_mut(call)
-                    && tool.stage == (Stage::Admitted { tier: Tier::Wild })
-                {
-                    match verdict {
-                        Verdict::Safe => tool.stage = Stage::Approved,
-                        Verdict::Unsafe {
-                            reason,
-                            alternative,
-                        } => {
-                            tool.stage = Stage::Declined {
-                                reason: reason.clone(),
-                                alternative: alternative.clone(),
-                            }
-                        }
-                        Verdict::Unclear => {}
-                    }
-                }
-            }
+            RecordBody::Review {
+                call,
+                round,
+                of,
+                verdict,
+                ..
+            } => self.reviewed(call, *round, *of, verdict),
             RecordBody::ToolStarted { id } => {
                 self.pending.retain(|t| t.id != *id);
                 if !self.running.contains(id) {
@@ -425,6 +507,8 @@ impl Now {
                 self.pending.clear();
                 self.uses.clear();
                 self.undecided.clear();
+                self.earlier.clear();
+                self.returned = None;
             }
             RecordBody::Interrupted {
                 closed_call,
@@ -434,6 +518,7 @@ impl Now {
                 if self.open.as_ref().map(|o| &o.id) == closed_call.as_ref() {
                     self.open = None;
                 }
+                self.keep_deliberation(closed_tools);
                 self.pending.retain(|t| !closed_tools.contains(&t.id));
                 self.running.retain(|r| !closed_tools.contains(r));
                 self.end_turn();

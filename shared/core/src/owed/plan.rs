@@ -75,6 +75,21 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
                 ),
             ),
             Stage::Proposed => match input.tools.footprint(&tool.name) {
+                Some(footprint) if footprint.tier() == Tier::Wild => {
+                    let input = now.uses.iter().find(|u| u.id == id).map(|u| &u.input);
+                    match input.map(split_justification) {
+                        Some(Ok(_)) => RecordBody::ToolCall {
+                            id,
+                            name: tool.name.clone(),
+                            tier: Tier::Wild,
+                            footprint: footprint.clone(),
+                        },
+                        Some(Err(e)) => refusal(id, "review", format!("(l3m) not run: {e}")),
+                        None => {
+                            refusal(id, "review", "(l3m) not run: the call has no input".into())
+                        }
+                    }
+                }
                 Some(footprint) => RecordBody::ToolCall {
                     id,
                     name: tool.name.clone(),
@@ -90,11 +105,8 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
             Stage::Admitted { tier: Tier::Tame } | Stage::Approved => {
                 RecordBody::ToolStarted { id }
             }
-            Stage::Admitted { tier: Tier::Wild } => continue,
-            Stage::Declined {
-                reason,
-                alternative,
-            } => refusal(id, "review", declined(reason, alternative.as_deref())),
+            Stage::Admitted { tier: Tier::Wild } | Stage::Stalemate { .. } => continue,
+            Stage::Answered(conclusion) => refusal(id, "review", answered(conclusion)),
         };
         return Ok(Some(body));
     }
@@ -141,9 +153,19 @@ fn refusal(id: ToolUseId, boundary: &str, output: String) -> RecordBody {
     }
 }
 
-fn declined(reason: &str, alternative: Option<&str>) -> String {
-    match alternative {
-        Some(alt) => format!("(l3m) declined by review: {reason}; instead: {alt}"),
-        None => format!("(l3m) declined by review: {reason}"),
+/// What the model is told of a review that did not approve its call.
+fn answered(conclusion: &Conclusion) -> String {
+    match conclusion {
+        Conclusion::Redirected {
+            reason,
+            alternative,
+        } => format!("(l3m) declined by review: {reason}; instead: {alternative}"),
+        Conclusion::Returned { reason } => format!(
+            "(l3m) not approved by review yet: {reason}. If the call is needed, propose the same call again with a justification that answers this; otherwise do something else (which withdraws it)"
+        ),
+        Conclusion::Denied { reason } => format!("(l3m) denied by a human at its card: {reason}"),
+        Conclusion::Approved | Conclusion::Stalemate { .. } => {
+            format!("(l3m) review ended as {conclusion:?}; the call was not run")
+        }
     }
 }

@@ -78,7 +78,7 @@ fn reply(call: CallId, tools: &[(&str, &str)]) -> Signal {
             .map(|(id, name)| ToolUse {
                 id: ToolUseId::new(*id).unwrap(),
                 name: (*name).into(),
-                input: serde_json::Value::Null,
+                input: serde_json::json!({"justification": "the task needs it"}),
             })
             .collect(),
         usage: Usage::default(),
@@ -121,11 +121,13 @@ fn a_turn_admits_starts_reviews_and_ends() {
     s.signal(Signal::Review {
         tool: tid("t2"),
         round: 1,
+        of: 2,
         verdict: Verdict::Unsafe {
             reason: "rm -rf".into(),
             alternative: Some("use the file tools".into()),
         },
         by: "svc:reviewer".into(),
+        spent: ReviewSpent::default(),
     })
     .unwrap();
     assert!(matches!(
@@ -318,10 +320,16 @@ fn events_wait_for_decisions_and_bad_signals_are_refused() {
         s.signal(Signal::Review {
             tool: tid("t1"),
             round: 1,
+            of: 2,
             verdict: Verdict::Safe,
-            by: String::new()
+            by: String::new(),
+            spent: ReviewSpent::default(),
         }),
-        Err(Stale::NotUnderReview { tool: tid("t1") })
+        Err(Stale::NotUnderReview {
+            tool: tid("t1"),
+            round: 1,
+            of: 2
+        })
     );
     let closed = s
         .signal(Signal::Rewind {

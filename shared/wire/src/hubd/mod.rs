@@ -21,10 +21,12 @@
 //! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`settings`]: reading the hub's settings; replacing them (humans only).
 //! - [`blessing`]: pinning a build target's inputs (humans only) and reading the pin.
+//! - [`cards`]: raising (the agent's sequencer), answering (humans only) and reading review cards.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
 pub mod blessing;
+pub mod cards;
 pub mod credential;
 pub mod lease;
 pub mod log;
@@ -88,6 +90,8 @@ in_session!(
     tree::Retire,
     tree::Collect,
     tree::ListAgents,
+    cards::AppendCard,
+    cards::ReadCards,
 );
 
 /// The operations hubd serves, one subject each (`l3m.<hub>.hubd.<op>`).
@@ -159,11 +163,15 @@ pub enum Op {
     Bless,
     /// [`blessing::ReadBlessing`].
     ReadBlessing,
+    /// [`cards::AppendCard`].
+    AppendCard,
+    /// [`cards::ReadCards`].
+    ReadCards,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 33] = [
+    pub const ALL: [Op; 35] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -197,6 +205,8 @@ impl Op {
         Op::MoveCursor,
         Op::Bless,
         Op::ReadBlessing,
+        Op::AppendCard,
+        Op::ReadCards,
     ];
 
     /// The operation's subject token.
@@ -235,6 +245,8 @@ impl Op {
             Op::MoveCursor => "move-cursor",
             Op::Bless => "bless",
             Op::ReadBlessing => "read-blessing",
+            Op::AppendCard => "append-card",
+            Op::ReadCards => "read-cards",
         }
     }
 
