@@ -216,8 +216,9 @@ impl Toolbox {
             .collect()
     }
 
-    /// Runs one call. Blocking: call it from a blocking thread.
-    pub fn run(&self, name: &str, input: serde_json::Value) -> Outcome {
+    /// Runs one call; its output is cut to `cap` bytes (the model's cap on one result).
+    /// Blocking: call it from a blocking thread.
+    pub fn run(&self, name: &str, input: serde_json::Value, cap: usize) -> Outcome {
         let _turn = self
             .turn
             .lock()
@@ -237,14 +238,14 @@ impl Toolbox {
                 effects.extend(out.effects);
                 effects.extend(self.unnamed_lasting(name, &effects));
                 Outcome::Finished {
-                    output: crate::bounds::fit_output(out.text),
+                    output: crate::bounds::fit_output(out.text, cap),
                     is_error: false,
                     effects,
                     refusal: None,
                 }
             }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
-                output: crate::bounds::fit_output(e.to_string()),
+                output: crate::bounds::fit_output(e.to_string(), cap),
                 is_error: true,
                 effects,
                 refusal: e.refusal(),

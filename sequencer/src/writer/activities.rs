@@ -149,12 +149,13 @@ impl Session {
         };
         self.running.running_tools.insert(id.clone());
         let tools = Arc::clone(&self.tools);
+        let cap = self.models.economy.tool_output_cap;
         let tx = self.tx.clone();
         // The blocking thread reports to the writer itself: no task in between to wake.
         tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
             let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input)));
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input, cap)));
             let input = match outcome {
                 Ok(Outcome::Finished {
                     output,

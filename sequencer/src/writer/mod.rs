@@ -72,6 +72,8 @@ pub(crate) type ModelEntry = (Arc<dyn Provider>, String, Option<String>);
 pub(crate) struct Models {
     pub primary: ModelEntry,
     pub fallback: Option<ModelEntry>,
+    /// The primary model's window and result cap; a fallback must serve the same view.
+    pub economy: crate::model::Economy,
 }
 
 /// The writer's state.

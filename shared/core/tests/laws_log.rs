@@ -524,7 +524,7 @@ impl Driver {
                     uses.push(ToolUse {
                         id,
                         name: TOOL_NAMES[usize::from(*k) % 3].into(),
-                        input: serde_json::Value::Null,
+                        input: serde_json::json!({}),
                     });
                 }
                 Signal::ModelReply {

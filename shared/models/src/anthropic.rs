@@ -16,7 +16,8 @@
 //! `message_delta` (stop reason, cumulative output usage), `message_stop`; `ping` in between and
 //! `error` when the server gives up mid-stream. Block types and deltas this client does not use
 //! (thinking, signatures, citations) are skipped; a stream that ends before `message_stop`, a
-//! delta for a block that never started and a tool input that is not JSON are typed errors.
+//! delta for a block that never started are typed errors. A tool input that is not JSON is kept
+//! as the model's text ([`crate::parse_tool_input`]) so the model is told and can correct it.
 //!
 //! # Layout
 //! - [`render`], [`Body`]: the request body (pure, borrowed from the request).
@@ -132,6 +133,10 @@ fn wire_id(id: &ToolUseId) -> Cow<'_, str> {
     )
 }
 
+/// The input sent for a tool use whose arguments were not a JSON object.
+static EMPTY_INPUT: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| Value::Object(serde_json::Map::new()));
+
 fn render_message(message: &Message) -> Option<WireMessage<'_>> {
     let (role, content): (&'static str, Vec<WireContent<'_>>) = match message {
         Message::Assistant { text, tool_uses } => {
@@ -139,7 +144,9 @@ fn render_message(message: &Message) -> Option<WireMessage<'_>> {
             let uses = tool_uses.iter().map(|u| WireContent::ToolUse {
                 id: wire_id(&u.id),
                 name: &u.name,
-                input: &u.input,
+                // The API takes only an object; arguments that did not parse (kept as the
+                // model's text) go back as an empty one beside the error result.
+                input: if u.input.is_object() { &u.input } else { &EMPTY_INPUT },
             });
             ("assistant", text.into_iter().chain(uses).collect())
         }
@@ -419,12 +426,7 @@ impl StreamDecoder for Decoder {
                     let input = if json.trim().is_empty() {
                         start_input.unwrap_or_else(|| json!({}))
                     } else {
-                        serde_json::from_str(&json).map_err(|e| {
-                            bad(format!(
-                                "tool_use {id} ({name}) has an input that is not JSON ({e}): {}",
-                                excerpt(&json)
-                            ))
-                        })?
+                        crate::parse_tool_input(&json)
                     };
                     let id = ToolUseId::new(id).map_err(|e| bad(format!("tool_use id: {e}")))?;
                     tool_uses.push(ToolUse { id, name, input });
@@ -569,16 +571,6 @@ mod tests {
                 "never started",
             ),
             (
-                &[
-                    START,
-                    r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n"}}"#,
-                    r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{oops"}}"#,
-                    r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#,
-                    r#"{"type":"message_stop"}"#,
-                ],
-                "not JSON",
-            ),
-            (
                 &[START, r#"{"type":"message_stop"}"#],
                 "never gave a stop_reason",
             ),
@@ -588,6 +580,25 @@ mod tests {
             assert!(!error.retryable());
             assert!(error.to_string().contains(expected), "{error}");
         }
+    }
+
+    #[test]
+    fn an_input_that_is_not_json_reaches_the_log_as_written_and_goes_back_as_an_object() {
+        let reply = feed(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{oops"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        assert_eq!(reply.tool_uses[0].input, Value::String("{oops".into()));
+        let message = Message::Assistant {
+            text: String::new(),
+            tool_uses: reply.tool_uses,
+        };
+        let wire = serde_json::to_value(render_message(&message)).unwrap();
+        assert_eq!(wire["content"][0]["input"], serde_json::json!({}));
     }
 
     #[test]

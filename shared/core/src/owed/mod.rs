@@ -22,6 +22,11 @@
 //! alternative, `unclear` keeps it waiting. When the last use of a reply has its result, a model
 //! call is owed.
 //!
+//! A mistake the model can correct (arguments that are not a JSON object — a provider hands
+//! arguments it could not parse on as the JSON string the model wrote —, an unknown tool, a
+//! repeated id; the tool itself refuses arguments that break its schema) is answered with an
+//! error result the model sees on its next call, up to [`MAX_CORRECTIONS`] per turn.
+//!
 //! # When a model call is owed
 //! After a user line, a shown event, or all tool results of a reply; never while a call is open,
 //! a tool use is unresolved, or an event awaits its hook decision. A retryable failure owes the
@@ -128,6 +133,9 @@ struct Now {
     fuel: Option<Fuel>,
     /// The latest reply's tool uses, whole (their inputs are what a started tool runs with).
     uses: Vec<ToolUse>,
+    /// Mistaken tool uses answered with an error this turn ([`is_mistake`]); past
+    /// [`MAX_CORRECTIONS`] the turn ends instead of asking the model again.
+    mistakes: u32,
 }
 
 /// Every id the Log has used, so none is used twice.
@@ -288,11 +296,12 @@ impl Now {
         self.retry = None;
     }
 
-    /// New input: the model is owed a call, from a first attempt.
+    /// New input: the model is owed a call, from a first attempt, with its corrections anew.
     fn input(&mut self) {
         self.live = true;
         self.wants_call = true;
         self.retry = None;
+        self.mistakes = 0;
     }
 
     fn resolve(&mut self, id: &ToolUseId) {
@@ -303,6 +312,11 @@ impl Now {
         if resolved && !self.unresolved() && self.live {
             self.wants_call = true;
         }
+    }
+
+    /// The arguments of tool use `id` of the latest reply.
+    fn input_of(&self, id: &ToolUseId) -> Option<&serde_json::Value> {
+        self.uses.iter().find(|u| u.id == *id).map(|u| &u.input)
     }
 
     fn pending_mut(&mut self, id: &ToolUseId) -> Option<&mut PendingTool> {
@@ -400,7 +414,12 @@ impl Now {
                     self.running.push(id.clone());
                 }
             }
-            RecordBody::ToolResult { id, .. } => self.resolve(id),
+            RecordBody::ToolResult { id, refusal, .. } => {
+                if refusal.as_ref().is_some_and(is_mistake) {
+                    self.mistakes = self.mistakes.saturating_add(1);
+                }
+                self.resolve(id);
+            }
             RecordBody::Event { id, source, .. } => {
                 if !self.undecided.iter().any(|u| u.id == *id) {
                     self.undecided.push(Undecided {
@@ -444,6 +463,21 @@ impl Now {
             | RecordBody::Compaction { .. } => {}
         }
     }
+}
+
+/// How many mistaken tool uses ([`is_mistake`]) one turn may answer with an error and still ask
+/// the model again, so it can correct them; past it the turn ends (a model that keeps
+/// sending bad calls stops spending fuel).
+pub const MAX_CORRECTIONS: u32 = 4;
+
+/// The boundaries whose refusal is a mistake the model can correct by calling again: arguments
+/// that are not a JSON object or break the tool's schema (`tool-arguments`), a tool not
+/// offered (`tool-table`), a tool use id already used (`tool-use-id`).
+pub const MISTAKE_BOUNDARIES: [&str; 3] = ["tool-arguments", "tool-table", "tool-use-id"];
+
+/// Whether `refusal` answers a mistake the model can correct ([`MISTAKE_BOUNDARIES`]).
+pub fn is_mistake(refusal: &Refusal) -> bool {
+    MISTAKE_BOUNDARIES.contains(&refusal.boundary.as_str())
 }
 
 impl Seen {

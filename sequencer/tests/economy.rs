@@ -1,0 +1,149 @@
+//! Long sessions on real model wires: mistakes go back to the model, tool output is capped per
+//! model. A real hubd on a real nats-server; the model is a local HTTP server speaking the
+//! OpenAI and Anthropic APIs with scripted answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::chat::{ChatServer, Turn};
+use common::*;
+use l3m_core::log::{Record, RecordBody};
+use sequencer::{Config, Exit, run_agent};
+use tokio_util::sync::CancellationToken;
+
+/// A configuration whose one model speaks `dialect` at `server`, with `extra` lines in its table.
+fn wire_config(dialect: &str, server: &ChatServer, extra: &str) -> Config {
+    Config::parse(&format!(
+        "default_model = \"m\"\n[models.m]\ndialect = \"{dialect}\"\nmodel = \"qwen2.5:7b\"\n\
+         base_url = \"{}\"\napi_key_env = \"KEY\"\n{extra}\n[sequencer]\nretry_backoff_ms = 1\n\
+         idle_exit_secs = 2\n",
+        server.base_url
+    ))
+    .unwrap()
+}
+
+fn factory(config: &Config) -> sequencer::ProviderFactory {
+    sequencer::model::provider_factory(
+        config.clone(),
+        std::env::temp_dir(),
+        Arc::new(|name: &str| (name == "KEY").then(|| "k".to_owned())),
+    )
+}
+
+async fn run_session(hub: &TestHub, config: Config) -> Vec<Record> {
+    let run = hub.run("demo", config.clone(), factory(&config)).await;
+    let exit = run_agent(run, CancellationToken::new()).await.unwrap();
+    assert_eq!(exit, Exit::Idle);
+    let log = hub.log("demo").await;
+    check_log(&log);
+    log
+}
+
+fn tool_results(log: &[Record]) -> Vec<(String, bool, Option<String>)> {
+    log.iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::ToolResult {
+                output,
+                is_error,
+                refusal,
+                ..
+            } => Some((
+                output.clone(),
+                *is_error,
+                refusal.as_ref().map(|r| r.boundary.clone()),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_then_schema_violating_arguments_are_corrected_in_the_same_turn() {
+    for dialect in ["openai", "anthropic"] {
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 20).await;
+        hub.letter("demo", "write a.txt").await;
+        let server = ChatServer::start(vec![
+            // Not JSON at all: cut off mid-object, as small local models do.
+            Turn::call("write_file", r#"{"path": "workspace/a.txt", "content": "#),
+            // JSON, but a field the schema does not have.
+            Turn::call("write_file", r#"{"file": "workspace/a.txt", "content": "one"}"#),
+            Turn::call("write_file", r#"{"path": "workspace/a.txt", "content": "one"}"#),
+            Turn::text("done"),
+        ])
+        .await;
+        let log = run_session(&hub, wire_config(dialect, &server, "")).await;
+
+        let results = tool_results(&log);
+        assert_eq!(results.len(), 3, "{dialect}: {results:?}");
+        assert!(results[0].0.contains("not a JSON object"), "{results:?}");
+        assert_eq!(results[0].2.as_deref(), Some("tool-arguments"));
+        assert!(results[1].1 && results[1].0.contains("file"), "{results:?}");
+        assert_eq!(results[1].2.as_deref(), Some("tool-arguments"));
+        assert_eq!((results[2].1, results[2].2.as_deref()), (false, None));
+        assert_eq!(
+            std::fs::read(hub.acr("demo").join("workspace/a.txt")).unwrap(),
+            b"one"
+        );
+        assert!(
+            !log.iter()
+                .any(|r| matches!(r.body, RecordBody::CallFailed { .. })),
+            "{dialect}: no call failed: {:?}",
+            kinds(&log)
+        );
+        assert_eq!(assistant_texts(&log).last().unwrap(), "done");
+        // One turn: the line, four calls, one turn-end.
+        assert_eq!(kinds(&log).iter().filter(|k| **k == "turn-end").count(), 1);
+        // The model saw each error on the call after its mistake.
+        let received = server.received();
+        assert_eq!(received.len(), 4);
+        let second = received[1].to_string();
+        assert!(second.contains("not a JSON object"), "{dialect}: {second}");
+        let third = received[2].to_string();
+        assert!(third.contains("unknown field"), "{dialect}: {third}");
+    }
+}
+
+/// The content of the last tool result an OpenAI request carries.
+fn last_tool_message(request: &serde_json::Value) -> &str {
+    let messages = request["messages"].as_array().unwrap();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").unwrap();
+    result["content"].as_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_900_kb_read_reaches_the_model_cut_at_its_cap_with_a_note() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let workspace = hub.acr("demo").join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let line = "0123456789 the quick brown fox jumps over the lazy dog, again and again\n";
+    let big = line.repeat(900 * 1024 / line.len());
+    std::fs::write(workspace.join("big.txt"), &big).unwrap();
+    hub.letter("demo", "read big.txt").await;
+    let server = ChatServer::start(vec![
+        Turn::call("read_file", r#"{"path": "workspace/big.txt"}"#),
+        Turn::call(
+            "read_file",
+            r#"{"path": "workspace/big.txt", "from_line": 50, "to_line": 51}"#,
+        ),
+        Turn::text("done"),
+    ])
+    .await;
+    let log = run_session(&hub, wire_config("openai", &server, "tool_output_cap = 8192")).await;
+
+    let received = server.received();
+    assert_eq!(received.len(), 3);
+    let content = last_tool_message(&received[1]);
+    assert!(content.len() <= 8192, "{} bytes reached the model", content.len());
+    assert!(big.starts_with(content.split("\n(l3m) output cut").next().unwrap()));
+    assert!(
+        content.contains("output cut at 8192 bytes") && content.contains("from_line"),
+        "{content}"
+    );
+    // The range it then asked for came back whole.
+    assert_eq!(last_tool_message(&received[2]), line.repeat(2));
+    assert_eq!(assistant_texts(&log).last().unwrap(), "done");
+}
