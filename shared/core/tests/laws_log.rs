@@ -23,7 +23,7 @@ use l3m_core::log::{
 };
 use l3m_core::names::Entity;
 use l3m_core::owed::{Owed, PlanInput, Signal, close_open, journal, plan};
-use l3m_core::view::{Message, Part, View, ViewFold, view};
+use l3m_core::view::{Message, Part, View, ViewFold, view, view_bytes};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -1039,5 +1039,87 @@ proptest! {
                 prop_assert_eq!(owed.tool_use(&u.id), Some(u));
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compaction at the window
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 128,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Wherever a sequencer starts a call, compacting the oldest span the fold names keeps the
+    /// tail after it exactly as it was (so the call answers the same last message), shows the
+    /// summary first, keeps the view well formed, and a rewind to before the compaction or a
+    /// fork after it gives the view a fresh fold of those records gives.
+    #[test]
+    fn compacting_the_oldest_span_keeps_the_tail(acts in driven_acts(), keep in 0u64..4000) {
+        let d = driven(&acts);
+        let records = d.log.records().to_vec();
+        let mut fold = ViewFold::new();
+        for (i, r) in records.iter().enumerate() {
+            if matches!(r.body, RecordBody::CallStarted { .. }) {
+                let before = fold.view().clone();
+                if let Some(span) = fold.oldest_span(keep) {
+                    let mut compacted = records[..i].to_vec();
+                    compacted.push(Record {
+                        seq: i as u64,
+                        at_ms: 0,
+                        body: RecordBody::Compaction { from: span.from, to: span.to, summary: "S".into() },
+                    });
+                    let after = view(&compacted);
+                    let kept = before.messages.len() - span.messages;
+                    prop_assert!(after.messages.len() > kept);
+                    let cut = after.messages.len() - kept;
+                    prop_assert_eq!(&after.messages[cut..], &before.messages[span.messages..]);
+                    let shows_summary = after.messages[..cut].iter().any(|m| matches!(
+                        m,
+                        Message::User { content } if content.iter().any(|p| matches!(p, Part::Text { text } if text.ends_with(": S")))
+                    ));
+                    prop_assert!(shows_summary, "{:?}", after.messages);
+                    prop_assert!(view_bytes(&after) <= view_bytes(&before) + 64);
+                    if let Err(e) = well_formed(&after, true) {
+                        prop_assert!(false, "compacted at seq {}: {}", i, e);
+                    }
+                    // A rewind to before the compaction restores the view it compacted.
+                    let mut rewound = compacted.clone();
+                    rewound.push(Record {
+                        seq: i as u64 + 1,
+                        at_ms: 0,
+                        body: RecordBody::Rewind { to: i as u64 - 1, reason: "back".into() },
+                    });
+                    let mut settled = records[..i].to_vec();
+                    settled.push(Record { seq: i as u64, at_ms: 0, body: RecordBody::Rewind { to: i as u64 - 1, reason: "back".into() } });
+                    prop_assert_eq!(view(&rewound), view(&settled));
+                    // A fork after it starts from the same compacted view.
+                    let forked = l3m_core::owed::fork_log(compacted.clone(), "fork", 0);
+                    prop_assert_eq!(&view(&forked).messages[..after.messages.len()], &after.messages[..]);
+                }
+            }
+            fold.advance(r);
+        }
+    }
+
+    /// The estimate never counts fewer tokens than the rate it observed, and the bytes it
+    /// allows for a token budget never estimate over that budget.
+    #[test]
+    fn token_estimate_errs_high_and_inverts_safely(
+        observed in vec((1u64..1_000_000, 1u64..400_000), 0..6),
+        bytes in 0u64..10_000_000,
+        budget in 0u64..1_000_000,
+    ) {
+        let mut estimate = l3m_core::view::TokenEstimate::default();
+        for (b, t) in &observed {
+            estimate.observe(*b, *t);
+        }
+        let (sum_b, sum_t) = observed.iter().fold((0u64, 0u64), |(b, t), (x, y)| (b + x, t + y));
+        if sum_b > 0 {
+            prop_assert!(u128::from(estimate.tokens(bytes)) * u128::from(sum_b) >= u128::from(bytes) * u128::from(sum_t));
+        }
+        prop_assert!(estimate.tokens(estimate.bytes(budget)) <= budget + 1);
     }
 }

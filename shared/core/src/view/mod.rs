@@ -54,6 +54,8 @@
 //! - this module: [`View`], [`view`], [`ViewFold`];
 //! - `chain`: which state each record leaves the conversation in (rewinds, epochs);
 //! - `conversation`: the fold state and how each record lowers into it;
+//! - `economy`: what a view costs ([`TokenEstimate`], [`Window`]) and which oldest span a
+//!   compaction summarizes ([`ViewFold::oldest_span`], [`summary_request`]);
 //! - `narrate`: the harness's wording for what it tells the model.
 
 use std::collections::HashMap;
@@ -182,9 +184,14 @@ impl ViewFold {
 
 mod chain;
 mod conversation;
+mod economy;
 mod narrate;
 #[cfg(test)]
 mod tests;
 
 use chain::{Chain, Step, replay};
 use conversation::Conversation;
+pub use economy::{
+    OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window, message_bytes,
+    summary_request, view_bytes,
+};

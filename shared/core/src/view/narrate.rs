@@ -36,3 +36,8 @@ pub fn budget(summary: &str, left: &Fuel) -> String {
 pub fn summary(summary: &str) -> String {
     format!("(l3m) summary of earlier conversation: {summary}")
 }
+
+pub const SUMMARIZE: &str = "(l3m) You are summarizing the oldest part of an agent's conversation so \
+it fits the model's context window. Write a compact summary that keeps what the agent needs to go \
+on: the task and who asked, decisions made, files and refs touched, facts learnt, and what was \
+left to do. Answer with the summary only.";
