@@ -147,3 +147,90 @@ async fn a_900_kb_read_reaches_the_model_cut_at_its_cap_with_a_note() {
     assert_eq!(last_tool_message(&received[2]), line.repeat(2));
     assert_eq!(assistant_texts(&log).last().unwrap(), "done");
 }
+
+/// Whether `body` is a compaction's summary request, in either dialect.
+fn is_summary_request(body: &serde_json::Value) -> bool {
+    let system = match &body["system"] {
+        serde_json::Value::Null => body["messages"][0]["content"].to_string(),
+        system => system.to_string(),
+    };
+    system.contains("You are summarizing")
+}
+
+/// A long session against a model with a 16k-token window: every call reads a large file or
+/// writes a small one, so the history outgrows the window many times over. The session
+/// completes; every request, summaries included, fits the window; the Log keeps everything.
+/// `L3M_LONG_SESSION=1` runs the 500-call session; CI runs 60 calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_compacts_and_never_sends_over_the_window() {
+    let calls: usize = if std::env::var_os("L3M_LONG_SESSION").is_some() {
+        500
+    } else {
+        60
+    };
+    const WINDOW: u64 = 16_384;
+    const MAX_TOKENS: u64 = 2048;
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 4 * calls as u64).await;
+    let workspace = hub.acr("demo").join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let notes: String = (0..800)
+        .map(|i| format!("note {i}: the build passes on every platform we try\n"))
+        .collect();
+    std::fs::write(workspace.join("notes.txt"), notes).unwrap();
+    hub.letter("demo", "go through the notes and keep a log").await;
+    let server = ChatServer::start(vec![]).await;
+    let mut agent_calls = 0;
+    let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = counter.clone();
+    server.then(move |_, body| {
+        if is_summary_request(body) {
+            return Turn::text("summary: read the notes, kept a log in workspace/log-*.txt");
+        }
+        let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match n {
+            n if n + 1 >= calls => Turn::text("done"),
+            n if n % 2 == 0 => Turn::call("read_file", r#"{"path": "workspace/notes.txt"}"#),
+            n => Turn::call(
+                "write_file",
+                &format!(r#"{{"path": "workspace/log-{n}.txt", "content": "read the notes again"}}"#),
+            ),
+        }
+    });
+    agent_calls += calls;
+    let config = wire_config(
+        "openai",
+        &server,
+        &format!("context_window = {WINDOW}\nmax_tokens = {MAX_TOKENS}"),
+    );
+    let mut config = config;
+    config.sequencer.max_tokens = MAX_TOKENS as u32;
+    let log = run_session(&hub, config).await;
+
+    assert_eq!(assistant_texts(&log).last().unwrap(), "done");
+    let sizes = server.sizes();
+    for (i, size) in sizes.iter().enumerate() {
+        let tokens = (*size as u64).div_ceil(4);
+        assert!(
+            tokens + MAX_TOKENS <= WINDOW,
+            "request {i} of {size} bytes ({tokens} tokens) does not fit the window"
+        );
+    }
+    let compactions = kinds(&log).iter().filter(|k| **k == "compaction").count();
+    let summaries = server.received().iter().filter(|b| is_summary_request(b)).count();
+    let largest = sizes.iter().max().copied().unwrap_or(0);
+    println!(
+        "{calls} calls: {compactions} compactions; largest request {largest} bytes \
+         (~{} tokens of a {WINDOW}-token window)",
+        largest.div_ceil(4)
+    );
+    assert!(compactions >= 3, "only {compactions} compactions");
+    assert_eq!(compactions, summaries);
+    assert_eq!(sizes.len(), agent_calls + summaries);
+    // The Log keeps every result, compacted or not.
+    let results = kinds(&log).iter().filter(|k| **k == "tool-result").count();
+    assert_eq!(results, calls - 1);
+    // And the view the next call would see is the compacted one.
+    let view = l3m_core::view::view(&log);
+    assert!(l3m_core::view::view_bytes(&view) < WINDOW * 3);
+}

@@ -34,6 +34,7 @@ impl Session {
             }
             Input::Oversized(call, error) => self.oversized(call, error),
             Input::Control(request, reply) => self.control(request, reply),
+            Input::Summary(summary) => self.summarized(summary),
         }
         None
     }

@@ -35,6 +35,7 @@ use crate::{Exit, SequencerError, now_ms};
 use l3m_wire::control::{ControlReply, ControlRequest, Status};
 
 mod activities;
+mod compact;
 mod intake;
 mod state;
 
@@ -62,6 +63,8 @@ pub(crate) enum Input {
     Control(ControlRequest, oneshot::Sender<ControlReply>),
     /// The lease was lost.
     LeaseLost(String),
+    /// A compaction's summary came back.
+    Summary(compact::Summary),
 }
 
 /// One model of the session: its provider, the model id asked, and its own notes.
@@ -94,6 +97,8 @@ pub(crate) struct Session {
     running: Running,
     /// What this pass stages, and what waits for its append.
     buffer: PassBuffer,
+    /// The token estimate and the compaction under way.
+    economy: compact::Economy,
 }
 
 /// How a pass ended.
@@ -133,6 +138,7 @@ impl Session {
             },
             running: Running::default(),
             buffer: PassBuffer::default(),
+            economy: compact::Economy::default(),
             grant,
         }
     }
@@ -143,7 +149,10 @@ impl Session {
         self.log.fold.advance(record);
         match &record.body {
             RecordBody::CallStarted { .. } => self.log.bytes_since_call = 0,
-            RecordBody::AssistantReply { .. } => self.log.oversized_in_a_row = 0,
+            RecordBody::AssistantReply { usage, .. } => {
+                self.log.oversized_in_a_row = 0;
+                self.calibrate(usage);
+            }
             RecordBody::GrantChange { grants_commit, .. } => {
                 self.log.grants_commit = Some(grants_commit.clone());
             }
@@ -277,7 +286,9 @@ impl Session {
         let mut planned = Vec::new();
         if stop.is_none() {
             self.hooks();
-            planned = self.plan()?;
+            if !self.compaction_first() {
+                planned = self.plan()?;
+            }
         }
         self.append().await?;
         self.start(&planned);

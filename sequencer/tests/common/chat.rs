@@ -39,9 +39,11 @@ impl Turn {
 #[derive(Default)]
 struct Script {
     turns: Mutex<VecDeque<Turn>>,
-    /// Answers once the turns run out, if set.
-    fallback: Mutex<Option<Box<dyn Fn(usize) -> Turn + Send>>>,
+    /// Answers once the turns run out, if set: from the request's index and body.
+    fallback: Mutex<Option<Box<dyn Fn(usize, &Value) -> Turn + Send>>>,
     received: Mutex<Vec<Value>>,
+    /// Each request body's length in bytes, as sent.
+    sizes: Mutex<Vec<usize>>,
 }
 
 /// The server.
@@ -70,9 +72,14 @@ impl ChatServer {
         }
     }
 
-    /// Answers with `make(n)` (n = the request's index) once the scripted turns run out.
-    pub fn then(&self, make: impl Fn(usize) -> Turn + Send + 'static) {
+    /// Answers with `make(n, body)` (n = the request's index) once the scripted turns run out.
+    pub fn then(&self, make: impl Fn(usize, &Value) -> Turn + Send + 'static) {
         *self.script.fallback.lock().unwrap() = Some(Box::new(make));
+    }
+
+    /// Every request body's length in bytes, in order.
+    pub fn sizes(&self) -> Vec<usize> {
+        self.script.sizes.lock().unwrap().clone()
     }
 
     /// Every request body received, in order.
@@ -81,20 +88,23 @@ impl ChatServer {
     }
 }
 
-fn next(script: &Script, body: Bytes) -> Turn {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let n = {
-        let mut received = script.received.lock().unwrap();
-        received.push(body);
-        received.len() - 1
-    };
-    if let Some(turn) = script.turns.lock().unwrap().pop_front() {
-        return turn;
-    }
-    match &*script.fallback.lock().unwrap() {
-        Some(make) => make(n),
-        None => Turn::text("(the script ran out)"),
-    }
+/// The tokens this server's model bills for a request: one per four bytes of its body.
+pub fn tokens_of(body: &[u8]) -> u64 {
+    (body.len() as u64).div_ceil(4)
+}
+
+fn next(script: &Script, bytes: &Bytes) -> Turn {
+    let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let n = script.received.lock().unwrap().len();
+    let turn = script.turns.lock().unwrap().pop_front().unwrap_or_else(|| {
+        match &*script.fallback.lock().unwrap() {
+            Some(make) => make(n, &body),
+            None => Turn::text("(the script ran out)"),
+        }
+    });
+    script.received.lock().unwrap().push(body);
+    script.sizes.lock().unwrap().push(bytes.len());
+    turn
 }
 
 fn sse(events: Vec<String>) -> Response {
@@ -105,7 +115,8 @@ fn sse(events: Vec<String>) -> Response {
 }
 
 async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
-    let turn = next(&script, body);
+    let turn = next(&script, &body);
+    let tokens = tokens_of(&body);
     let data = |v: Value| format!("data: {v}\n\n");
     let chunk = |delta: Value, finish: Value| {
         data(json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
@@ -123,18 +134,18 @@ async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     out.push(chunk(json!({}), json!(finish)));
     out.push(data(json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
         "model": "m", "choices": [],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})));
+        "usage": {"prompt_tokens": tokens, "completion_tokens": 10, "total_tokens": tokens + 10}})));
     out.push("data: [DONE]\n\n".into());
     sse(out)
 }
 
 async fn anthropic(State(script): State<Arc<Script>>, body: Bytes) -> Response {
-    let turn = next(&script, body);
+    let turn = next(&script, &body);
+    let tokens = tokens_of(&body);
     let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
     let mut out = vec![
         event("message_start", json!({"type": "message_start", "message": {"id": "m",
-            "usage": {"input_tokens": 100, "output_tokens": 1,
-                      "cache_read_input_tokens": 80, "cache_creation_input_tokens": 20}}})),
+            "usage": {"input_tokens": tokens, "output_tokens": 1}}})),
         event("content_block_start", json!({"type": "content_block_start", "index": 0,
             "content_block": {"type": "text", "text": ""}})),
         event("content_block_delta", json!({"type": "content_block_delta", "index": 0,

@@ -961,7 +961,7 @@ fn started(call: CallId) -> RecordBody {
 
 proptest! {
     /// The Log is folded for spend in one place (`Owed::spent`): it counts one call per
-    /// `call-started`, never decreases along a Log — rewinds give nothing back — and charges
+    /// `call-started` and per `compaction` (a summary call), never decreases along a Log — rewinds give nothing back — and charges
     /// bytes only from the budget change journaled with a call.
     #[test]
     fn spend_is_folded_once_and_never_given_back(log in arbitrary_log(), drop_bytes in 0u64..500) {
@@ -981,7 +981,10 @@ proptest! {
             prop_assert!(now.model_calls >= last.model_calls && now.bytes >= last.bytes);
             last = now;
         }
-        let calls = records.iter().filter(|r| matches!(r.body, RecordBody::CallStarted { .. })).count() as u64;
+        let calls = records
+            .iter()
+            .filter(|r| matches!(r.body, RecordBody::CallStarted { .. } | RecordBody::Compaction { .. }))
+            .count() as u64;
         prop_assert_eq!(owed.spent().model_calls, calls);
         prop_assert!(owed.spent().bytes >= drop_bytes);
     }

@@ -31,7 +31,8 @@
 //! After a user line, a shown event, or all tool results of a reply; never while a call is open,
 //! a tool use is unresolved, or an event awaits its hook decision. A retryable failure owes the
 //! call again (attempt + 1, up to the caller's limit, after which the turn ends). Fuel: the
-//! `left` of the last `budget-change`, less one model call per call started since; with no model
+//! `left` of the last `budget-change`, less one model call per call started (or compaction
+//! summarized) since; with no model
 //! calls or no bytes left the agent stops with `out-of-fuel`. Interrupts, rewinds, turn ends,
 //! out-of-fuel and a new epoch end the turn: nothing more is owed until new input. A rewind and
 //! a new epoch also drop what the old conversation was waiting for (unstarted tool uses,
@@ -160,7 +161,8 @@ impl Owed {
     /// Folds in the next record.
     pub fn apply(&mut self, record: &Record) {
         match &record.body {
-            RecordBody::CallStarted { .. } => {
+            // A compaction's summary is a model call too, and is charged as one.
+            RecordBody::CallStarted { .. } | RecordBody::Compaction { .. } => {
                 self.spent.model_calls = self.spent.model_calls.saturating_add(1);
             }
             RecordBody::BudgetChange { left, .. } if self.after_call => {
@@ -236,7 +238,8 @@ impl Owed {
         self.now.turn_end_owed()
     }
 
-    /// What this Log has spent: one model call per `call-started`, and the bytes charged with
+    /// What this Log has spent: one model call per `call-started` and per `compaction` (its
+    /// summary was a model call), and the bytes charged with
     /// it (the drop in bytes left from the budget change before to the one journaled with the
     /// call). Rewinds give nothing back: what was spent was spent.
     pub fn spent(&self) -> Fuel {
@@ -458,9 +461,12 @@ impl Now {
                 self.end_turn();
             }
             RecordBody::TurnEnd | RecordBody::OutOfFuel { .. } => self.end_turn(),
-            RecordBody::SystemPrompt { .. }
-            | RecordBody::GrantChange { .. }
-            | RecordBody::Compaction { .. } => {}
+            RecordBody::Compaction { .. } => {
+                if let Some(fuel) = &mut self.fuel {
+                    fuel.model_calls = fuel.model_calls.saturating_sub(1);
+                }
+            }
+            RecordBody::SystemPrompt { .. } | RecordBody::GrantChange { .. } => {}
         }
     }
 }

@@ -1,0 +1,158 @@
+//! Compaction at the window: before a call whose request would near the model's context
+//! window, ask the model for a summary of the oldest span, journal it as a `compaction` record,
+//! and only then start the call, on the compacted view.
+//!
+//! What is measured is core's ([`view_bytes`] of the view, plus the tools and notes the request
+//! carries); the bytes become tokens through a [`TokenEstimate`] that every reply's reported
+//! usage calibrates, so the estimate follows the model actually asked. The summary is asked
+//! for off the writer (the pass never waits on the world); until it comes, no call starts. A
+//! summary that fails becomes the harness's own short account of what was elided, so a
+//! request over the window is never sent.
+
+use l3m_core::view::{
+    OldestSpan, TokenEstimate, Window, message_bytes, summary_request, view_bytes,
+};
+
+use super::*;
+
+/// The economy of the writer: the estimate it calibrates, what the last request measured,
+/// and the compaction under way.
+#[derive(Debug, Default)]
+pub(crate) struct Economy {
+    pub(crate) estimate: TokenEstimate,
+    /// Measured bytes of the request last sent, to calibrate on its reply's usage.
+    pub(crate) sent_bytes: u64,
+    /// A summary asked for and not yet journaled.
+    pub(crate) compacting: Option<OldestSpan>,
+}
+
+/// A summary's outcome, back from the model.
+#[derive(Debug)]
+pub(crate) struct Summary {
+    pub(crate) span: OldestSpan,
+    pub(crate) text: Result<String, String>,
+}
+
+impl Session {
+    /// The model's window as the session sees it.
+    fn window(&self) -> Window {
+        Window {
+            tokens: u64::from(self.models.economy.context_window),
+            reply: u64::from(self.limits.max_tokens),
+        }
+    }
+
+    /// The measured bytes of the request the next call would send.
+    pub(super) fn request_bytes(&self) -> u64 {
+        let tools: u64 = self
+            .specs
+            .iter()
+            .map(|t| (t.name.len() + t.description.len() + t.input_schema.to_string().len()) as u64)
+            .sum();
+        let notes = self.models.primary.2.as_deref().map_or(0, str::len) as u64;
+        view_bytes(self.log.fold.view()) + tools + notes
+    }
+
+    /// Calibrates the estimate on a reply's usage.
+    pub(super) fn calibrate(&mut self, usage: &l3m_core::log::Usage) {
+        let billed = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        self.economy.estimate.observe(self.economy.sent_bytes, billed);
+    }
+
+    /// Whether the pass must wait for a compaction instead of planning: one is under way, or a
+    /// call is owed whose request would near the window and a span can be compacted (then one
+    /// is started).
+    pub(super) fn compaction_first(&mut self) -> bool {
+        if self.economy.compacting.is_some() {
+            return true;
+        }
+        let owed = &self.log.owed;
+        if !owed.call_owed() || owed.fuel_short().is_some() {
+            return false;
+        }
+        let window = self.window();
+        let fixed = self.request_bytes() - view_bytes(self.log.fold.view());
+        if !window.needs_compaction(self.economy.estimate.tokens(self.request_bytes())) {
+            return false;
+        }
+        let keep = self
+            .economy
+            .estimate
+            .bytes(window.keep())
+            .saturating_sub(fixed);
+        let Some(span) = self.log.fold.oldest_span(keep) else {
+            return false;
+        };
+        self.start_summary(span, window);
+        true
+    }
+
+    fn start_summary(&mut self, span: OldestSpan, window: Window) {
+        let summary_tokens = (window.input_budget() / 12).max(64);
+        let room = self
+            .economy
+            .estimate
+            .bytes(window.input_budget().saturating_sub(summary_tokens))
+            .saturating_sub(2048);
+        let messages = &self.log.fold.view().messages[..span.messages];
+        let request = ModelRequest {
+            model: self.models.primary.1.clone(),
+            view: summary_request(messages, usize::try_from(room).unwrap_or(usize::MAX)),
+            notes: None,
+            tools: Vec::new(),
+            max_tokens: u32::try_from(summary_tokens).unwrap_or(u32::MAX),
+            call: match CallId::new(format!("compact-{}", self.log.owed.next_seq())) {
+                Ok(call) => call,
+                Err(_) => return,
+            },
+        };
+        let elided: u64 = messages.iter().map(message_bytes).sum();
+        let limit = usize::try_from(self.economy.estimate.bytes(summary_tokens)).unwrap_or(0);
+        let provider = Arc::clone(&self.models.primary.0);
+        let tx = self.tx.clone();
+        self.economy.compacting = Some(span);
+        tracing::info!(agent = %self.agent, from = span.from, to = span.to, "compacting");
+        tokio::spawn(async move {
+            let text = match provider.complete(&request).await {
+                Ok(reply) if !reply.text.trim().is_empty() => Ok(cut(reply.text, limit)),
+                Ok(_) => Err("the model answered with no summary".to_owned()),
+                Err(e) => Err(e.to_string()),
+            }
+            .map_err(|e| {
+                format!(
+                    "(the model could not summarize: {e}) {} earlier messages ({elided} bytes) \
+                     were elided; the full history stays in the Log",
+                    span.messages
+                )
+            });
+            let _closed = tx.send(Input::Summary(Summary { span, text }));
+        });
+    }
+
+    /// Journals a summary that came back (or the account that stands in for one).
+    pub(super) fn summarized(&mut self, summary: Summary) {
+        if self.economy.compacting != Some(summary.span) {
+            return;
+        }
+        self.economy.compacting = None;
+        let text = summary.text.unwrap_or_else(|account| account);
+        self.signal_or_drop(Signal::Compact {
+            from: summary.span.from,
+            to: summary.span.to,
+            summary: text,
+        });
+    }
+}
+
+/// `text` cut to about `limit` bytes at a character boundary.
+fn cut(mut text: String, limit: usize) -> String {
+    if text.len() > limit.max(64) {
+        let mut at = limit.max(64);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+        text.push_str(" [cut]");
+    }
+    text
+}
