@@ -54,16 +54,45 @@ pub struct Body<'a> {
     max_tokens: u32,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
+    system: Option<[SystemBlock; 1]>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
 }
 
+/// A prompt-cache breakpoint: the provider caches the prompt up to and including the block
+/// that carries it, and a later request whose prefix is byte-identical reads it from the cache.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Breakpoint {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Option<Breakpoint> = Some(Breakpoint { kind: "ephemeral" });
+
+/// The system prompt as one text block, so it can carry a breakpoint.
+#[derive(Debug, Serialize)]
+struct SystemBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Breakpoint>,
+}
+
 #[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Vec<WireContent<'a>>,
+    content: Vec<CachedBlock<'a>>,
+}
+
+/// One content block and its breakpoint, if it carries one.
+#[derive(Debug, Serialize)]
+struct CachedBlock<'a> {
+    #[serde(flatten)]
+    content: WireContent<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Breakpoint>,
 }
 
 #[derive(Debug, Serialize)]
@@ -89,29 +118,48 @@ struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Breakpoint>,
 }
 
-/// The request body for `request`.
+/// The request body for `request`, with prompt-cache breakpoints on its stable parts: the last
+/// tool and the system prompt (the API orders tools, then system, then messages), and the last
+/// block of each of the last two user turns. The view only ever appends between calls, so the
+/// previous request's last breakpoint is this one's second-to-last, at the same bytes: the
+/// whole history but the newest turn is read from the cache. Four breakpoints, the API's most.
 pub fn render(request: &ModelRequest) -> Body<'_> {
     let system = request.system_prompt();
+    let mut messages: Vec<WireMessage<'_>> = request
+        .view
+        .messages
+        .iter()
+        .filter_map(render_message)
+        .collect();
+    for message in messages.iter_mut().rev().filter(|m| m.role == "user").take(2) {
+        if let Some(last) = message.content.last_mut() {
+            last.cache_control = EPHEMERAL;
+        }
+    }
+    let last_tool = request.tools.len().saturating_sub(1);
     Body {
         model: &request.model,
         max_tokens: request.max_tokens,
         stream: true,
-        system: (!system.is_empty()).then_some(system),
-        messages: request
-            .view
-            .messages
-            .iter()
-            .filter_map(render_message)
-            .collect(),
+        system: (!system.is_empty()).then_some([SystemBlock {
+            kind: "text",
+            text: system,
+            cache_control: EPHEMERAL,
+        }]),
+        messages,
         tools: request
             .tools
             .iter()
-            .map(|t| WireTool {
+            .enumerate()
+            .map(|(i, t)| WireTool {
                 name: &t.name,
                 description: &t.description,
                 input_schema: &t.input_schema,
+                cache_control: if i == last_tool { EPHEMERAL } else { None },
             })
             .collect(),
     }
@@ -170,6 +218,13 @@ fn render_message(message: &Message) -> Option<WireMessage<'_>> {
             ("user", results.chain(texts).collect())
         }
     };
+    let content: Vec<CachedBlock<'_>> = content
+        .into_iter()
+        .map(|content| CachedBlock {
+            content,
+            cache_control: None,
+        })
+        .collect();
     (!content.is_empty()).then_some(WireMessage { role, content })
 }
 
