@@ -1024,7 +1024,7 @@ proptest! {
             owed.apply(r);
             match &r.body {
                 RecordBody::BudgetChange { left, .. } => fuel = Some(*left),
-                RecordBody::CallStarted { .. } => {
+                RecordBody::CallStarted { .. } | RecordBody::Compaction { .. } => {
                     if let Some(f) = &mut fuel {
                         f.model_calls = f.model_calls.saturating_sub(1);
                     }
@@ -1124,5 +1124,51 @@ proptest! {
             prop_assert!(u128::from(estimate.tokens(bytes)) * u128::from(sum_b) >= u128::from(bytes) * u128::from(sum_t));
         }
         prop_assert!(estimate.tokens(estimate.bytes(budget)) <= budget + 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A lean view
+
+fn fuel_strategy() -> impl Strategy<Value = Fuel> {
+    (0u64..12, 0u64..200_000, 0u64..3).prop_map(|(model_calls, bytes, wakes)| Fuel {
+        model_calls,
+        bytes,
+        wakes,
+    })
+}
+
+proptest! {
+    /// The view narrates exactly the budget changes that matter (`budget_matters` against the
+    /// budget before), and a session whose fuel only goes down without running low reads no
+    /// budget line at all, however many calls it makes.
+    #[test]
+    fn budget_lines_only_when_they_matter(changes in vec(fuel_strategy(), 0..30), start in 4u64..1000) {
+        use l3m_core::view::{LOW_BYTES, LOW_CALLS, budget_matters};
+        let mut bodies = vec![RecordBody::SystemPrompt { text: "p".into(), continues: false }];
+        let mut before: Option<Fuel> = None;
+        let mut shown = 0;
+        for left in &changes {
+            bodies.push(RecordBody::BudgetChange { left: *left, summary: "s".into() });
+            shown += usize::from(budget_matters(before.as_ref(), left));
+            before = Some(*left);
+        }
+        let budget_lines = |v: &View| v.messages.iter().map(|m| match m {
+            Message::User { content } => content.iter().filter(|p| matches!(p, Part::Text { text } if text.starts_with("(l3m) your budget"))).count(),
+            Message::Assistant { .. } => 0,
+        }).sum::<usize>();
+        prop_assert_eq!(budget_lines(&view(&log_of(bodies))), shown);
+
+        // Calls that only spend, never low: no budget line.
+        let mut bodies = vec![RecordBody::SystemPrompt { text: "p".into(), continues: false }];
+        let calls = start.min(40);
+        for n in 0..calls {
+            bodies.push(RecordBody::UserLine { from: alice(), text: format!("line {n}") });
+            bodies.push(RecordBody::BudgetChange {
+                left: Fuel { model_calls: LOW_CALLS + 1 + calls - n, bytes: LOW_BYTES + 1000 * (calls - n), wakes: 1 },
+                summary: "a model call".into(),
+            });
+        }
+        prop_assert_eq!(budget_lines(&view(&log_of(bodies))), 0);
     }
 }

@@ -27,9 +27,11 @@
 //!   too, so the summary always stands for one stretch and the view keeps its shape (a view
 //!   that ended with a user turn still does). A span with nothing visible adds nothing. The
 //!   summary's own origin is the compaction record, so a later compaction can swallow it.
-//! - **Narration.** Grant changes, budget changes and shown events become neutral text parts of
-//!   the next user turn, in record order, after that turn's tool results (providers want results
-//!   first). An event is shown where its `hook-decision{show}` is journaled; an event with no
+//! - **Narration.** Grant changes, budget changes that matter and shown events become neutral
+//!   text parts of the next user turn, in record order, after that turn's tool results
+//!   (providers want results first). A budget change matters when fuel was raised (a regrant, a
+//!   new loan) or what is left is low or gone ([`budget_matters`]); the charge of an ordinary
+//!   call is never narrated, so a session that never runs low reads no budget line. An event is shown where its `hook-decision{show}` is journaled; an event with no
 //!   decision yet is not shown. With no hook the sequencer journals the harness's own decision
 //!   ([`Disposition::without_hook`](crate::log::Disposition::without_hook)), so every shown event
 //!   has a decision a replay can read.
@@ -191,6 +193,7 @@ mod tests;
 
 use chain::{Chain, Step, replay};
 use conversation::Conversation;
+pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters};
 pub use economy::{
     OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window, message_bytes,
     summary_request, view_bytes,

@@ -2,6 +2,22 @@
 
 use super::{EventSource, Fuel};
 
+/// Model calls left at or below which every budget change is narrated.
+pub const LOW_CALLS: u64 = 3;
+
+/// Bytes left below which every budget change is narrated.
+pub const LOW_BYTES: u64 = 64 * 1024;
+
+/// Whether a budget change matters to the model, so the view narrates it: fuel was raised
+/// (a regrant, a new loan), or what is left is low or gone. The charge of an ordinary call
+/// matters to nobody, and is never narrated. `before` is the last budget the view saw.
+pub fn budget_matters(before: Option<&Fuel>, left: &Fuel) -> bool {
+    let raised = before.is_some_and(|b| {
+        left.model_calls > b.model_calls || left.bytes > b.bytes || left.wakes > b.wakes
+    });
+    raised || left.model_calls <= LOW_CALLS || left.bytes < LOW_BYTES
+}
+
 pub const NO_RESULT: &str = "(l3m) no result was recorded for this tool use";
 pub const REWOUND: &str =
     "(l3m) the conversation was rewound to before this tool use finished; it was not run again";
