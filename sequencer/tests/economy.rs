@@ -234,3 +234,129 @@ async fn a_long_session_compacts_and_never_sends_over_the_window() {
     let view = l3m_core::view::view(&log);
     assert!(l3m_core::view::view_bytes(&view) < WINDOW * 3);
 }
+
+/// Where `needle` last occurs in `hay`.
+fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).rposition(|w| w == needle)
+}
+
+const BREAKPOINT: &[u8] = br#","cache_control":{"type":"ephemeral"}"#;
+
+/// `body` without its cache breakpoints: the provider matches cached prefixes on content,
+/// and a breakpoint only says where to cache, so where the breakpoints sit may move.
+fn unmarked(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(at) = rest.windows(BREAKPOINT.len()).position(|w| w == BREAKPOINT) {
+        out.extend_from_slice(&rest[..at]);
+        rest = &rest[at + BREAKPOINT.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+/// The content of an Anthropic request up to its last breakpoint in the conversation, unmarked.
+fn cached_prefix(body: &[u8]) -> Vec<u8> {
+    let messages_end = rfind(body, br#"],"tools":["#).unwrap_or(body.len());
+    let at = rfind(&body[..messages_end], BREAKPOINT).expect("a breakpoint in the conversation");
+    unmarked(&body[..at])
+}
+
+/// The bytes of an OpenAI request up to the end of its message list.
+fn message_prefix(body: &[u8]) -> Vec<u8> {
+    let end = rfind(body, br#"],"tools":["#).unwrap_or(body.len() - 2);
+    body[..end].to_vec()
+}
+
+/// Bytes of the harness's own narration in a request: user texts that begin with `(l3m)`.
+fn narration_bytes(body: &serde_json::Value) -> usize {
+    let mut total = 0;
+    for message in body["messages"].as_array().unwrap() {
+        if message["role"] != "user" {
+            continue;
+        }
+        let texts: Vec<&str> = match &message["content"] {
+            serde_json::Value::String(s) => vec![s.as_str()],
+            serde_json::Value::Array(blocks) => blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect(),
+            _ => vec![],
+        };
+        total += texts
+            .iter()
+            .flat_map(|t| t.split("\n\n"))
+            .filter(|t| t.starts_with("(l3m)"))
+            .map(str::len)
+            .sum::<usize>();
+    }
+    total
+}
+
+/// The recorded requests of a 50-call session, in both dialects: each request's prefix is
+/// byte-identical to the previous request's (up to its last cache breakpoint for Anthropic,
+/// the breakpoints themselves aside; its whole message list for OpenAI), so the provider can
+/// serve it from its cache; the
+/// harness's narration is at most 2% of what is sent, and no budget line appears in a session
+/// that never runs low.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_50_call_session_sends_append_only_prefixes_and_little_narration() {
+    for (dialect, model) in [("anthropic", "claude-test"), ("openai", "gpt-4o")] {
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 200).await;
+        let workspace = hub.acr("demo").join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::write(workspace.join("plan.md"), "1. read\n2. write\n3. repeat\n").unwrap();
+        hub.letter("demo", "follow workspace/plan.md").await;
+        let server = ChatServer::start(vec![]).await;
+        server.then(move |n, _| match n {
+            49 => Turn::text("done"),
+            n if n % 2 == 0 => Turn::call("read_file", r#"{"path": "workspace/plan.md"}"#),
+            n => Turn::call(
+                "write_file",
+                &format!(r#"{{"path": "workspace/out-{n}.md", "content": "step {n}"}}"#),
+            ),
+        });
+        let config = Config::parse(&format!(
+            "default_model = \"m\"\n[models.m]\ndialect = \"{dialect}\"\nmodel = \"{model}\"\n\
+             base_url = \"{}\"\napi_key_env = \"KEY\"\n[sequencer]\nretry_backoff_ms = 1\n\
+             idle_exit_secs = 2\n",
+            server.base_url
+        ))
+        .unwrap();
+        let log = run_session(&hub, config).await;
+        assert_eq!(assistant_texts(&log).last().unwrap(), "done");
+
+        let raw = server.raw();
+        assert_eq!(raw.len(), 50, "{dialect}");
+        for i in 1..raw.len() {
+            let prefix = match dialect {
+                "anthropic" => cached_prefix(&raw[i - 1]),
+                _ => message_prefix(&raw[i - 1]),
+            };
+            let next = match dialect {
+                "anthropic" => unmarked(&raw[i]),
+                _ => raw[i].clone(),
+            };
+            assert!(
+                next.starts_with(&prefix),
+                "{dialect}: request {i} does not start with request {}'s {} bytes",
+                i - 1,
+                prefix.len()
+            );
+        }
+        let sent: usize = raw.iter().map(Vec::len).sum();
+        let narrated: usize = server.received().iter().map(narration_bytes).sum();
+        let share = narrated as f64 / sent as f64;
+        println!(
+            "{dialect}: 50 calls, {sent} request bytes, narration {narrated} bytes ({:.2}%)",
+            share * 100.0
+        );
+        assert!(share <= 0.02, "{dialect}: narration is {:.2}% of the request bytes", share * 100.0);
+        for body in server.received() {
+            assert!(!body.to_string().contains("your budget"), "{dialect}: a budget line was sent");
+        }
+        assert!(!kinds(&log).contains(&"compaction"));
+    }
+}

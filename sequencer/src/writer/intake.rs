@@ -91,12 +91,11 @@ impl Session {
         if self.log.grants_commit.as_deref() == Some(tip.as_str()) {
             return;
         }
-        let summary = if view.grant == self.grant.grant {
-            "the grants ref moved; the grant itself is unchanged".to_owned()
-        } else {
-            "your grant changed; the tools offered follow it from now on".to_owned()
-        };
-        if view.grant != self.grant.grant {
+        // A ref that moved without changing the grant (a loan, a pinned vigil) is nothing the
+        // model can act on: it is not journaled as a grant change (a new loan shows as the
+        // budget change below).
+        let changed = view.grant != self.grant.grant;
+        if changed {
             match crate::toolbox::Toolbox::build(
                 (self.build_tools)(),
                 &view,
@@ -115,10 +114,14 @@ impl Session {
                 }
             }
         }
-        self.signal_or_drop(Signal::GrantChanged {
-            summary,
-            grants_commit: tip,
-        });
+        if changed {
+            self.signal_or_drop(Signal::GrantChanged {
+                summary: "your grant changed; the tools offered follow it from now on".to_owned(),
+                grants_commit: tip,
+            });
+        } else {
+            self.log.grants_commit = Some(tip);
+        }
         self.grant = view;
         self.budget_from_hub("the budget was re-read with the grant");
     }

@@ -42,8 +42,8 @@ struct Script {
     /// Answers once the turns run out, if set: from the request's index and body.
     fallback: Mutex<Option<Box<dyn Fn(usize, &Value) -> Turn + Send>>>,
     received: Mutex<Vec<Value>>,
-    /// Each request body's length in bytes, as sent.
-    sizes: Mutex<Vec<usize>>,
+    /// Each request body, byte for byte as sent.
+    raw: Mutex<Vec<Vec<u8>>>,
 }
 
 /// The server.
@@ -79,7 +79,12 @@ impl ChatServer {
 
     /// Every request body's length in bytes, in order.
     pub fn sizes(&self) -> Vec<usize> {
-        self.script.sizes.lock().unwrap().clone()
+        self.raw().iter().map(Vec::len).collect()
+    }
+
+    /// Every request body, byte for byte as sent, in order.
+    pub fn raw(&self) -> Vec<Vec<u8>> {
+        self.script.raw.lock().unwrap().clone()
     }
 
     /// Every request body received, in order.
@@ -103,7 +108,7 @@ fn next(script: &Script, bytes: &Bytes) -> Turn {
         }
     });
     script.received.lock().unwrap().push(body);
-    script.sizes.lock().unwrap().push(bytes.len());
+    script.raw.lock().unwrap().push(bytes.to_vec());
     turn
 }
 
