@@ -8,6 +8,7 @@ use l3m_wire::hubd::tree::AgentLife;
 use crate::context::{Context, agent};
 use crate::error::CliError;
 use crate::output;
+use crate::render::economy::{self, EconomyStats};
 use crate::render::stats::{AgentStats, fold, table};
 
 /// Model calls, tokens in and out, and each tool's uses, errors and latency (from its
@@ -15,7 +16,13 @@ use crate::render::stats::{AgentStats, fold, table};
 ///
 /// With NAME, that agent and its descendants; without, every agent not yet collected.
 /// `--json` prints `{"agents": {<name>: {"model_calls", "failed_calls", "tokens_in",
-/// "tokens_out", "tools": {<tool>: {"uses", "errors", "timed", "total_ms", "max_ms"}}}}}`.
+/// "tokens_out", "tools": {<tool>: {"uses", "errors", "timed", "total_ms", "max_ms"}}}},
+/// "economy": {<name>: {"input_tokens", "output_tokens", "cache_read_tokens",
+/// "cache_write_tokens", "compactions", "request_bytes", "narration_bytes"}}, "subtrees": {<name>:
+/// the same, summed over the agent and its descendants}}`.
+///
+/// The economy section shows tokens by kind, the share of input read from the provider's
+/// cache, compactions, and the share of what was sent that was the harness's narration.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The top of the subtree to fold (default: every agent).
@@ -39,6 +46,7 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
         });
     }
     let mut agents: BTreeMap<String, AgentStats> = BTreeMap::new();
+    let mut economies: BTreeMap<String, EconomyStats> = BTreeMap::new();
     for state in tree
         .agents
         .iter()
@@ -52,10 +60,16 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
         }
         let read = client.read_log_from(&name, 0).await?;
         agents.insert(state.name.clone(), fold(&read.records));
+        economies.insert(state.name.clone(), economy::fold(&read.records));
     }
     if args.json {
-        return output::json(&serde_json::json!({ "agents": agents }));
+        return output::json(&serde_json::json!({
+            "agents": agents,
+            "economy": economies,
+            "subtrees": economy::subtrees(&economies),
+        }));
     }
     print!("{}", table(&agents));
+    print!("{}", economy::table(&economies));
     Ok(())
 }

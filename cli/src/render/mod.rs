@@ -11,6 +11,7 @@
 
 pub mod grant;
 pub mod log;
+pub mod economy;
 pub mod stats;
 pub mod time;
 pub mod tree;

@@ -109,6 +109,27 @@ pub struct OldestSpan {
 }
 
 impl ViewFold {
+    /// The text parts of the view's user turns, each with the seq of the record it came from,
+    /// so a fold can tell the user's lines from the harness's narration by record kind.
+    pub fn texts_by_origin(&self) -> impl Iterator<Item = (u64, &str)> {
+        self.now
+            .view
+            .messages
+            .iter()
+            .zip(&self.now.origins)
+            .flat_map(|(message, origins)| match message {
+                Message::User { content } => content
+                    .iter()
+                    .zip(&origins.seqs)
+                    .filter_map(|(part, seq)| match part {
+                        Part::Text { text } => Some((*seq, text.as_str())),
+                        Part::ToolResult { .. } => None,
+                    })
+                    .collect::<Vec<_>>(),
+                Message::Assistant { .. } => Vec::new(),
+            })
+    }
+
     /// The oldest span to compact so that the messages after it measure at most `keep_bytes`
     /// (or as few as can be kept, when even the last exchange is larger): from the view's first
     /// message up to just before an assistant reply, so a tool use and its results are never
