@@ -1172,3 +1172,41 @@ proptest! {
         prop_assert_eq!(budget_lines(&view(&log_of(bodies))), 0);
     }
 }
+
+proptest! {
+    /// Letters are shown by a short id that is the seq of their event (so the harness maps it
+    /// back through the Log), never by their long id; the same letter keeps its short id in
+    /// every later view.
+    #[test]
+    fn letters_are_shown_by_short_stable_ids(ids in vec("[0-9a-f]{64}", 1..6), lines in vec(0usize..3, 1..6)) {
+        let mut bodies = vec![RecordBody::SystemPrompt { text: "p".into(), continues: false }];
+        for (k, letter_id) in ids.iter().enumerate() {
+            for n in 0..lines[k % lines.len()] {
+                bodies.push(RecordBody::UserLine { from: alice(), text: format!("line {n}") });
+            }
+            let id = EventId::new(format!("e{k}")).unwrap();
+            bodies.push(RecordBody::Event {
+                id: id.clone(),
+                source: EventSource::Letter { letter_id: letter_id.clone(), from: alice() },
+                text: "hello".into(),
+            });
+            bodies.push(RecordBody::HookDecision { event: id, disposition: Disposition::Show });
+        }
+        let records = log_of(bodies);
+        let text = serde_json::to_string(&view(&records)).unwrap();
+        for letter_id in &ids {
+            prop_assert!(!text.contains(letter_id.as_str()));
+        }
+        for r in &records {
+            if let RecordBody::Event { .. } = r.body {
+                let short = l3m_core::view::letter_short_id(r.seq);
+                let shown = format!("letter {short} from");
+                prop_assert!(text.contains(&shown));
+                // Stable: a longer Log shows the same letter by the same id.
+                let mut longer = records.clone();
+                longer.push(Record { seq: records.len() as u64, at_ms: 0, body: RecordBody::UserLine { from: alice(), text: "more".into() } });
+                prop_assert!(serde_json::to_string(&view(&longer)).unwrap().contains(&shown));
+            }
+        }
+    }
+}

@@ -69,7 +69,7 @@ impl Conversation {
             RecordBody::CallFailed { .. } => self.release(),
             RecordBody::Event { id, source, text } => {
                 self.undecided
-                    .insert(id.clone(), (seq, narrate::event(source, text)));
+                    .insert(id.clone(), (seq, narrate::event(seq, source, text)));
             }
             RecordBody::HookDecision { event, disposition } => {
                 if let Some((origin, text)) = self.undecided.remove(event)

@@ -31,7 +31,9 @@
 //!   text parts of the next user turn, in record order, after that turn's tool results
 //!   (providers want results first). A budget change matters when fuel was raised (a regrant, a
 //!   new loan) or what is left is low or gone ([`budget_matters`]); the charge of an ordinary
-//!   call is never narrated, so a session that never runs low reads no budget line. An event is shown where its `hook-decision{show}` is journaled; an event with no
+//!   call is never narrated, so a session that never runs low reads no budget line. A letter
+//!   is shown by a short stable id, `L` and its event's seq ([`letter_short_id`]), never by
+//!   its 64-character id. An event is shown where its `hook-decision{show}` is journaled; an event with no
 //!   decision yet is not shown. With no hook the sequencer journals the harness's own decision
 //!   ([`Disposition::without_hook`](crate::log::Disposition::without_hook)), so every shown event
 //!   has a decision a replay can read.
@@ -193,7 +195,7 @@ mod tests;
 
 use chain::{Chain, Step, replay};
 use conversation::Conversation;
-pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters};
+pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters, letter_short_id};
 pub use economy::{
     OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window, message_bytes,
     summary_request, view_bytes,

@@ -26,10 +26,17 @@ pub fn interrupted(reason: &str) -> String {
     format!("(l3m) interrupted before this tool use finished: {reason}")
 }
 
-pub fn event(source: &EventSource, text: &str) -> String {
+/// The short, stable id the model is shown for the letter journaled at `seq`: `L` and the
+/// seq, never the letter's 64-character id. Stable because a record's seq never changes; the
+/// harness maps it back through the Log (the record at that seq names the letter).
+pub fn letter_short_id(seq: u64) -> String {
+    format!("L{seq}")
+}
+
+pub fn event(seq: u64, source: &EventSource, text: &str) -> String {
     match source {
-        EventSource::Letter { letter_id, from } => {
-            format!("(l3m) letter {letter_id} from {from}: {text}")
+        EventSource::Letter { from, .. } => {
+            format!("(l3m) letter {} from {from}: {text}", letter_short_id(seq))
         }
         EventSource::Vigil { vigil } => format!("(l3m) vigil {vigil} fired: {text}"),
         EventSource::ChildDone { child } => format!("(l3m) child {child} is done: {text}"),
