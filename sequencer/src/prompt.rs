@@ -127,7 +127,10 @@ mod tests {
         );
         assert!(!text.contains("# Personality"));
         assert!(text.contains("- files: [\"workspace\"]"), "{text}");
-        assert!(!text.contains("- net:"), "what is not conferred is not listed: {text}");
+        assert!(
+            !text.contains("- net:"),
+            "what is not conferred is not listed: {text}"
+        );
         assert!(!text.contains("not conferred"), "{text}");
         assert!(text.contains("Fuel left: 4 calls, 10 bytes, 0 wakes."));
         assert!(text.contains("Tools offered: read_file, now."));

@@ -69,8 +69,14 @@ async fn malformed_then_schema_violating_arguments_are_corrected_in_the_same_tur
             // Not JSON at all: cut off mid-object, as small local models do.
             Turn::call("write_file", r#"{"path": "workspace/a.txt", "content": "#),
             // JSON, but a field the schema does not have.
-            Turn::call("write_file", r#"{"file": "workspace/a.txt", "content": "one"}"#),
-            Turn::call("write_file", r#"{"path": "workspace/a.txt", "content": "one"}"#),
+            Turn::call(
+                "write_file",
+                r#"{"file": "workspace/a.txt", "content": "one"}"#,
+            ),
+            Turn::call(
+                "write_file",
+                r#"{"path": "workspace/a.txt", "content": "one"}"#,
+            ),
             Turn::text("done"),
         ])
         .await;
@@ -132,12 +138,20 @@ async fn a_900_kb_read_reaches_the_model_cut_at_its_cap_with_a_note() {
         Turn::text("done"),
     ])
     .await;
-    let log = run_session(&hub, wire_config("openai", &server, "tool_output_cap = 8192")).await;
+    let log = run_session(
+        &hub,
+        wire_config("openai", &server, "tool_output_cap = 8192"),
+    )
+    .await;
 
     let received = server.received();
     assert_eq!(received.len(), 3);
     let content = last_tool_message(&received[1]);
-    assert!(content.len() <= 8192, "{} bytes reached the model", content.len());
+    assert!(
+        content.len() <= 8192,
+        "{} bytes reached the model",
+        content.len()
+    );
     assert!(big.starts_with(content.split("\n(l3m) output cut").next().unwrap()));
     assert!(
         content.contains("output cut at 8192 bytes") && content.contains("from_line"),
@@ -178,7 +192,8 @@ async fn a_long_session_compacts_and_never_sends_over_the_window() {
         .map(|i| format!("note {i}: the build passes on every platform we try\n"))
         .collect();
     std::fs::write(workspace.join("notes.txt"), notes).unwrap();
-    hub.letter("demo", "go through the notes and keep a log").await;
+    hub.letter("demo", "go through the notes and keep a log")
+        .await;
     let server = ChatServer::start(vec![]).await;
     let mut agent_calls = 0;
     let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -193,7 +208,9 @@ async fn a_long_session_compacts_and_never_sends_over_the_window() {
             n if n % 2 == 0 => Turn::call("read_file", r#"{"path": "workspace/notes.txt"}"#),
             n => Turn::call(
                 "write_file",
-                &format!(r#"{{"path": "workspace/log-{n}.txt", "content": "read the notes again"}}"#),
+                &format!(
+                    r#"{{"path": "workspace/log-{n}.txt", "content": "read the notes again"}}"#
+                ),
             ),
         }
     });
@@ -217,7 +234,11 @@ async fn a_long_session_compacts_and_never_sends_over_the_window() {
         );
     }
     let compactions = kinds(&log).iter().filter(|k| **k == "compaction").count();
-    let summaries = server.received().iter().filter(|b| is_summary_request(b)).count();
+    let summaries = server
+        .received()
+        .iter()
+        .filter(|b| is_summary_request(b))
+        .count();
     let largest = sizes.iter().max().copied().unwrap_or(0);
     println!(
         "{calls} calls: {compactions} compactions; largest request {largest} bytes \
@@ -353,9 +374,16 @@ async fn a_50_call_session_sends_append_only_prefixes_and_little_narration() {
             "{dialect}: 50 calls, {sent} request bytes, narration {narrated} bytes ({:.2}%)",
             share * 100.0
         );
-        assert!(share <= 0.02, "{dialect}: narration is {:.2}% of the request bytes", share * 100.0);
+        assert!(
+            share <= 0.02,
+            "{dialect}: narration is {:.2}% of the request bytes",
+            share * 100.0
+        );
         for body in server.received() {
-            assert!(!body.to_string().contains("your budget"), "{dialect}: a budget line was sent");
+            assert!(
+                !body.to_string().contains("your budget"),
+                "{dialect}: a budget line was sent"
+            );
         }
         assert!(!kinds(&log).contains(&"compaction"));
     }

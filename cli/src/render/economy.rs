@@ -117,7 +117,13 @@ pub fn subtrees(agents: &BTreeMap<String, EconomyStats>) -> BTreeMap<String, Eco
 pub fn table(agents: &BTreeMap<String, EconomyStats>) -> String {
     let mut out = format!(
         "\n{:<28} {:>10} {:>10} {:>10} {:>11} {:>9} {:>11} {:>9}\n",
-        "economy", "input", "output", "cache-read", "cache-write", "cache-hit", "compactions",
+        "economy",
+        "input",
+        "output",
+        "cache-read",
+        "cache-write",
+        "cache-hit",
+        "compactions",
         "narration"
     );
     let subtrees = subtrees(agents);
@@ -151,7 +157,11 @@ mod tests {
     fn records(bodies: Vec<RecordBody>) -> Vec<Record> {
         (0u64..)
             .zip(bodies)
-            .map(|(seq, body)| Record { seq, at_ms: 0, body })
+            .map(|(seq, body)| Record {
+                seq,
+                at_ms: 0,
+                body,
+            })
             .collect()
     }
 
@@ -212,7 +222,12 @@ mod tests {
         bodies.extend(call(2));
         let s = fold(&records(bodies));
         assert_eq!(
-            (s.input_tokens, s.output_tokens, s.cache_read_tokens, s.compactions),
+            (
+                s.input_tokens,
+                s.output_tokens,
+                s.cache_read_tokens,
+                s.compactions
+            ),
             (20, 4, 60, 1)
         );
         assert_eq!(s.cache_hit_share(), Some(0.75));

@@ -155,8 +155,9 @@ impl Session {
         // The blocking thread reports to the writer itself: no task in between to wake.
         tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tools.run(&name, input, cap)));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tools.run(&name, input, cap)
+            }));
             let input = match outcome {
                 Ok(Outcome::Finished {
                     output,

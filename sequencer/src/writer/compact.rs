@@ -56,7 +56,9 @@ impl Session {
     /// Calibrates the estimate on a reply's usage.
     pub(super) fn calibrate(&mut self, usage: &l3m_core::log::Usage) {
         let billed = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-        self.economy.estimate.observe(self.economy.sent_bytes, billed);
+        self.economy
+            .estimate
+            .observe(self.economy.sent_bytes, billed);
     }
 
     /// Whether the pass must wait for a compaction instead of planning: one is under way, or a

@@ -35,12 +35,15 @@ impl Turn {
     }
 }
 
+/// Makes the answer to request `n` with body `body`.
+type MakeTurn = Box<dyn Fn(usize, &Value) -> Turn + Send>;
+
 /// The scripted answers and the requests received.
 #[derive(Default)]
 struct Script {
     turns: Mutex<VecDeque<Turn>>,
     /// Answers once the turns run out, if set: from the request's index and body.
-    fallback: Mutex<Option<Box<dyn Fn(usize, &Value) -> Turn + Send>>>,
+    fallback: Mutex<Option<MakeTurn>>,
     received: Mutex<Vec<Value>>,
     /// Each request body, byte for byte as sent.
     raw: Mutex<Vec<Vec<u8>>>,
@@ -124,10 +127,15 @@ async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     let tokens = tokens_of(&body);
     let data = |v: Value| format!("data: {v}\n\n");
     let chunk = |delta: Value, finish: Value| {
-        data(json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+        data(
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
     };
-    let mut out = vec![chunk(json!({"role": "assistant", "content": turn.text}), Value::Null)];
+    let mut out = vec![chunk(
+        json!({"role": "assistant", "content": turn.text}),
+        Value::Null,
+    )];
     for (i, (name, args)) in turn.calls.iter().enumerate() {
         out.push(chunk(
             json!({"tool_calls": [{"index": i, "id": format!("tc{}", uuidish()), "type": "function",
@@ -135,11 +143,17 @@ async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
             Value::Null,
         ));
     }
-    let finish = if turn.calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     out.push(chunk(json!({}), json!(finish)));
-    out.push(data(json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+    out.push(data(
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
         "model": "m", "choices": [],
-        "usage": {"prompt_tokens": tokens, "completion_tokens": 10, "total_tokens": tokens + 10}})));
+        "usage": {"prompt_tokens": tokens, "completion_tokens": 10, "total_tokens": tokens + 10}}),
+    ));
     out.push("data: [DONE]\n\n".into());
     sse(out)
 }
@@ -149,25 +163,53 @@ async fn anthropic(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     let tokens = tokens_of(&body);
     let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
     let mut out = vec![
-        event("message_start", json!({"type": "message_start", "message": {"id": "m",
-            "usage": {"input_tokens": tokens, "output_tokens": 1}}})),
-        event("content_block_start", json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""}})),
-        event("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "text_delta", "text": turn.text}})),
-        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m",
+            "usage": {"input_tokens": tokens, "output_tokens": 1}}}),
+        ),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        ),
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": turn.text}}),
+        ),
+        event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
     ];
     for (i, (name, args)) in turn.calls.iter().enumerate() {
-        out.push(event("content_block_start", json!({"type": "content_block_start",
+        out.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start",
             "index": i + 1, "content_block": {"type": "tool_use", "id": format!("tu{}", uuidish()),
-            "name": name, "input": {}}})));
-        out.push(event("content_block_delta", json!({"type": "content_block_delta",
-            "index": i + 1, "delta": {"type": "input_json_delta", "partial_json": args}})));
-        out.push(event("content_block_stop", json!({"type": "content_block_stop", "index": i + 1})));
+            "name": name, "input": {}}}),
+        ));
+        out.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta",
+            "index": i + 1, "delta": {"type": "input_json_delta", "partial_json": args}}),
+        ));
+        out.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": i + 1}),
+        ));
     }
-    let stop = if turn.calls.is_empty() { "end_turn" } else { "tool_use" };
-    out.push(event("message_delta", json!({"type": "message_delta",
-        "delta": {"stop_reason": stop}, "usage": {"output_tokens": 10}})));
+    let stop = if turn.calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    out.push(event(
+        "message_delta",
+        json!({"type": "message_delta",
+        "delta": {"stop_reason": stop}, "usage": {"output_tokens": 10}}),
+    ));
     out.push(event("message_stop", json!({"type": "message_stop"})));
     sse(out)
 }

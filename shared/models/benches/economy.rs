@@ -29,19 +29,28 @@ const BREAKPOINT: &[u8] = br#","cache_control":{"type":"ephemeral"}"#;
 fn tools() -> Vec<ToolSpec> {
     // About the size of the table a sequencer offers (a dozen tools, ~6 KB of specs).
     [
-        "read_file", "write_file", "list_dir", "remove", "make_dir", "edit_file", "search",
-        "git_status", "git_commit", "send_letter", "read_inbox", "now",
+        "read_file",
+        "write_file",
+        "list_dir",
+        "remove",
+        "make_dir",
+        "edit_file",
+        "search",
+        "git_status",
+        "git_commit",
+        "send_letter",
+        "read_inbox",
+        "now",
     ]
-        .iter()
-        .map(|name| ToolSpec {
-            name: (*name).into(),
-            description: format!("The {name} tool, described for the model at some length. ")
-                .repeat(4),
-            input_schema: json!({"type": "object", "properties": {
+    .iter()
+    .map(|name| ToolSpec {
+        name: (*name).into(),
+        description: format!("The {name} tool, described for the model at some length. ").repeat(4),
+        input_schema: json!({"type": "object", "properties": {
                 "path": {"type": "string", "description": "a path under your context root"},
                 "content": {"type": "string"}}}),
-        })
-        .collect()
+    })
+    .collect()
 }
 
 /// The records of call `n`: its reply with a tool use, and the use's result.
@@ -69,7 +78,10 @@ fn call_records(n: usize) -> Fixture<Vec<RecordBody>> {
         },
         RecordBody::ToolResult {
             id,
-            output: format!("// module {n}\n{}", "fn step() { let x = compute(); }\n".repeat(75)),
+            output: format!(
+                "// module {n}\n{}",
+                "fn step() { let x = compute(); }\n".repeat(75)
+            ),
             is_error: false,
             effects: vec![],
             refusal: None,
@@ -180,7 +192,10 @@ fn run(economy: bool) -> Fixture<Run> {
         if !economy {
             body = unmarked(&body);
         }
-        estimate.observe(view_bytes(&request.view) + tools_bytes, (body.len() as u64).div_ceil(4));
+        estimate.observe(
+            view_bytes(&request.view) + tools_bytes,
+            (body.len() as u64).div_ceil(4),
+        );
         run.bodies.push(body);
         for record in call_records(n)? {
             run.push(record);
@@ -200,7 +215,11 @@ fn main() -> Fixture<()> {
         let share = |run: &Run| {
             let body = &run.bodies[n - 1];
             let previous = run.bodies.get(n.wrapping_sub(2)).map(Vec::as_slice);
-            let cached = if std::ptr::eq(run, &plain) { 0 } else { cacheable(previous, body) };
+            let cached = if std::ptr::eq(run, &plain) {
+                0
+            } else {
+                cacheable(previous, body)
+            };
             cached as f64 / body.len() as f64 * 100.0
         };
         let (p, e) = (plain.bodies[n - 1].len(), economy.bodies[n - 1].len());

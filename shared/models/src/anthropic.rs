@@ -135,7 +135,12 @@ pub fn render(request: &ModelRequest) -> Body<'_> {
         .iter()
         .filter_map(render_message)
         .collect();
-    for message in messages.iter_mut().rev().filter(|m| m.role == "user").take(2) {
+    for message in messages
+        .iter_mut()
+        .rev()
+        .filter(|m| m.role == "user")
+        .take(2)
+    {
         if let Some(last) = message.content.last_mut() {
             last.cache_control = EPHEMERAL;
         }
@@ -194,7 +199,11 @@ fn render_message(message: &Message) -> Option<WireMessage<'_>> {
                 name: &u.name,
                 // The API takes only an object; arguments that did not parse (kept as the
                 // model's text) go back as an empty one beside the error result.
-                input: if u.input.is_object() { &u.input } else { &EMPTY_INPUT },
+                input: if u.input.is_object() {
+                    &u.input
+                } else {
+                    &EMPTY_INPUT
+                },
             });
             ("assistant", text.into_iter().chain(uses).collect())
         }

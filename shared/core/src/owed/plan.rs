@@ -75,9 +75,11 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
                 ),
             ),
             Stage::Proposed => match input.tools.footprint(&tool.name) {
-                Some(_) if now.input_of(&id).is_some_and(|v| !v.is_object()) => {
-                    refusal(id.clone(), "tool-arguments", not_an_object(now.input_of(&id)))
-                }
+                Some(_) if now.input_of(&id).is_some_and(|v| !v.is_object()) => refusal(
+                    id.clone(),
+                    "tool-arguments",
+                    not_an_object(now.input_of(&id)),
+                ),
                 Some(footprint) => RecordBody::ToolCall {
                     id,
                     name: tool.name.clone(),

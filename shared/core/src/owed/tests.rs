@@ -360,7 +360,8 @@ fn arguments_that_are_not_an_object_go_back_to_the_model_as_an_error() {
     s.signal(line()).unwrap();
     s.pass();
     let raw = serde_json::Value::String("{\"path\": ".into());
-    s.signal(reply_with(s.open(), &[("t1", "read", raw)])).unwrap();
+    s.signal(reply_with(s.open(), &[("t1", "read", raw)]))
+        .unwrap();
     let planned = s.pass();
     let [
         RecordBody::ToolResult {
@@ -378,7 +379,8 @@ fn arguments_that_are_not_an_object_go_back_to_the_model_as_an_error() {
     assert!(output.contains("not a JSON object") && output.contains("{\"path\": "));
     // The correction runs.
     let fixed = serde_json::json!({"path": "a"});
-    s.signal(reply_with(s.open(), &[("t2", "read", fixed)])).unwrap();
+    s.signal(reply_with(s.open(), &[("t2", "read", fixed)]))
+        .unwrap();
     let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
     assert_eq!(kinds, ["tool-call", "tool-started"]);
 }

@@ -195,8 +195,8 @@ mod tests;
 
 use chain::{Chain, Step, replay};
 use conversation::Conversation;
-pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters, letter_short_id};
 pub use economy::{
     OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window, message_bytes,
     summary_request, view_bytes,
 };
+pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters, letter_short_id};
