@@ -51,7 +51,6 @@ impl Session {
             _ => self.models.primary.clone(),
         };
         let request = self.request(call, model, notes);
-        self.economy.sent_bytes = self.request_bytes();
         let backoff = match attempt {
             0 | 1 => Duration::ZERO,
             n => Duration::from_millis(self.limits.retry_backoff_ms)

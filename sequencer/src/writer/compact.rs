@@ -7,7 +7,7 @@
 //! usage calibrates, so the estimate follows the model actually asked. The summary is asked
 //! for off the writer (the pass never waits on the world); until it comes, no call starts. A
 //! summary that fails becomes the harness's own short account of what was elided, so a
-//! request over the window is never sent.
+//! request over the window is never sent. An interrupt or a rewind drops a summary under way.
 
 use l3m_core::view::{
     OldestSpan, TokenEstimate, Window, message_bytes, summary_request, view_bytes,
@@ -15,12 +15,13 @@ use l3m_core::view::{
 
 use super::*;
 
-/// The economy of the writer: the estimate it calibrates, what the last request measured,
-/// and the compaction under way.
+/// The writer's gauge of its requests: the estimate it calibrates, what the last request
+/// measured, and the compaction under way.
 #[derive(Debug, Default)]
-pub(crate) struct Economy {
+pub(crate) struct Gauge {
     pub(crate) estimate: TokenEstimate,
-    /// Measured bytes of the request last sent, to calibrate on its reply's usage.
+    /// Measured bytes of the request of the last `call-started` (live or read at boot), to
+    /// calibrate on its reply's usage.
     pub(crate) sent_bytes: u64,
     /// A summary asked for and not yet journaled.
     pub(crate) compacting: Option<OldestSpan>,
@@ -56,16 +57,14 @@ impl Session {
     /// Calibrates the estimate on a reply's usage.
     pub(super) fn calibrate(&mut self, usage: &l3m_core::log::Usage) {
         let billed = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-        self.economy
-            .estimate
-            .observe(self.economy.sent_bytes, billed);
+        self.gauge.estimate.observe(self.gauge.sent_bytes, billed);
     }
 
     /// Whether the pass must wait for a compaction instead of planning: one is under way, or a
     /// call is owed whose request would near the window and a span can be compacted (then one
     /// is started).
     pub(super) fn compaction_first(&mut self) -> bool {
-        if self.economy.compacting.is_some() {
+        if self.gauge.compacting.is_some() {
             return true;
         }
         let owed = &self.log.owed;
@@ -74,11 +73,11 @@ impl Session {
         }
         let window = self.window();
         let fixed = self.request_bytes() - view_bytes(self.log.fold.view());
-        if !window.needs_compaction(self.economy.estimate.tokens(self.request_bytes())) {
+        if !window.needs_compaction(self.gauge.estimate.tokens(self.request_bytes())) {
             return false;
         }
         let keep = self
-            .economy
+            .gauge
             .estimate
             .bytes(window.keep())
             .saturating_sub(fixed);
@@ -92,7 +91,7 @@ impl Session {
     fn start_summary(&mut self, span: OldestSpan, window: Window) {
         let summary_tokens = (window.input_budget() / 12).max(64);
         let room = self
-            .economy
+            .gauge
             .estimate
             .bytes(window.input_budget().saturating_sub(summary_tokens))
             .saturating_sub(2048);
@@ -109,10 +108,10 @@ impl Session {
             },
         };
         let elided: u64 = messages.iter().map(message_bytes).sum();
-        let limit = usize::try_from(self.economy.estimate.bytes(summary_tokens)).unwrap_or(0);
+        let limit = usize::try_from(self.gauge.estimate.bytes(summary_tokens)).unwrap_or(0);
         let provider = Arc::clone(&self.models.primary.0);
         let tx = self.tx.clone();
-        self.economy.compacting = Some(span);
+        self.gauge.compacting = Some(span);
         tracing::info!(agent = %self.agent, from = span.from, to = span.to, "compacting");
         tokio::spawn(async move {
             let text = match provider.complete(&request).await {
@@ -131,12 +130,18 @@ impl Session {
         });
     }
 
+    /// Forgets the summary under way (an interrupt or a rewind): what comes back is dropped,
+    /// and the next pass decides afresh.
+    pub(super) fn drop_summary(&mut self) {
+        self.gauge.compacting = None;
+    }
+
     /// Journals a summary that came back (or the account that stands in for one).
     pub(super) fn summarized(&mut self, summary: Summary) {
-        if self.economy.compacting != Some(summary.span) {
+        if self.gauge.compacting != Some(summary.span) {
             return;
         }
-        self.economy.compacting = None;
+        self.gauge.compacting = None;
         let text = summary.text.unwrap_or_else(|account| account);
         self.signal_or_drop(Signal::Compact {
             from: summary.span.from,

@@ -154,6 +154,7 @@ impl Session {
                 for (_, call) in self.running.calls.drain() {
                     call.abort();
                 }
+                self.drop_summary();
                 match self.signal(Signal::Interrupt { reason }) {
                     Ok(()) => ControlReply::Done {
                         next_seq: self.log.owed.next_seq(),
@@ -167,6 +168,7 @@ impl Session {
                 for (_, call) in self.running.calls.drain() {
                     call.abort();
                 }
+                self.drop_summary();
                 match self.signal(Signal::Rewind { to, reason }) {
                     Ok(()) => {
                         self.buffer.rewinds.push(to);

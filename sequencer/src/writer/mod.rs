@@ -98,7 +98,7 @@ pub(crate) struct Session {
     /// What this pass stages, and what waits for its append.
     buffer: PassBuffer,
     /// The token estimate and the compaction under way.
-    economy: compact::Economy,
+    gauge: compact::Gauge,
 }
 
 /// How a pass ended.
@@ -138,7 +138,7 @@ impl Session {
             },
             running: Running::default(),
             buffer: PassBuffer::default(),
-            economy: compact::Economy::default(),
+            gauge: compact::Gauge::default(),
             grant,
         }
     }
@@ -148,7 +148,13 @@ impl Session {
         self.log.owed.apply(record);
         self.log.fold.advance(record);
         match &record.body {
-            RecordBody::CallStarted { .. } => self.log.bytes_since_call = 0,
+            RecordBody::CallStarted { .. } => {
+                self.log.bytes_since_call = 0;
+                // The request this call sends is built from the view as it is now; measured
+                // here, at boot too, so the estimate is a fold over the Log and a fresh boot
+                // starts calibrated.
+                self.gauge.sent_bytes = self.request_bytes();
+            }
             RecordBody::AssistantReply { usage, .. } => {
                 self.log.oversized_in_a_row = 0;
                 self.calibrate(usage);
