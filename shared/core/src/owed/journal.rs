@@ -189,7 +189,7 @@ pub enum Signal {
 /// `uses` with every id already in `seen` (or earlier in `uses`) replaced by a fresh one made
 /// from `call` (`<call>-r<n>`, unique since call ids are), and the replaced ids: the fresh id
 /// and the one the model gave.
-pub fn freshen(
+fn freshen(
     seen: &HashSet<ToolUseId>,
     call: &CallId,
     uses: Vec<ToolUse>,
@@ -230,7 +230,7 @@ pub const NEW_EPOCH: &str = "a new conversation began";
 ///
 /// A tool use whose id the reply reuses (within itself or from earlier in the Log) is journaled
 /// under a fresh id the harness gives it, with an error result right after the reply saying
-/// so ([`freshen`]): every tool use id in a Log is fresh, providers never see an id twice, and
+/// so: every tool use id in a Log is fresh, providers never see an id twice, and
 /// the model learns of its mistake and can correct it. A rewind and a new epoch first close
 /// what is open, as an interrupt would.
 pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
