@@ -80,11 +80,6 @@ impl ChatServer {
         *self.script.fallback.lock().unwrap() = Some(Box::new(make));
     }
 
-    /// Every request body's length in bytes, in order.
-    pub fn sizes(&self) -> Vec<usize> {
-        self.raw().iter().map(Vec::len).collect()
-    }
-
     /// Every request body, byte for byte as sent, in order.
     pub fn raw(&self) -> Vec<Vec<u8>> {
         self.script.raw.lock().unwrap().clone()
