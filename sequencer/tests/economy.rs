@@ -256,6 +256,36 @@ async fn long_session(dialect: &str, calls: usize) {
     // The Log keeps every result, compacted or not.
     let results = kinds(&log).iter().filter(|k| **k == "tool-result").count();
     assert_eq!(results, calls - 1);
+    rewind_and_fork_across_a_compaction(&log);
+}
+
+/// On a real Log: a rewind to before its first compaction gives the view a fresh fold of the
+/// records up to the target gives, and a fork just after it starts from the compacted view.
+fn rewind_and_fork_across_a_compaction(log: &[Record]) {
+    use l3m_core::view::view;
+    let c = log
+        .iter()
+        .position(|r| matches!(r.body, RecordBody::Compaction { .. }))
+        .unwrap();
+    let rewind = |seq: usize| Record {
+        seq: seq as u64,
+        at_ms: 0,
+        body: RecordBody::Rewind {
+            to: c as u64 - 1,
+            reason: "back".into(),
+        },
+    };
+    let mut rewound = log.to_vec();
+    rewound.push(rewind(log.len()));
+    let mut fresh = log[..c].to_vec();
+    fresh.push(rewind(c));
+    assert_eq!(view(&rewound), view(&fresh));
+    let compacted = view(&log[..=c]);
+    let forked = l3m_core::owed::fork_log(log[..=c].to_vec(), "fork", 0);
+    assert_eq!(
+        view(&forked).messages[..compacted.messages.len()],
+        compacted.messages[..]
+    );
 }
 
 /// Where `needle` last occurs in `hay`.
