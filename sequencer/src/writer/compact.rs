@@ -10,7 +10,7 @@
 //! request over the window is never sent. An interrupt or a rewind drops a summary under way.
 
 use l3m_core::view::{
-    OldestSpan, TokenEstimate, Window, message_bytes, summary_request, view_bytes,
+    OldestSpan, TokenEstimate, View, Window, message_bytes, summary_request, view_bytes,
 };
 
 use super::*;
@@ -25,6 +25,35 @@ pub(crate) struct Gauge {
     pub(crate) sent_bytes: u64,
     /// A summary asked for and not yet journaled.
     pub(crate) compacting: Option<OldestSpan>,
+    /// The measured bytes of each message of the view last measured, and their sum: the view
+    /// only appends or changes its last message between calls (unless reshaped), so measuring
+    /// costs what changed, not the history.
+    sizes: Vec<u64>,
+    total: u64,
+    /// A record reshaped the view (rewind, compaction, new epoch): measure it all again.
+    pub(crate) stale: bool,
+}
+
+impl Gauge {
+    /// `view`'s measure, [`view_bytes`], from what changed since the last call.
+    fn view_size(&mut self, view: &View) -> u64 {
+        if self.stale || view.messages.len() < self.sizes.len() {
+            self.sizes.clear();
+            self.total = 0;
+            self.stale = false;
+        }
+        let keep = self.sizes.len().saturating_sub(1);
+        for size in self.sizes.drain(keep..) {
+            self.total -= size;
+        }
+        for message in &view.messages[keep..] {
+            let size = message_bytes(message);
+            self.sizes.push(size);
+            self.total += size;
+        }
+        debug_assert_eq!(self.total + view.system.len() as u64, view_bytes(view));
+        self.total + view.system.len() as u64
+    }
 }
 
 /// A summary's outcome, back from the model.
@@ -43,15 +72,19 @@ impl Session {
         }
     }
 
-    /// The measured bytes of the request the next call would send.
-    pub(super) fn request_bytes(&self) -> u64 {
+    /// The measured bytes of what every request carries besides the view: tools and notes.
+    fn fixed_bytes(&self) -> u64 {
         let tools: u64 = self
             .specs
             .iter()
             .map(|t| (t.name.len() + t.description.len() + t.input_schema.to_string().len()) as u64)
             .sum();
-        let notes = self.models.primary.2.as_deref().map_or(0, str::len) as u64;
-        view_bytes(self.log.fold.view()) + tools + notes
+        tools + self.models.primary.2.as_deref().map_or(0, str::len) as u64
+    }
+
+    /// The measured bytes of the request the next call would send.
+    pub(super) fn request_bytes(&mut self) -> u64 {
+        self.gauge.view_size(self.log.fold.view()) + self.fixed_bytes()
     }
 
     /// Calibrates the estimate on a reply's usage.
@@ -72,8 +105,9 @@ impl Session {
             return false;
         }
         let window = self.window();
-        let fixed = self.request_bytes() - view_bytes(self.log.fold.view());
-        if !window.needs_compaction(self.gauge.estimate.tokens(self.request_bytes())) {
+        let fixed = self.fixed_bytes();
+        let measured = self.request_bytes();
+        if !window.needs_compaction(self.gauge.estimate.tokens(measured)) {
             return false;
         }
         let keep = self

@@ -174,6 +174,7 @@ impl Session {
                 }
         ) {
             self.log.reshaped = true;
+            self.gauge.stale = true;
         }
     }
 
