@@ -420,3 +420,47 @@ async fn a_50_call_session_sends_append_only_prefixes_and_little_narration() {
         assert!(!kinds(&log).contains(&"compaction"));
     }
 }
+
+/// A window with room for little more than the last exchange: each compaction swallows the
+/// previous summary and everything since, up to the last reply (a summary's origin is newer
+/// than what follows it, so the span must start at the oldest record before the cut), every
+/// request fits the window, and each call costs at most one summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_with_room_for_little_more_than_the_last_exchange_stays_bounded() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 100).await;
+    hub.letter("demo", "write notes").await;
+    let server = ChatServer::start(vec![]).await;
+    let agent_requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = agent_requests.clone();
+    server.then(move |_, body| {
+        if is_summary_request(body) {
+            return Turn::text("summary: wrote notes");
+        }
+        match counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            n if n >= 9 => Turn::text("done"),
+            n => Turn::call(
+                "write_file",
+                &format!(
+                    r#"{{"path": "workspace/n{n}.md", "content": "{}"}}"#,
+                    "x".repeat(2000)
+                ),
+            ),
+        }
+    });
+    let mut config = wire_config("openai", &server, "context_window = 4096");
+    config.sequencer.max_tokens = 1024;
+    let log = run_session(&hub, config).await;
+    assert_eq!(assistant_texts(&log).last().unwrap(), "done");
+    let compactions = kinds(&log).iter().filter(|k| **k == "compaction").count();
+    let calls = kinds(&log).iter().filter(|k| **k == "call-started").count();
+    assert_eq!(calls, 10);
+    for (i, body) in server.raw().iter().enumerate() {
+        let tokens = chat::tokens_of(body);
+        assert!(tokens + 1024 <= 4096, "request {i}: {tokens} tokens");
+    }
+    assert!(
+        compactions >= 1 && compactions <= calls,
+        "{compactions} compactions for {calls} calls"
+    );
+}

@@ -32,6 +32,9 @@ pub(crate) struct Gauge {
     total: u64,
     /// A record reshaped the view (rewind, compaction, new epoch): measure it all again.
     pub(crate) stale: bool,
+    /// A compaction was journaled since the last call started: the next call goes as it is,
+    /// so a tail that alone nears the window costs one summary, never a summary per pass.
+    pub(crate) compacted: bool,
 }
 
 impl Gauge {
@@ -99,6 +102,9 @@ impl Session {
     pub(super) fn compaction_first(&mut self) -> bool {
         if self.gauge.compacting.is_some() {
             return true;
+        }
+        if self.gauge.compacted {
+            return false;
         }
         let owed = &self.log.owed;
         if !owed.call_owed() || owed.fuel_short().is_some() {
@@ -176,6 +182,7 @@ impl Session {
             return;
         }
         self.gauge.compacting = None;
+        self.gauge.compacted = true;
         let text = summary.text.unwrap_or_else(|account| account);
         self.signal_or_drop(Signal::Compact {
             from: summary.span.from,

@@ -154,6 +154,7 @@ impl Session {
                 // here, at boot too, so the estimate is a fold over the Log and a fresh boot
                 // starts calibrated.
                 self.gauge.sent_bytes = self.request_bytes();
+                self.gauge.compacted = false;
             }
             RecordBody::AssistantReply { usage, .. } => {
                 self.log.oversized_in_a_row = 0;
@@ -162,6 +163,7 @@ impl Session {
             RecordBody::GrantChange { grants_commit, .. } => {
                 self.log.grants_commit = Some(grants_commit.clone());
             }
+            RecordBody::TurnEnd | RecordBody::OutOfFuel { .. } => self.gauge.compacted = false,
             _ => {}
         }
         if matches!(

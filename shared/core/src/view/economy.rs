@@ -138,7 +138,6 @@ impl ViewFold {
     pub fn oldest_span(&self, keep_bytes: u64) -> Option<OldestSpan> {
         let messages = &self.now.view.messages;
         let origins = &self.now.origins;
-        let from = origins.first()?.seqs.iter().copied().min()?;
         // An element shown out of record order (an event shown when its decision came) can
         // sit after records newer than it: the span must end before the oldest record the
         // kept tail shows, or the stretch would reach into the tail.
@@ -149,6 +148,13 @@ impl ViewFold {
             tail = tail.saturating_add(message_bytes(&messages[k]));
             tail_min = origins[k].seqs.iter().copied().fold(tail_min, u64::min);
             let to = origins[k - 1].peak.min(tail_min.saturating_sub(1));
+            // A summary's origin is its compaction, newer than what it was shown before: the
+            // span starts at the oldest record anything before the cut came from.
+            let from = origins[..k]
+                .iter()
+                .flat_map(|o| o.seqs.iter().copied())
+                .min()
+                .unwrap_or(u64::MAX);
             if !matches!(messages[k], Message::Assistant { .. }) || to < from {
                 continue;
             }
