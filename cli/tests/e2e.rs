@@ -353,6 +353,18 @@ fn a_whole_session_through_the_cli() {
     );
     assert_eq!(demo["tools"]["write_file"]["uses"], 1);
     assert_eq!(demo["tools"]["write_file"]["total_ms"], 250);
+    let economy = &stats["economy"]["demo"];
+    assert_eq!(
+        (
+            economy["input_tokens"].as_u64(),
+            economy["output_tokens"].as_u64()
+        ),
+        (Some(120), Some(30))
+    );
+    assert!(
+        economy["request_bytes"].as_u64().is_some_and(|b| b > 0),
+        "{economy}"
+    );
 
     // Personas: a human publishes one; an agent without a persona branch has nothing to publish.
     let published = home.json(&["persona", "new", "coder"]);

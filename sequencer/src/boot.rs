@@ -96,6 +96,7 @@ pub(crate) async fn boot(
             config.model_notes(&labels.model),
         ),
         fallback,
+        economy: crate::model::Economy::of(config, &labels.model),
     };
     let lease = take_lease(client, agent, holder, config.sequencer.lease_ttl()).await?;
     let booted = boot_holding(run, tools, shutdown, models, lease).await;

@@ -6,8 +6,8 @@
 //! one control character becomes six bytes — before they reach a record:
 //! - a reply over [`MAX_REPLY`] becomes a failed call that says why ([`check_reply`]), journaled
 //!   like any other, so the sequencer keeps running and spends the one call;
-//! - a tool output over [`MAX_TOOL_OUTPUT`] is cut at a character boundary with a note saying
-//!   how much there was and how to ask for less ([`fit_output`]).
+//! - a tool output over the model's cap (at most [`MAX_TOOL_OUTPUT`]) is cut at a character
+//!   boundary with a note saying how much there was and how to get the rest ([`fit_output`]).
 //!
 //! A reply's text appears once in its record and each tool input at most twice in the pass
 //! that journals it (the reply and the admitted call), so these bounds keep a pass's append
@@ -52,14 +52,17 @@ pub fn check_reply(text: &str, tool_uses: &[ToolUse]) -> Result<(), String> {
     Ok(())
 }
 
-/// `output` cut, if it is over [`MAX_TOOL_OUTPUT`] as stored, at a character boundary, with a
-/// note saying how much there was and how to get the rest.
-pub fn fit_output(output: String) -> String {
+/// `output` cut, if it is over `cap` bytes as stored (never more than [`MAX_TOOL_OUTPUT`]), at
+/// a character boundary, with a note saying how much there was, which lines were shown and how
+/// to get the rest. The cap is per model (`tool_output_cap` in its table), so no single result
+/// floods a small context window.
+pub fn fit_output(output: String, cap: usize) -> String {
+    let cap = cap.clamp(NOTE_ROOM * 2, MAX_TOOL_OUTPUT);
     let total = stored_len(&output);
-    if total <= MAX_TOOL_OUTPUT {
+    if total <= cap {
         return output;
     }
-    let budget = MAX_TOOL_OUTPUT - 256;
+    let budget = cap - NOTE_ROOM;
     let mut used = 0;
     let end = output
         .char_indices()
@@ -68,13 +71,20 @@ pub fn fit_output(output: String) -> String {
             used > budget
         })
         .map_or(output.len(), |(i, _)| i);
+    let shown = &output[..end];
+    let lines = output.lines().count();
+    let whole_lines = shown.matches('\n').count();
     format!(
-        "{}\n(l3m) output cut: {} of {total} bytes shown (the limit of one result is \
-         {MAX_TOOL_OUTPUT}); ask for less — a line range, a narrower search",
-        &output[..end],
-        stored_len(&output[..end])
+        "{shown}\n(l3m) output cut at {cap} bytes: {} of {total} bytes shown, lines 1-{whole_lines} \
+         of {lines} whole; get the rest in pieces — a line range (read_file from_line = {}), a \
+         narrower search",
+        stored_len(shown),
+        whole_lines + 1
     )
 }
+
+/// Room kept under a cap for the note [`fit_output`] adds.
+const NOTE_ROOM: usize = 256;
 
 #[cfg(test)]
 mod tests {
@@ -108,15 +118,17 @@ mod tests {
         fn fitted_output_fits_and_keeps_a_prefix(
             chunk in "[a-z\u{0}\u{1}é\"\n]{1,64}",
             times in 1usize..8000,
+            cap in 0usize..200_000,
         ) {
             let output = chunk.repeat(times);
-            let fitted = fit_output(output.clone());
-            prop_assert!(stored_len(&fitted) <= MAX_TOOL_OUTPUT);
+            let fitted = fit_output(output.clone(), cap);
+            let cap = cap.clamp(NOTE_ROOM * 2, MAX_TOOL_OUTPUT);
+            prop_assert!(stored_len(&fitted) <= cap);
             match fitted.find("\n(l3m) output cut") {
                 Some(at) => prop_assert!(output.starts_with(&fitted[..at])),
                 None => prop_assert_eq!(&fitted, &output),
             }
-            prop_assert_eq!(fitted == output, stored_len(&output) <= MAX_TOOL_OUTPUT);
+            prop_assert_eq!(fitted == output, stored_len(&output) <= cap);
         }
     }
 }

@@ -19,6 +19,38 @@ use crate::{Config, ProviderFactory};
 /// library never reads the environment itself.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// What a session's economy needs to know of its model: the window its requests must fit and
+/// the cap on one tool result, from the model's table (defaults by family where it names none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Economy {
+    /// The context window, in tokens.
+    pub context_window: u32,
+    /// The most bytes one tool result shows the model.
+    pub tool_output_cap: usize,
+}
+
+impl Economy {
+    /// The economy of the model labelled `label` in `config`; a table that is not a model
+    /// configuration (the provider factory refuses it, naming why) gets the defaults of an
+    /// unknown model.
+    pub fn of(config: &Config, label: &str) -> Economy {
+        let table = config.models.get(label).cloned().unwrap_or_default();
+        let model = toml::Value::Table(table).try_into::<ModelConfig>().ok();
+        let unknown = || l3m_models::default_context_window(l3m_models::Dialect::Openai, label);
+        match model {
+            Some(m) => Economy {
+                context_window: m.context_window_or_default(),
+                tool_output_cap: m.tool_output_cap_or_default(),
+            },
+            None => Economy {
+                context_window: unknown(),
+                tool_output_cap: usize::try_from(unknown().saturating_mul(4) / 10)
+                    .unwrap_or(usize::MAX),
+            },
+        }
+    }
+}
+
 /// Providers by label: each `[models.<label>]` table of `config` is an `l3m-models`
 /// configuration, its script paths relative to `base` (the configuration file's folder), its
 /// API key read through `env` from the variable the table names.

@@ -75,7 +75,9 @@ pub fn assemble(
     out
 }
 
-/// The grant, one line per axis, in the grant's own spelling.
+/// The axes the grant confers, one line each in the grant's own spelling. What it does not
+/// confer is left out: the tools offered already follow the grant, and a list of what the
+/// agent may not do is text the model reads every call to no use.
 fn render_grant(grant: &Grant) -> String {
     let value = serde_json::to_value(grant).unwrap_or(serde_json::Value::Null);
     let Some(axes) = value.as_object() else {
@@ -84,14 +86,18 @@ fn render_grant(grant: &Grant) -> String {
     let mut out = String::new();
     for (axis, v) in axes {
         let shown = match v {
-            serde_json::Value::Array(a) if a.is_empty() => "not conferred".to_owned(),
-            serde_json::Value::Object(o) if o.is_empty() => "not conferred".to_owned(),
-            serde_json::Value::Bool(false) => "not conferred".to_owned(),
+            serde_json::Value::Array(a) if a.is_empty() => continue,
+            serde_json::Value::Object(o) if o.is_empty() => continue,
+            serde_json::Value::Null | serde_json::Value::Bool(false) => continue,
+            serde_json::Value::String(s) if s == "off" => continue,
             serde_json::Value::Bool(true) => "conferred".to_owned(),
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
         };
         out.push_str(&format!("- {axis}: {shown}\n"));
+    }
+    if out.is_empty() {
+        out.push_str("- nothing beyond reading your context root\n");
     }
     out
 }
@@ -121,7 +127,11 @@ mod tests {
         );
         assert!(!text.contains("# Personality"));
         assert!(text.contains("- files: [\"workspace\"]"), "{text}");
-        assert!(text.contains("- net: not conferred"), "{text}");
+        assert!(
+            !text.contains("- net:"),
+            "what is not conferred is not listed: {text}"
+        );
+        assert!(!text.contains("not conferred"), "{text}");
         assert!(text.contains("Fuel left: 4 calls, 10 bytes, 0 wakes."));
         assert!(text.contains("Tools offered: read_file, now."));
         assert!(text.ends_with("Only ever answer in haiku.\n"));

@@ -226,19 +226,20 @@ impl Toolbox {
             .collect()
     }
 
-    /// Runs one call. Blocking: call it from a blocking thread.
-    pub fn run(&self, name: &str, input: serde_json::Value) -> Outcome {
-        self.run_as(name, input, false)
+    /// Runs one call; its output is cut to `cap` bytes (the model's cap on one result).
+    /// Blocking: call it from a blocking thread.
+    pub fn run(&self, name: &str, input: serde_json::Value, cap: usize) -> Outcome {
+        self.run_as(name, input, false, cap)
     }
 
     /// Runs a wild call whose review approved it (journaled before this is called), without
     /// its justification: in the same sandbox and under the same grant as any call.
-    pub fn run_reviewed(&self, name: &str, input: serde_json::Value) -> Outcome {
+    pub fn run_reviewed(&self, name: &str, input: serde_json::Value, cap: usize) -> Outcome {
         let input = split_justification(&input).map_or(input, |(_, rest)| rest);
-        self.run_as(name, input, true)
+        self.run_as(name, input, true, cap)
     }
 
-    fn run_as(&self, name: &str, input: serde_json::Value, reviewed: bool) -> Outcome {
+    fn run_as(&self, name: &str, input: serde_json::Value, reviewed: bool, cap: usize) -> Outcome {
         let _turn = self
             .turn
             .lock()
@@ -262,14 +263,14 @@ impl Toolbox {
                 effects.extend(out.effects);
                 effects.extend(self.unnamed_lasting(name, &effects));
                 Outcome::Finished {
-                    output: crate::bounds::fit_output(out.text),
+                    output: crate::bounds::fit_output(out.text, cap),
                     is_error: false,
                     effects,
                     refusal: None,
                 }
             }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
-                output: crate::bounds::fit_output(e.to_string()),
+                output: crate::bounds::fit_output(e.to_string(), cap),
                 is_error: true,
                 effects,
                 refusal: e.refusal(),

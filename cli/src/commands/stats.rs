@@ -9,6 +9,7 @@ use l3m_wire::hubd::tree::AgentLife;
 use crate::context::{Context, agent};
 use crate::error::CliError;
 use crate::output;
+use crate::render::economy::{self, EconomyStats};
 use crate::render::stats::{AgentStats, fold, table};
 
 /// Model calls, tokens in and out, and each tool's uses, errors and latency (from its
@@ -18,12 +19,18 @@ use crate::render::stats::{AgentStats, fold, table};
 /// `--json` prints `{"agents": {<name>: {"model_calls", "failed_calls", "tokens_in",
 /// "tokens_out", "tools": {<tool>: {"uses", "errors", "timed", "total_ms", "max_ms"}}}},
 /// "review": {<tool>: {"reviewed", "approved_first", "approved_later", "redirected",
-/// "withdrawn", "stalemates", "denied", "model_calls", "ms"}}}`.
+/// "withdrawn", "stalemates", "denied", "model_calls", "ms"}}, "economy": {<name>:
+/// {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "compactions",
+/// "request_bytes", "narration_bytes"}}, "subtrees": {<name>: the same, summed over the agent
+/// and its descendants}}`.
 ///
 /// The review table is the paper's Table 6 over the Logs: per wild tool, how many calls were
 /// reviewed, approved at the first round (ok@1) or later (ok@>1, a human's card included),
 /// redirected to a tame alternative, withdrawn, stalemated into a card or denied there, and the
 /// reviewer model calls and seconds spent — so a card almost always approved can be re-aimed.
+///
+/// The economy section shows tokens by kind, the share of input read from the provider's
+/// cache, compactions, and the share of what was sent that was the harness's narration.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The top of the subtree to fold (default: every agent).
@@ -48,6 +55,7 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
     }
     let mut agents: BTreeMap<String, AgentStats> = BTreeMap::new();
     let mut review = ReviewTally::new();
+    let mut economies: BTreeMap<String, EconomyStats> = BTreeMap::new();
     for state in tree
         .agents
         .iter()
@@ -62,12 +70,19 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
         let read = client.read_log_from(&name, 0).await?;
         agents.insert(state.name.clone(), fold(&read.records));
         review.add_log(&read.records);
+        economies.insert(state.name.clone(), economy::fold(&read.records));
     }
     if args.json {
-        return output::json(&serde_json::json!({ "agents": agents, "review": review.tools() }));
+        return output::json(&serde_json::json!({
+            "agents": agents,
+            "review": review.tools(),
+            "economy": economies,
+            "subtrees": economy::subtrees(&economies),
+        }));
     }
     print!("{}", table(&agents));
     print!("{}", review_table(&review));
+    print!("{}", economy::table(&economies));
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 //! - [`stats`]: model calls, tokens and tool latency folded from Logs.
 //! - [`grant`]: a grant axis by axis, and an account.
 
+pub mod economy;
 pub mod grant;
 pub mod log;
 pub mod stats;

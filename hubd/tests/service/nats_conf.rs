@@ -12,14 +12,22 @@ use tokio::sync::broadcast;
 fn config() -> String {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/nats.conf"))
         .unwrap();
-    ["HUBD", "SEQUENCER", "CLI", "POSTMAN", "BUILDER", "RUNNER", "REVIEWER"]
-        .iter()
-        .fold(text, |text, user| {
-            text.replace(
-                &format!("${user}_NATS_PASSWORD"),
-                &format!("{}-secret", user.to_lowercase()),
-            )
-        })
+    [
+        "HUBD",
+        "SEQUENCER",
+        "CLI",
+        "POSTMAN",
+        "BUILDER",
+        "RUNNER",
+        "REVIEWER",
+    ]
+    .iter()
+    .fold(text, |text, user| {
+        text.replace(
+            &format!("${user}_NATS_PASSWORD"),
+            &format!("{}-secret", user.to_lowercase()),
+        )
+    })
 }
 
 async fn connect(server: &NatsServer, user: &str) -> NatsBus {

@@ -155,6 +155,7 @@ impl Session {
         };
         self.running.running_tools.insert(id.clone());
         let tools = Arc::clone(&self.tools);
+        let cap = self.models.economy.tool_output_cap;
         let tx = self.tx.clone();
         // Only an approved wild use reaches a start (core's plan starts a wild use only after a
         // safe verdict is journaled).
@@ -164,9 +165,9 @@ impl Session {
             let ToolUse { id, name, input } = use_;
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 if reviewed {
-                    tools.run_reviewed(&name, input)
+                    tools.run_reviewed(&name, input, cap)
                 } else {
-                    tools.run(&name, input)
+                    tools.run(&name, input, cap)
                 }
             }));
             let input = match outcome {

@@ -40,6 +40,7 @@ impl Session {
             }
             Input::Oversized(call, error) => self.oversized(call, error),
             Input::Control(request, reply) => self.control(request, reply),
+            Input::Summary(summary) => self.summarized(summary),
         }
         None
     }
@@ -96,12 +97,11 @@ impl Session {
         if self.log.grants_commit.as_deref() == Some(tip.as_str()) {
             return;
         }
-        let summary = if view.grant == self.grant.grant {
-            "the grants ref moved; the grant itself is unchanged".to_owned()
-        } else {
-            "your grant changed; the tools offered follow it from now on".to_owned()
-        };
-        if view.grant != self.grant.grant {
+        // A ref that moved without changing the grant (a loan, a pinned vigil) is nothing the
+        // model can act on: it is not journaled as a grant change (a new loan shows as the
+        // budget change below).
+        let changed = view.grant != self.grant.grant;
+        if changed {
             match crate::toolbox::Toolbox::build(
                 (self.build_tools)(),
                 &view,
@@ -120,10 +120,14 @@ impl Session {
                 }
             }
         }
-        self.signal_or_drop(Signal::GrantChanged {
-            summary,
-            grants_commit: tip,
-        });
+        if changed {
+            self.signal_or_drop(Signal::GrantChanged {
+                summary: "your grant changed; the tools offered follow it from now on".to_owned(),
+                grants_commit: tip,
+            });
+        } else {
+            self.log.grants_commit = Some(tip);
+        }
         self.grant = view;
         self.budget_from_hub("the budget was re-read with the grant");
     }
@@ -156,6 +160,7 @@ impl Session {
                 for (_, call) in self.running.calls.drain() {
                     call.abort();
                 }
+                self.drop_summary();
                 match self.signal(Signal::Interrupt { reason }) {
                     Ok(()) => ControlReply::Done {
                         next_seq: self.log.owed.next_seq(),
@@ -169,6 +174,7 @@ impl Session {
                 for (_, call) in self.running.calls.drain() {
                     call.abort();
                 }
+                self.drop_summary();
                 match self.signal(Signal::Rewind { to, reason }) {
                     Ok(()) => {
                         self.buffer.rewinds.push(to);

@@ -37,6 +37,7 @@ use crate::{Exit, SequencerError, now_ms};
 use l3m_wire::control::{ControlReply, ControlRequest, Status};
 
 mod activities;
+mod compact;
 mod intake;
 mod review;
 mod state;
@@ -76,6 +77,8 @@ pub(crate) enum Input {
     Control(ControlRequest, oneshot::Sender<ControlReply>),
     /// The lease was lost.
     LeaseLost(String),
+    /// A compaction's summary came back.
+    Summary(compact::Summary),
 }
 
 /// One model of the session: its provider, the model id asked, and its own notes.
@@ -86,6 +89,8 @@ pub(crate) type ModelEntry = (Arc<dyn Provider>, String, Option<String>);
 pub(crate) struct Models {
     pub primary: ModelEntry,
     pub fallback: Option<ModelEntry>,
+    /// The primary model's window and result cap; a fallback must serve the same view.
+    pub economy: crate::model::Economy,
 }
 
 /// The writer's state.
@@ -108,6 +113,8 @@ pub(crate) struct Session {
     running: Running,
     /// What this pass stages, and what waits for its append.
     buffer: PassBuffer,
+    /// The token estimate and the compaction under way.
+    gauge: compact::Gauge,
 }
 
 /// How a pass ended.
@@ -147,6 +154,7 @@ impl Session {
             },
             running: Running::default(),
             buffer: PassBuffer::default(),
+            gauge: compact::Gauge::default(),
             grant,
             review: None,
         }
@@ -157,11 +165,22 @@ impl Session {
         self.log.owed.apply(record);
         self.log.fold.advance(record);
         match &record.body {
-            RecordBody::CallStarted { .. } => self.log.bytes_since_call = 0,
-            RecordBody::AssistantReply { .. } => self.log.oversized_in_a_row = 0,
+            RecordBody::CallStarted { .. } => {
+                self.log.bytes_since_call = 0;
+                // The request this call sends is built from the view as it is now; measured
+                // here, at boot too, so the estimate is a fold over the Log and a fresh boot
+                // starts calibrated.
+                self.gauge.sent_bytes = self.request_bytes();
+                self.gauge.compacted = false;
+            }
+            RecordBody::AssistantReply { usage, .. } => {
+                self.log.oversized_in_a_row = 0;
+                self.calibrate(usage);
+            }
             RecordBody::GrantChange { grants_commit, .. } => {
                 self.log.grants_commit = Some(grants_commit.clone());
             }
+            RecordBody::TurnEnd | RecordBody::OutOfFuel { .. } => self.gauge.compacted = false,
             _ => {}
         }
         if matches!(
@@ -174,6 +193,7 @@ impl Session {
                 }
         ) {
             self.log.reshaped = true;
+            self.gauge.stale = true;
         }
     }
 
@@ -292,7 +312,9 @@ impl Session {
         let mut planned = Vec::new();
         if stop.is_none() {
             self.hooks();
-            planned = self.plan()?;
+            if !self.compaction_first() {
+                planned = self.plan()?;
+            }
         }
         self.append().await?;
         self.start(&planned);

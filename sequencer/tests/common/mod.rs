@@ -1,6 +1,8 @@
 //! A real hubd over a real nats-server, agents in it, and a counting scripted provider.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chat;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

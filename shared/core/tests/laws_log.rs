@@ -24,7 +24,7 @@ use l3m_core::log::{
 use l3m_core::names::Entity;
 use l3m_core::owed::{Owed, PlanInput, Signal, close_open, journal, plan};
 use l3m_core::review::ReviewSpent;
-use l3m_core::view::{Message, Part, View, ViewFold, view};
+use l3m_core::view::{Message, Part, View, ViewFold, view, view_bytes};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -531,7 +531,7 @@ impl Driver {
                         input: if k % 2 == 0 {
                             serde_json::json!({ "justification": "needed" })
                         } else {
-                            serde_json::Value::Null
+                            serde_json::json!({})
                         },
                     });
                 }
@@ -971,7 +971,7 @@ fn started(call: CallId) -> RecordBody {
 
 proptest! {
     /// The Log is folded for spend in one place (`Owed::spent`): it counts one call per
-    /// `call-started`, never decreases along a Log — rewinds give nothing back — and charges
+    /// `call-started` and per `compaction` (a summary call), never decreases along a Log — rewinds give nothing back — and charges
     /// bytes only from the budget change journaled with a call.
     #[test]
     fn spend_is_folded_once_and_never_given_back(log in arbitrary_log(), drop_bytes in 0u64..500) {
@@ -991,7 +991,10 @@ proptest! {
             prop_assert!(now.model_calls >= last.model_calls && now.bytes >= last.bytes);
             last = now;
         }
-        let calls = records.iter().filter(|r| matches!(r.body, RecordBody::CallStarted { .. })).count() as u64;
+        let calls = records
+            .iter()
+            .filter(|r| matches!(r.body, RecordBody::CallStarted { .. } | RecordBody::Compaction { .. }))
+            .count() as u64;
         prop_assert_eq!(owed.spent().model_calls, calls);
         prop_assert!(owed.spent().bytes >= drop_bytes);
     }
@@ -1031,7 +1034,7 @@ proptest! {
             owed.apply(r);
             match &r.body {
                 RecordBody::BudgetChange { left, .. } => fuel = Some(*left),
-                RecordBody::CallStarted { .. } => {
+                RecordBody::CallStarted { .. } | RecordBody::Compaction { .. } => {
                     if let Some(f) = &mut fuel {
                         f.model_calls = f.model_calls.saturating_sub(1);
                     }
@@ -1047,6 +1050,172 @@ proptest! {
             prop_assert_eq!(owed.fuel_left(), fuel);
             for u in &standing {
                 prop_assert_eq!(owed.tool_use(&u.id), Some(u));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compaction at the window
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 128,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Wherever a sequencer starts a call, compacting the oldest span the fold names keeps the
+    /// tail after it exactly as it was (so the call answers the same last message), shows the
+    /// summary first, keeps the view well formed, and a rewind to before the compaction or a
+    /// fork after it gives the view a fresh fold of those records gives.
+    #[test]
+    fn compacting_the_oldest_span_keeps_the_tail(acts in driven_acts(), keep in 0u64..4000) {
+        let d = driven(&acts);
+        let records = d.log.records().to_vec();
+        let mut fold = ViewFold::new();
+        for (i, r) in records.iter().enumerate() {
+            if matches!(r.body, RecordBody::CallStarted { .. }) {
+                let before = fold.view().clone();
+                if let Some(span) = fold.oldest_span(keep) {
+                    let mut compacted = records[..i].to_vec();
+                    compacted.push(Record {
+                        seq: i as u64,
+                        at_ms: 0,
+                        body: RecordBody::Compaction { from: span.from, to: span.to, summary: "S".into() },
+                    });
+                    let after = view(&compacted);
+                    let kept = before.messages.len() - span.messages;
+                    prop_assert!(after.messages.len() > kept);
+                    let cut = after.messages.len() - kept;
+                    prop_assert_eq!(&after.messages[cut..], &before.messages[span.messages..]);
+                    let shows_summary = after.messages[..cut].iter().any(|m| matches!(
+                        m,
+                        Message::User { content } if content.iter().any(|p| matches!(p, Part::Text { text } if text.ends_with(": S")))
+                    ));
+                    prop_assert!(shows_summary, "{:?}", after.messages);
+                    prop_assert!(view_bytes(&after) <= view_bytes(&before) + 64);
+                    if let Err(e) = well_formed(&after, true) {
+                        prop_assert!(false, "compacted at seq {}: {}", i, e);
+                    }
+                    // A rewind to before the compaction restores the view it compacted.
+                    let mut rewound = compacted.clone();
+                    rewound.push(Record {
+                        seq: i as u64 + 1,
+                        at_ms: 0,
+                        body: RecordBody::Rewind { to: i as u64 - 1, reason: "back".into() },
+                    });
+                    let mut settled = records[..i].to_vec();
+                    settled.push(Record { seq: i as u64, at_ms: 0, body: RecordBody::Rewind { to: i as u64 - 1, reason: "back".into() } });
+                    prop_assert_eq!(view(&rewound), view(&settled));
+                    // A fork after it starts from the same compacted view.
+                    let forked = l3m_core::owed::fork_log(compacted.clone(), "fork", 0);
+                    prop_assert_eq!(&view(&forked).messages[..after.messages.len()], &after.messages[..]);
+                }
+            }
+            fold.advance(r);
+        }
+    }
+
+    /// The estimate never counts fewer tokens than the rate it observed, and the bytes it
+    /// allows for a token budget never estimate over that budget.
+    #[test]
+    fn token_estimate_errs_high_and_inverts_safely(
+        observed in vec((1u64..1_000_000, 1u64..400_000), 0..6),
+        bytes in 0u64..10_000_000,
+        budget in 0u64..1_000_000,
+    ) {
+        let mut estimate = l3m_core::view::TokenEstimate::default();
+        for (b, t) in &observed {
+            estimate.observe(*b, *t);
+        }
+        let (sum_b, sum_t) = observed.iter().fold((0u64, 0u64), |(b, t), (x, y)| (b + x, t + y));
+        if sum_b > 0 {
+            prop_assert!(u128::from(estimate.tokens(bytes)) * u128::from(sum_b) >= u128::from(bytes) * u128::from(sum_t));
+        }
+        prop_assert!(estimate.tokens(estimate.bytes(budget)) <= budget + 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A lean view
+
+fn fuel_strategy() -> impl Strategy<Value = Fuel> {
+    (0u64..12, 0u64..200_000, 0u64..3).prop_map(|(model_calls, bytes, wakes)| Fuel {
+        model_calls,
+        bytes,
+        wakes,
+    })
+}
+
+proptest! {
+    /// The view narrates exactly the budget changes that matter (`budget_matters` against the
+    /// budget before), and a session whose fuel only goes down without running low reads no
+    /// budget line at all, however many calls it makes.
+    #[test]
+    fn budget_lines_only_when_they_matter(changes in vec(fuel_strategy(), 0..30), start in 4u64..1000) {
+        use l3m_core::view::{LOW_BYTES, LOW_CALLS, budget_matters};
+        let mut bodies = vec![RecordBody::SystemPrompt { text: "p".into(), continues: false }];
+        let mut before: Option<Fuel> = None;
+        let mut shown = 0;
+        for left in &changes {
+            bodies.push(RecordBody::BudgetChange { left: *left, summary: "s".into() });
+            shown += usize::from(budget_matters(before.as_ref(), left));
+            before = Some(*left);
+        }
+        let budget_lines = |v: &View| v.messages.iter().map(|m| match m {
+            Message::User { content } => content.iter().filter(|p| matches!(p, Part::Text { text } if text.starts_with("(l3m) your budget"))).count(),
+            Message::Assistant { .. } => 0,
+        }).sum::<usize>();
+        prop_assert_eq!(budget_lines(&view(&log_of(bodies))), shown);
+
+        // Calls that only spend, never low: no budget line.
+        let mut bodies = vec![RecordBody::SystemPrompt { text: "p".into(), continues: false }];
+        let calls = start.min(40);
+        for n in 0..calls {
+            bodies.push(RecordBody::UserLine { from: alice(), text: format!("line {n}") });
+            bodies.push(RecordBody::BudgetChange {
+                left: Fuel { model_calls: LOW_CALLS + 1 + calls - n, bytes: LOW_BYTES + 1000 * (calls - n), wakes: 1 },
+                summary: "a model call".into(),
+            });
+        }
+        prop_assert_eq!(budget_lines(&view(&log_of(bodies))), 0);
+    }
+}
+
+proptest! {
+    /// Letters are shown by a short id that is the seq of their event (so the harness maps it
+    /// back through the Log), never by their long id; the same letter keeps its short id in
+    /// every later view.
+    #[test]
+    fn letters_are_shown_by_short_stable_ids(ids in vec("[0-9a-f]{64}", 1..6), lines in vec(0usize..3, 1..6)) {
+        let mut bodies = vec![RecordBody::SystemPrompt { text: "p".into(), continues: false }];
+        for (k, letter_id) in ids.iter().enumerate() {
+            for n in 0..lines[k % lines.len()] {
+                bodies.push(RecordBody::UserLine { from: alice(), text: format!("line {n}") });
+            }
+            let id = EventId::new(format!("e{k}")).unwrap();
+            bodies.push(RecordBody::Event {
+                id: id.clone(),
+                source: EventSource::Letter { letter_id: letter_id.clone(), from: alice() },
+                text: "hello".into(),
+            });
+            bodies.push(RecordBody::HookDecision { event: id, disposition: Disposition::Show });
+        }
+        let records = log_of(bodies);
+        let text = serde_json::to_string(&view(&records)).unwrap();
+        for letter_id in &ids {
+            prop_assert!(!text.contains(letter_id.as_str()));
+        }
+        for r in &records {
+            if let RecordBody::Event { .. } = r.body {
+                let short = l3m_core::view::letter_short_id(r.seq);
+                let shown = format!("letter {short} from");
+                prop_assert!(text.contains(&shown));
+                // Stable: a longer Log shows the same letter by the same id.
+                let mut longer = records.clone();
+                longer.push(Record { seq: records.len() as u64, at_ms: 0, body: RecordBody::UserLine { from: alice(), text: "more".into() } });
+                prop_assert!(serde_json::to_string(&view(&longer)).unwrap().contains(&shown));
             }
         }
     }

@@ -16,7 +16,8 @@
 //! `message_delta` (stop reason, cumulative output usage), `message_stop`; `ping` in between and
 //! `error` when the server gives up mid-stream. Block types and deltas this client does not use
 //! (thinking, signatures, citations) are skipped; a stream that ends before `message_stop`, a
-//! delta for a block that never started and a tool input that is not JSON are typed errors.
+//! delta for a block that never started are typed errors. A tool input that is not JSON is kept
+//! as the model's text ([`crate::parse_tool_input`]) so the model is told and can correct it.
 //!
 //! # Layout
 //! - [`render`], [`Body`]: the request body (pure, borrowed from the request).
@@ -53,16 +54,45 @@ pub struct Body<'a> {
     max_tokens: u32,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
+    system: Option<[SystemBlock; 1]>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
 }
 
+/// A prompt-cache breakpoint: the provider caches the prompt up to and including the block
+/// that carries it, and a later request whose prefix is byte-identical reads it from the cache.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Breakpoint {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Option<Breakpoint> = Some(Breakpoint { kind: "ephemeral" });
+
+/// The system prompt as one text block, so it can carry a breakpoint.
+#[derive(Debug, Serialize)]
+struct SystemBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Breakpoint>,
+}
+
 #[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Vec<WireContent<'a>>,
+    content: Vec<CachedBlock<'a>>,
+}
+
+/// One content block and its breakpoint, if it carries one.
+#[derive(Debug, Serialize)]
+struct CachedBlock<'a> {
+    #[serde(flatten)]
+    content: WireContent<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Breakpoint>,
 }
 
 #[derive(Debug, Serialize)]
@@ -88,29 +118,53 @@ struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Breakpoint>,
 }
 
-/// The request body for `request`.
+/// The request body for `request`, with prompt-cache breakpoints on its stable parts: the last
+/// tool and the system prompt (the API orders tools, then system, then messages), and the last
+/// block of each of the last two user turns. The view only ever appends between calls, so the
+/// previous request's last breakpoint is this one's second-to-last, at the same bytes: the
+/// whole history but the newest turn is read from the cache. Four breakpoints, the API's most.
 pub fn render(request: &ModelRequest) -> Body<'_> {
     let system = request.system_prompt();
+    let mut messages: Vec<WireMessage<'_>> = request
+        .view
+        .messages
+        .iter()
+        .filter_map(render_message)
+        .collect();
+    for message in messages
+        .iter_mut()
+        .rev()
+        .filter(|m| m.role == "user")
+        .take(2)
+    {
+        if let Some(last) = message.content.last_mut() {
+            last.cache_control = EPHEMERAL;
+        }
+    }
+    let last_tool = request.tools.len().saturating_sub(1);
     Body {
         model: &request.model,
         max_tokens: request.max_tokens,
         stream: true,
-        system: (!system.is_empty()).then_some(system),
-        messages: request
-            .view
-            .messages
-            .iter()
-            .filter_map(render_message)
-            .collect(),
+        system: (!system.is_empty()).then_some([SystemBlock {
+            kind: "text",
+            text: system,
+            cache_control: EPHEMERAL,
+        }]),
+        messages,
         tools: request
             .tools
             .iter()
-            .map(|t| WireTool {
+            .enumerate()
+            .map(|(i, t)| WireTool {
                 name: &t.name,
                 description: &t.description,
                 input_schema: &t.input_schema,
+                cache_control: if i == last_tool { EPHEMERAL } else { None },
             })
             .collect(),
     }
@@ -132,6 +186,10 @@ fn wire_id(id: &ToolUseId) -> Cow<'_, str> {
     )
 }
 
+/// The input sent for a tool use whose arguments were not a JSON object.
+static EMPTY_INPUT: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| Value::Object(serde_json::Map::new()));
+
 fn render_message(message: &Message) -> Option<WireMessage<'_>> {
     let (role, content): (&'static str, Vec<WireContent<'_>>) = match message {
         Message::Assistant { text, tool_uses } => {
@@ -139,7 +197,13 @@ fn render_message(message: &Message) -> Option<WireMessage<'_>> {
             let uses = tool_uses.iter().map(|u| WireContent::ToolUse {
                 id: wire_id(&u.id),
                 name: &u.name,
-                input: &u.input,
+                // The API takes only an object; arguments that did not parse (kept as the
+                // model's text) go back as an empty one beside the error result.
+                input: if u.input.is_object() {
+                    &u.input
+                } else {
+                    &EMPTY_INPUT
+                },
             });
             ("assistant", text.into_iter().chain(uses).collect())
         }
@@ -163,6 +227,13 @@ fn render_message(message: &Message) -> Option<WireMessage<'_>> {
             ("user", results.chain(texts).collect())
         }
     };
+    let content: Vec<CachedBlock<'_>> = content
+        .into_iter()
+        .map(|content| CachedBlock {
+            content,
+            cache_control: None,
+        })
+        .collect();
     (!content.is_empty()).then_some(WireMessage { role, content })
 }
 
@@ -419,12 +490,7 @@ impl StreamDecoder for Decoder {
                     let input = if json.trim().is_empty() {
                         start_input.unwrap_or_else(|| json!({}))
                     } else {
-                        serde_json::from_str(&json).map_err(|e| {
-                            bad(format!(
-                                "tool_use {id} ({name}) has an input that is not JSON ({e}): {}",
-                                excerpt(&json)
-                            ))
-                        })?
+                        crate::parse_tool_input(&json)
                     };
                     let id = ToolUseId::new(id).map_err(|e| bad(format!("tool_use id: {e}")))?;
                     tool_uses.push(ToolUse { id, name, input });
@@ -569,16 +635,6 @@ mod tests {
                 "never started",
             ),
             (
-                &[
-                    START,
-                    r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n"}}"#,
-                    r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{oops"}}"#,
-                    r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#,
-                    r#"{"type":"message_stop"}"#,
-                ],
-                "not JSON",
-            ),
-            (
                 &[START, r#"{"type":"message_stop"}"#],
                 "never gave a stop_reason",
             ),
@@ -588,6 +644,25 @@ mod tests {
             assert!(!error.retryable());
             assert!(error.to_string().contains(expected), "{error}");
         }
+    }
+
+    #[test]
+    fn an_input_that_is_not_json_reaches_the_log_as_written_and_goes_back_as_an_object() {
+        let reply = feed(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{oops"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        assert_eq!(reply.tool_uses[0].input, Value::String("{oops".into()));
+        let message = Message::Assistant {
+            text: String::new(),
+            tool_uses: reply.tool_uses,
+        };
+        let wire = serde_json::to_value(render_message(&message)).unwrap();
+        assert_eq!(wire["content"][0]["input"], serde_json::json!({}));
     }
 
     #[test]

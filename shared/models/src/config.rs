@@ -86,12 +86,61 @@ pub struct ModelConfig {
     /// The label of the table to fall back to when this model keeps failing.
     #[serde(default)]
     pub fallback: Option<String>,
+    /// The model's context window in tokens; default by family ([`default_context_window`]).
+    /// The sequencer compacts before a request would outgrow it.
+    #[serde(default)]
+    pub context_window: Option<u32>,
+    /// The most bytes one tool result may show this model before it is cut with a note on how
+    /// to get the rest; default a tenth of the window ([`ModelConfig::tool_output_cap_or_default`]).
+    #[serde(default)]
+    pub tool_output_cap: Option<u32>,
+}
+
+/// The context window of a model known by its family, from its id; 32k tokens for a model this
+/// table does not know (small local models rarely have less, and a window too small only
+/// compacts early).
+pub fn default_context_window(dialect: Dialect, model: &str) -> u32 {
+    let model = model.to_ascii_lowercase();
+    let known: &[(&str, u32)] = &[
+        ("claude", 200_000),
+        ("gpt-4.1", 1_000_000),
+        ("gpt-4o", 128_000),
+        ("gpt-5", 400_000),
+        ("o3", 200_000),
+        ("o4", 200_000),
+        ("qwen2.5", 32_768),
+        ("qwen3", 40_960),
+        ("llama3", 131_072),
+        ("llama-3", 131_072),
+        ("mistral", 32_768),
+        ("gemma", 8_192),
+    ];
+    match known.iter().find(|(family, _)| model.contains(family)) {
+        Some((_, window)) => *window,
+        None if dialect == Dialect::Anthropic => 200_000,
+        None => 32_768,
+    }
 }
 
 impl ModelConfig {
     /// The reply budget requests to this model carry.
     pub fn max_tokens_or_default(&self) -> u32 {
         self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)
+    }
+
+    /// The context window requests to this model must fit, in tokens.
+    pub fn context_window_or_default(&self) -> u32 {
+        self.context_window
+            .unwrap_or_else(|| default_context_window(self.dialect, &self.model))
+    }
+
+    /// The most bytes one tool result may show this model: the table's `tool_output_cap`, or
+    /// a tenth of the window at about four bytes a token.
+    pub fn tool_output_cap_or_default(&self) -> usize {
+        let cap = self
+            .tool_output_cap
+            .unwrap_or_else(|| self.context_window_or_default().saturating_mul(4) / 10);
+        usize::try_from(cap).unwrap_or(usize::MAX)
     }
 
     /// Resolves a relative `script` path against `dir` (the directory of the file the table

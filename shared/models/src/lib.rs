@@ -94,7 +94,7 @@ use l3m_core::log::{CallId, RecordBody, ToolUse, Usage};
 use l3m_core::view::View;
 
 pub use chain::{ChainEntry, ModelChain};
-pub use config::{Dialect, ModelConfig, build, build_tuned};
+pub use config::{Dialect, ModelConfig, build, build_tuned, default_context_window};
 pub use error::{ModelError, TimeoutKind};
 
 /// One request: the provider-neutral view plus what the wire needs.
@@ -139,6 +139,17 @@ impl ModelRequest {
         }
         key
     }
+}
+
+/// A tool call's arguments as the model streamed them: the JSON they hold, `{}` when empty, or
+/// — when they are not JSON at all — the text itself as a JSON string. That is not an object,
+/// so core's plan answers the use with an error result the model can correct on its next call
+/// instead of the whole reply failing.
+pub fn parse_tool_input(raw: &str) -> serde_json::Value {
+    if raw.trim().is_empty() {
+        return serde_json::json!({});
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
 /// One tool as offered to the model.

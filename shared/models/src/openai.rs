@@ -32,7 +32,7 @@ use l3m_core::log::{CallId, ToolUse, ToolUseId, Usage};
 use l3m_core::view::{Message, Part};
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::excerpt;
 use crate::http::{Endpoint, HttpTuning, StreamDecoder, header_pair, join_url};
@@ -158,7 +158,11 @@ fn render_message(message: &Message) -> Vec<WireMessage<'_>> {
                     kind: "function",
                     function: WireCallFunction {
                         name: &u.name,
-                        arguments: u.input.to_string(),
+                        arguments: match &u.input {
+                            // Arguments that did not parse go back as the model wrote them.
+                            Value::String(raw) => raw.clone(),
+                            input => input.to_string(),
+                        },
                     },
                 })
                 .collect(),
@@ -405,17 +409,7 @@ impl StreamDecoder for Decoder {
             let id = pending
                 .id
                 .unwrap_or_else(|| format!("{}-{index}", self.call));
-            let input = if pending.arguments.trim().is_empty() {
-                json!({})
-            } else {
-                serde_json::from_str(&pending.arguments).map_err(|e| {
-                    bad(format!(
-                        "tool call {id} ({}) has arguments that are not JSON ({e}): {}",
-                        pending.name,
-                        excerpt(&pending.arguments)
-                    ))
-                })?
-            };
+            let input = crate::parse_tool_input(&pending.arguments);
             let id = ToolUseId::new(id).map_err(|e| bad(format!("tool call id: {e}")))?;
             tool_uses.push(ToolUse {
                 id,
@@ -481,6 +475,7 @@ impl Provider for OpenAi {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn feed(chunks: &[&str]) -> Result<ModelReply, ModelError> {
         let mut decoder = Decoder::new(&CallId::new("c7").unwrap());
@@ -554,12 +549,6 @@ mod tests {
             (&["{not json"], "not a chat completion chunk"),
             (
                 &[
-                    r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"n","arguments":"{bad"}}]},"finish_reason":"tool_calls"}]}"#,
-                ],
-                "not JSON",
-            ),
-            (
-                &[
                     r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"t"}]},"finish_reason":"tool_calls"}]}"#,
                 ],
                 "no function name",
@@ -570,6 +559,15 @@ mod tests {
             assert!(!error.retryable());
             assert!(error.to_string().contains(expected), "{error}");
         }
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_reach_the_log_as_written() {
+        let reply = feed(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"n","arguments":"{bad"}}]},"finish_reason":"tool_calls"}]}"#,
+        ])
+        .unwrap();
+        assert_eq!(reply.tool_uses[0].input, Value::String("{bad".into()));
     }
 
     #[test]

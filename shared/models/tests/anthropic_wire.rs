@@ -48,7 +48,8 @@ async fn the_request_carries_the_system_prompt_top_level_with_notes_and_the_exac
         "model": "claude-test",
         "max_tokens": 1024,
         "stream": true,
-        "system": "You are the l3m test agent.\n\nNOTES: prefer short answers.",
+        "system": [{"type": "text", "text": "You are the l3m test agent.\n\nNOTES: prefer short answers.",
+                    "cache_control": {"type": "ephemeral"}}],
         "messages": [
             {"role": "user", "content": [
                 {"type": "text", "text": format!("(l3m) summary of earlier conversation: {}", common::SUMMARY)},
@@ -61,15 +62,18 @@ async fn the_request_carries_the_system_prompt_top_level_with_notes_and_the_exac
             ]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "tu_1", "content": "contents of a", "is_error": false},
-                {"type": "tool_result", "tool_use_id": "tu_2", "content": "permission denied", "is_error": true},
+                {"type": "tool_result", "tool_use_id": "tu_2", "content": "permission denied", "is_error": true,
+                 "cache_control": {"type": "ephemeral"}},
             ]},
             {"role": "assistant", "content": [{"type": "text", "text": "The file says hi."}]},
-            {"role": "user", "content": [{"type": "text", "text": "and now?"}]},
+            {"role": "user", "content": [{"type": "text", "text": "and now?",
+                                          "cache_control": {"type": "ephemeral"}}]},
         ],
         "tools": [
             {"name": "read_file", "description": "Reads a file under the ACR.",
              "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
-            {"name": "list_dir", "description": "Lists a directory.", "input_schema": {"type": "object"}},
+            {"name": "list_dir", "description": "Lists a directory.", "input_schema": {"type": "object"},
+             "cache_control": {"type": "ephemeral"}},
         ],
     });
     assert_eq!(received.body, expected);

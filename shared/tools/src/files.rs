@@ -34,24 +34,44 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a UTF-8 text file. Paths are relative to your context root, e.g. `workspace/README.md`."
+        "Read a UTF-8 text file, or the lines `from_line`..=`to_line` of it (from 1). Paths are relative to your context root, e.g. `workspace/README.md`."
     }
 
     fn input_schema(&self) -> Value {
-        path_schema("the file to read, relative to your context root")
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "the file to read, relative to your context root"},
+                "from_line": {"type": "integer", "minimum": 1, "description": "the first line to read (default 1)"},
+                "to_line": {"type": "integer", "minimum": 1, "description": "the last line to read (default: the end)"}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        })
     }
 
     fn call(&self, input: Value, fx: &Granted<'_>) -> Result<ToolOutput, ToolError> {
         let args = Args::parse(&input, &self.input_schema())?;
         let path = args.string("path")?;
+        let from = args.opt_count("from_line", usize::MAX)?;
+        let to = args.opt_count("to_line", usize::MAX)?;
         let bytes = fx.fs_read()?.read(path)?;
         let len = bytes.len();
-        String::from_utf8(bytes)
-            .map(ToolOutput::text)
-            .map_err(|_| ToolError::NotText {
-                path: path.to_owned(),
-                len,
-            })
+        let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText {
+            path: path.to_owned(),
+            len,
+        })?;
+        if from.is_none() && to.is_none() {
+            return Ok(ToolOutput::text(text));
+        }
+        let from = from.unwrap_or(1).max(1);
+        let to = to.unwrap_or(usize::MAX);
+        Ok(ToolOutput::text(
+            text.split_inclusive('\n')
+                .skip(from - 1)
+                .take(to.saturating_sub(from - 1))
+                .collect::<String>(),
+        ))
     }
 }
 

@@ -127,7 +127,8 @@ pub enum ToolError {
 
 impl ToolError {
     /// The refusal as data — the refusing boundary and the axis it guards — when the call was
-    /// refused rather than failed (bad input, a missing file and a failed push are failures).
+    /// refused rather than failed (a missing file and a failed push are failures; arguments that break the tool's schema
+    /// are refused by `tool-arguments`).
     pub fn refusal(&self) -> Option<Refusal> {
         match self {
             ToolError::Files(e) => e.refusal(),
@@ -137,6 +138,9 @@ impl ToolError {
             ToolError::Spawn(e) => e.refusal(),
             ToolError::Shell(e) => e.refusal(),
             ToolError::Effects(e) => Some(e.refusal()),
+            // Arguments that break the schema are a mistake the model can correct; core counts
+            // them against the turn's corrections by this boundary.
+            ToolError::BadInput { .. } => Some(Refusal::new("tool-arguments", None)),
             _ => None,
         }
     }

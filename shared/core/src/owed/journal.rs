@@ -205,14 +205,53 @@ pub enum Signal {
     },
 }
 
+/// `uses` with every id already in `seen` (or earlier in `uses`) replaced by a fresh one made
+/// from `call` (`<call>-r<n>`, unique since call ids are), and the replaced ids: the fresh id
+/// and the one the model gave.
+fn freshen(
+    seen: &HashSet<ToolUseId>,
+    call: &CallId,
+    uses: Vec<ToolUse>,
+) -> (Vec<ToolUse>, Vec<(ToolUseId, ToolUseId)>) {
+    let mut taken: HashSet<ToolUseId> = HashSet::new();
+    let mut refused = Vec::new();
+    let mut n = 0u32;
+    let uses = uses
+        .into_iter()
+        .map(|mut u| {
+            if seen.contains(&u.id) || taken.contains(&u.id) {
+                let fresh = loop {
+                    n += 1;
+                    // A call id near the length limit leaves no room: `l3m-r<n>` always fits.
+                    let candidate = ToolUseId::new(format!("{call}-r{n}"))
+                        .or_else(|_| ToolUseId::new(format!("l3m-r{n}")));
+                    if let Ok(id) = candidate
+                        && !seen.contains(&id)
+                        && !taken.contains(&id)
+                    {
+                        break id;
+                    }
+                };
+                let reused = std::mem::replace(&mut u.id, fresh.clone());
+                refused.push((fresh, reused));
+            }
+            taken.insert(u.id.clone());
+            u
+        })
+        .collect();
+    (uses, refused)
+}
+
 /// The reason [`journal`] gives when a new epoch closes what the old one left open.
 pub const NEW_EPOCH: &str = "a new conversation began";
 
 /// Turns a signal into the records that journal it, or refuses it.
 ///
-/// A reply that reuses a tool use id (within itself or from earlier in the Log) is journaled as
-/// a retryable `call-failed`, so every tool use id in a Log is fresh. A rewind and a new epoch
-/// first close what is open, as an interrupt would.
+/// A tool use whose id the reply reuses (within itself or from earlier in the Log) is journaled
+/// under a fresh id the harness gives it, with an error result right after the reply saying
+/// so: every tool use id in a Log is fresh, providers never see an id twice, and
+/// the model learns of its mistake and can correct it. A rewind and a new epoch first close
+/// what is open, as an interrupt would.
 pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
     let now = &state.now;
     let next_seq = state.next_seq;
@@ -236,24 +275,25 @@ pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
             stop_reason,
         } => {
             check_open(now, &call)?;
-            let mut fresh = HashSet::new();
-            let reused = tool_uses
-                .iter()
-                .find(|u| state.seen.tool_uses.contains(&u.id) || !fresh.insert(&u.id));
-            match reused {
-                Some(u) => one(RecordBody::CallFailed {
-                    error: format!("the reply reused tool use id {}; ids must be fresh", u.id),
-                    call,
-                    retryable: true,
-                }),
-                None => one(RecordBody::AssistantReply {
-                    call,
-                    text,
-                    tool_uses,
-                    usage,
-                    stop_reason,
-                }),
-            }
+            let (tool_uses, refused) = freshen(&state.seen.tool_uses, &call, tool_uses);
+            let mut out = vec![RecordBody::AssistantReply {
+                call,
+                text,
+                tool_uses,
+                usage,
+                stop_reason,
+            }];
+            out.extend(refused.into_iter().map(|(id, reused)| RecordBody::ToolResult {
+                id,
+                output: format!(
+                    "(l3m) you gave this tool use the id {reused}, which was already used; it \
+                     was not run. Call the tool again with a fresh id"
+                ),
+                is_error: true,
+                effects: vec![],
+                refusal: Some(Refusal::new("tool-use-id", None)),
+            }));
+            Ok(out)
         }
         Signal::ModelFailed {
             call,

@@ -22,11 +22,17 @@
 //! alternative, `unclear` keeps it waiting. When the last use of a reply has its result, a model
 //! call is owed.
 //!
+//! A mistake the model can correct (arguments that are not a JSON object — a provider hands
+//! arguments it could not parse on as the JSON string the model wrote —, an unknown tool, a
+//! repeated id; the tool itself refuses arguments that break its schema) is answered with an
+//! error result the model sees on its next call, up to [`MAX_CORRECTIONS`] per turn.
+//!
 //! # When a model call is owed
 //! After a user line, a shown event, or all tool results of a reply; never while a call is open,
 //! a tool use is unresolved, or an event awaits its hook decision. A retryable failure owes the
 //! call again (attempt + 1, up to the caller's limit, after which the turn ends). Fuel: the
-//! `left` of the last `budget-change`, less one model call per call started since; with no model
+//! `left` of the last `budget-change`, less one model call per call started (or compaction
+//! summarized) since; with no model
 //! calls or no bytes left the agent stops with `out-of-fuel`. Interrupts, rewinds, turn ends,
 //! out-of-fuel and a new epoch end the turn: nothing more is owed until new input. A rewind and
 //! a new epoch also drop what the old conversation was waiting for (unstarted tool uses,
@@ -135,6 +141,9 @@ struct Now {
     /// A deliberation returned to the model: proposing the same call again (same key) in the
     /// next reply continues it; anything else withdraws it.
     returned: Option<(String, Vec<EarlierRound>)>,
+    /// Mistaken tool uses answered with an error this turn ([`is_mistake`]); past
+    /// [`MAX_CORRECTIONS`] the turn ends instead of asking the model again.
+    mistakes: u32,
 }
 
 /// Every id the Log has used, so none is used twice.
@@ -159,7 +168,8 @@ impl Owed {
     /// Folds in the next record.
     pub fn apply(&mut self, record: &Record) {
         match &record.body {
-            RecordBody::CallStarted { .. } => {
+            // A compaction's summary is a model call too, and is charged as one.
+            RecordBody::CallStarted { .. } | RecordBody::Compaction { .. } => {
                 self.spent.model_calls = self.spent.model_calls.saturating_add(1);
             }
             RecordBody::BudgetChange { left, .. } if self.after_call => {
@@ -256,7 +266,8 @@ impl Owed {
         self.now.turn_end_owed()
     }
 
-    /// What this Log has spent: one model call per `call-started`, and the bytes charged with
+    /// What this Log has spent: one model call per `call-started` and per `compaction` (its
+    /// summary was a model call), and the bytes charged with
     /// it (the drop in bytes left from the budget change before to the one journaled with the
     /// call). Rewinds give nothing back: what was spent was spent.
     pub fn spent(&self) -> Fuel {
@@ -316,11 +327,12 @@ impl Now {
         self.retry = None;
     }
 
-    /// New input: the model is owed a call, from a first attempt.
+    /// New input: the model is owed a call, from a first attempt, with its corrections anew.
     fn input(&mut self) {
         self.live = true;
         self.wants_call = true;
         self.retry = None;
+        self.mistakes = 0;
     }
 
     fn resolve(&mut self, id: &ToolUseId) {
@@ -388,6 +400,11 @@ impl Now {
         if let (Some(key), Some(earlier)) = (key, self.earlier.get(&id).filter(|e| !e.is_empty())) {
             self.returned = Some((key, earlier.clone()));
         }
+    }
+
+    /// The arguments of tool use `id` of the latest reply.
+    fn input_of(&self, id: &ToolUseId) -> Option<&serde_json::Value> {
+        self.uses.iter().find(|u| u.id == *id).map(|u| &u.input)
     }
 
     fn pending_mut(&mut self, id: &ToolUseId) -> Option<&mut PendingTool> {
@@ -482,7 +499,12 @@ impl Now {
                     self.running.push(id.clone());
                 }
             }
-            RecordBody::ToolResult { id, .. } => self.resolve(id),
+            RecordBody::ToolResult { id, refusal, .. } => {
+                if refusal.as_ref().is_some_and(is_mistake) {
+                    self.mistakes = self.mistakes.saturating_add(1);
+                }
+                self.resolve(id);
+            }
             RecordBody::Event { id, source, .. } => {
                 if !self.undecided.iter().any(|u| u.id == *id) {
                     self.undecided.push(Undecided {
@@ -524,11 +546,29 @@ impl Now {
                 self.end_turn();
             }
             RecordBody::TurnEnd | RecordBody::OutOfFuel { .. } => self.end_turn(),
-            RecordBody::SystemPrompt { .. }
-            | RecordBody::GrantChange { .. }
-            | RecordBody::Compaction { .. } => {}
+            RecordBody::Compaction { .. } => {
+                if let Some(fuel) = &mut self.fuel {
+                    fuel.model_calls = fuel.model_calls.saturating_sub(1);
+                }
+            }
+            RecordBody::SystemPrompt { .. } | RecordBody::GrantChange { .. } => {}
         }
     }
+}
+
+/// How many mistaken tool uses ([`is_mistake`]) one turn may answer with an error and still ask
+/// the model again, so it can correct them; past it the turn ends (a model that keeps
+/// sending bad calls stops spending fuel).
+pub const MAX_CORRECTIONS: u32 = 4;
+
+/// The boundaries whose refusal is a mistake the model can correct by calling again: arguments
+/// that are not a JSON object or break the tool's schema (`tool-arguments`), a tool not
+/// offered (`tool-table`), a tool use id already used (`tool-use-id`).
+pub const MISTAKE_BOUNDARIES: [&str; 3] = ["tool-arguments", "tool-table", "tool-use-id"];
+
+/// Whether `refusal` answers a mistake the model can correct ([`MISTAKE_BOUNDARIES`]).
+pub fn is_mistake(refusal: &Refusal) -> bool {
+    MISTAKE_BOUNDARIES.contains(&refusal.boundary.as_str())
 }
 
 impl Seen {

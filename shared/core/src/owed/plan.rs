@@ -75,9 +75,13 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
                 ),
             ),
             Stage::Proposed => match input.tools.footprint(&tool.name) {
+                Some(_) if now.input_of(&id).is_some_and(|v| !v.is_object()) => refusal(
+                    id.clone(),
+                    "tool-arguments",
+                    not_an_object(now.input_of(&id)),
+                ),
                 Some(footprint) if footprint.tier() == Tier::Wild => {
-                    let input = now.uses.iter().find(|u| u.id == id).map(|u| &u.input);
-                    match input.map(split_justification) {
+                    match now.input_of(&id).map(split_justification) {
                         Some(Ok(_)) => RecordBody::ToolCall {
                             id,
                             name: tool.name.clone(),
@@ -113,6 +117,9 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
     if now.call_owed() {
         if let Some(unit) = now.fuel_short() {
             return Ok(Some(RecordBody::OutOfFuel { unit }));
+        }
+        if now.mistakes > MAX_CORRECTIONS {
+            return Ok(Some(RecordBody::TurnEnd));
         }
         let attempt = now
             .retry
@@ -151,6 +158,19 @@ fn refusal(id: ToolUseId, boundary: &str, output: String) -> RecordBody {
         effects: vec![],
         refusal: Some(Refusal::new(boundary, None)),
     }
+}
+
+/// What the model is told when a tool use's arguments are not a JSON object.
+fn not_an_object(input: Option<&serde_json::Value>) -> String {
+    let wrote = match input {
+        Some(serde_json::Value::String(raw)) => raw.chars().take(200).collect::<String>(),
+        Some(other) => other.to_string().chars().take(200).collect(),
+        None => String::new(),
+    };
+    format!(
+        "(l3m) the arguments of this call are not a JSON object, so it was not run (you wrote: \
+         {wrote}); call the tool again with a JSON object that matches its schema"
+    )
 }
 
 /// What the model is told of a review that did not approve its call.

@@ -186,15 +186,48 @@ fn stale_replies_reused_ids_retries_and_fallbacks() {
     s.signal(finished("t1")).unwrap();
     s.pass();
     let third = s.open();
-    let failed = s.signal(reply(third, &[("t1", "read")])).unwrap();
-    assert!(matches!(
-        &failed[..],
-        [RecordBody::CallFailed {
-            retryable: true,
+    // A reused id is renamed fresh and answered with an error the model sees; the call is not
+    // failed.
+    let journaled = s
+        .signal(reply(
+            third.clone(),
+            &[("t1", "read"), ("t2", "read"), ("t2", "read")],
+        ))
+        .unwrap();
+    let [
+        RecordBody::AssistantReply { tool_uses, .. },
+        RecordBody::ToolResult {
+            id: r1,
+            output,
+            refusal: Some(refusal),
             ..
-        }]
-    ));
-    // The limit is two attempts: the retry after this failure is attempt 2, then the turn ends.
+        },
+        RecordBody::ToolResult { id: r2, .. },
+    ] = &journaled[..]
+    else {
+        panic!("{journaled:?}");
+    };
+    let ids: Vec<&str> = tool_uses.iter().map(|u| u.id.as_str()).collect();
+    let fresh = [format!("{third}-r1"), format!("{third}-r2")];
+    assert_eq!(ids, [fresh[0].as_str(), "t2", fresh[1].as_str()]);
+    assert_eq!(
+        (r1.as_str(), r2.as_str()),
+        (fresh[0].as_str(), fresh[1].as_str())
+    );
+    assert!(output.contains("id t1, which was already used"));
+    assert_eq!(refusal.boundary, "tool-use-id");
+    // t2 runs; then a retryable failure, and the limit is two attempts.
+    let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
+    assert_eq!(kinds, ["tool-call", "tool-started"]);
+    s.signal(finished("t2")).unwrap();
+    s.pass();
+    let failing = s.open();
+    s.signal(Signal::ModelFailed {
+        call: failing,
+        error: "529".into(),
+        retryable: true,
+    })
+    .unwrap();
     s.pass();
     let fourth = s.open();
     s.signal(Signal::ModelFailed {
@@ -343,4 +376,91 @@ fn events_wait_for_decisions_and_bad_signals_are_refused() {
     );
     assert!(s.owed.open_call().is_none());
     assert!(close_open(&s.owed, "boot").is_empty());
+}
+
+fn reply_with(call: CallId, uses: &[(&str, &str, serde_json::Value)]) -> Signal {
+    Signal::ModelReply {
+        call,
+        text: String::new(),
+        tool_uses: uses
+            .iter()
+            .map(|(id, name, input)| ToolUse {
+                id: tid(id),
+                name: (*name).into(),
+                input: input.clone(),
+            })
+            .collect(),
+        usage: Usage::default(),
+        stop_reason: "tool_use".into(),
+    }
+}
+
+#[test]
+fn arguments_that_are_not_an_object_go_back_to_the_model_as_an_error() {
+    let mut s = Session::new();
+    s.signal(line()).unwrap();
+    s.pass();
+    let raw = serde_json::Value::String("{\"path\": ".into());
+    s.signal(reply_with(s.open(), &[("t1", "read", raw)]))
+        .unwrap();
+    let planned = s.pass();
+    let [
+        RecordBody::ToolResult {
+            output,
+            is_error: true,
+            refusal: Some(refusal),
+            ..
+        },
+        RecordBody::CallStarted { .. },
+    ] = &planned[..]
+    else {
+        panic!("expected a refusal and a new call, got {planned:?}");
+    };
+    assert_eq!(refusal.boundary, "tool-arguments");
+    assert!(output.contains("not a JSON object") && output.contains("{\"path\": "));
+    // The correction runs.
+    let fixed = serde_json::json!({"path": "a"});
+    s.signal(reply_with(s.open(), &[("t2", "read", fixed)]))
+        .unwrap();
+    let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
+    assert_eq!(kinds, ["tool-call", "tool-started"]);
+}
+
+proptest::proptest! {
+    /// However a model mixes mistakes (arguments that are not an object, unknown tools, reused
+    /// ids) with good calls, one turn asks it again at most `MAX_CORRECTIONS` times after a mistake, then
+    /// ends; a new line gives it its corrections anew.
+    #[test]
+    fn corrections_per_turn_are_bounded(kinds in proptest::collection::vec(0u8..4, 1..40)) {
+        let mut s = Session::new();
+        s.signal(line()).unwrap();
+        s.pass();
+        let mut calls_after_mistakes = 0u32;
+        for (n, kind) in kinds.iter().enumerate() {
+            let Some(open) = s.owed.open_call().map(|o| o.id.clone()) else { break };
+            let id = format!("u{n}");
+            let use_ = match kind {
+                0 => (id.as_str(), "read", serde_json::Value::String("{".into())),
+                1 => (id.as_str(), "nope", serde_json::json!({})),
+                2 => ("u0", "read", serde_json::json!({})),
+                _ => (id.as_str(), "read", serde_json::json!({})),
+            };
+            s.signal(reply_with(open, &[use_])).unwrap();
+            let planned = s.pass();
+            if let Some(RecordBody::ToolStarted { id }) = planned.last() {
+                s.signal(finished(id.as_str())).unwrap();
+                s.pass();
+            } else if planned.iter().any(|b| b.kind() == "call-started") {
+                calls_after_mistakes += 1;
+            } else {
+                proptest::prop_assert_eq!(planned.last().map(RecordBody::kind), Some("turn-end"));
+            }
+        }
+        proptest::prop_assert!(calls_after_mistakes <= MAX_CORRECTIONS);
+        if s.owed.open_call().is_some() {
+            return Ok(());
+        }
+        s.signal(line()).unwrap();
+        proptest::prop_assert!(s.pass().iter().any(|b| b.kind() == "call-started"));
+    }
 }

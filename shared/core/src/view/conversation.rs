@@ -28,6 +28,9 @@ pub(super) struct Conversation {
     pub(super) holding: bool,
     /// Text parts that arrived while the call was open, with their origins.
     pub(super) held: Vec<(u64, Part)>,
+    /// The fuel left as the last budget change said, so the next is narrated only if it
+    /// matters ([`narrate::budget_matters`]).
+    pub(super) fuel: Option<Fuel>,
 }
 
 impl Conversation {
@@ -66,7 +69,7 @@ impl Conversation {
             RecordBody::CallFailed { .. } => self.release(),
             RecordBody::Event { id, source, text } => {
                 self.undecided
-                    .insert(id.clone(), (seq, narrate::event(source, text)));
+                    .insert(id.clone(), (seq, narrate::event(seq, source, text)));
             }
             RecordBody::HookDecision { event, disposition } => {
                 if let Some((origin, text)) = self.undecided.remove(event)
@@ -79,7 +82,10 @@ impl Conversation {
                 self.add_text(seq, narrate::grants(summary));
             }
             RecordBody::BudgetChange { left, summary } => {
-                self.add_text(seq, narrate::budget(summary, left));
+                if narrate::budget_matters(self.fuel.as_ref(), left) {
+                    self.add_text(seq, narrate::budget(summary, left));
+                }
+                self.fuel = Some(*left);
             }
             RecordBody::Compaction { from, to, summary } => {
                 self.compact(seq, *from..=*to, summary);

@@ -27,9 +27,13 @@
 //!   too, so the summary always stands for one stretch and the view keeps its shape (a view
 //!   that ended with a user turn still does). A span with nothing visible adds nothing. The
 //!   summary's own origin is the compaction record, so a later compaction can swallow it.
-//! - **Narration.** Grant changes, budget changes and shown events become neutral text parts of
-//!   the next user turn, in record order, after that turn's tool results (providers want results
-//!   first). An event is shown where its `hook-decision{show}` is journaled; an event with no
+//! - **Narration.** Grant changes, budget changes that matter and shown events become neutral
+//!   text parts of the next user turn, in record order, after that turn's tool results
+//!   (providers want results first). A budget change matters when fuel was raised (a regrant, a
+//!   new loan) or what is left is low or gone ([`budget_matters`]); the charge of an ordinary
+//!   call is never narrated, so a session that never runs low reads no budget line. A letter
+//!   is shown by a short stable id, `L` and its event's seq ([`letter_short_id`]), never by
+//!   its 64-character id. An event is shown where its `hook-decision{show}` is journaled; an event with no
 //!   decision yet is not shown. With no hook the sequencer journals the harness's own decision
 //!   ([`Disposition::without_hook`](crate::log::Disposition::without_hook)), so every shown event
 //!   has a decision a replay can read.
@@ -54,6 +58,8 @@
 //! - this module: [`View`], [`view`], [`ViewFold`];
 //! - `chain`: which state each record leaves the conversation in (rewinds, epochs);
 //! - `conversation`: the fold state and how each record lowers into it;
+//! - `economy`: what a view costs ([`TokenEstimate`], [`Window`]) and which oldest span a
+//!   compaction summarizes ([`ViewFold::oldest_span`], [`summary_request`]);
 //! - `narrate`: the harness's wording for what it tells the model.
 
 use std::collections::HashMap;
@@ -182,9 +188,15 @@ impl ViewFold {
 
 mod chain;
 mod conversation;
+mod economy;
 mod narrate;
 #[cfg(test)]
 mod tests;
 
 use chain::{Chain, Step, replay};
 use conversation::Conversation;
+pub use economy::{
+    OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window, message_bytes,
+    summary_request, view_bytes,
+};
+pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters, letter_short_id};

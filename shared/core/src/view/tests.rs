@@ -327,3 +327,39 @@ fn compaction_takes_pairs_together_and_keeps_order() {
     ]);
     assert_eq!(fold_both(&nothing_visible), view(&nothing_visible[..2]));
 }
+
+#[test]
+fn a_second_compaction_swallows_the_first_summary_and_what_it_kept() {
+    let mut bodies = vec![
+        prompt("p", false),
+        line("go"),
+        reply("a", &["t1"]),
+        result("t1", "one"),
+        reply("b", &["t2"]),
+        result("t2", "two"),
+    ];
+    let compact = |bodies: &mut Vec<RecordBody>| {
+        let mut fold = ViewFold::new();
+        for r in &records(bodies.clone()) {
+            fold.advance(r);
+        }
+        let span = fold.oldest_span(0).unwrap();
+        bodies.push(RecordBody::Compaction {
+            from: span.from,
+            to: span.to,
+            summary: format!("s{}", bodies.len()),
+        });
+        view(&records(bodies.clone()))
+    };
+    let first = compact(&mut bodies);
+    assert_eq!(first.messages.len(), 3, "{first:?}");
+    bodies.extend([reply("c", &["t3"]), result("t3", "three")]);
+    // The first summary's origin (its compaction) is newer than the exchange it kept; the
+    // second span still starts before that exchange, so both go.
+    let second = compact(&mut bodies);
+    assert_eq!(second.messages.len(), 3, "{second:?}");
+    assert_eq!(
+        second.messages[0],
+        user(vec![text("(l3m) summary of earlier conversation: s9")])
+    );
+}
