@@ -258,6 +258,7 @@ async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts
             ("POSTMAN_NATS_PASSWORD", password("postman")),
             ("BUILDER_NATS_PASSWORD", password("builder")),
             ("RUNNER_NATS_PASSWORD", password("runner")),
+            ("REVIEWER_NATS_PASSWORD", password("reviewer")),
         ],
         airlink: format!("{net}.3"),
         dir,

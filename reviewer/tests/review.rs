@@ -207,24 +207,11 @@ async fn garbage_and_a_dead_model_are_typed_errors_never_a_verdict() {
 
 /// deploy/nats.conf with test passwords for every user.
 fn nats_conf() -> String {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/nats.conf"))
-        .unwrap();
-    ["HUBD", "SEQUENCER", "CLI", "POSTMAN", "REVIEWER"]
-        .iter()
-        .fold(text, |text, user| {
-            text.replace(
-                &format!("${user}_NATS_PASSWORD"),
-                &format!("{}-secret", user.to_lowercase()),
-            )
-        })
+    l3m_wire::test_support::deployed_nats_conf()
 }
 
 async fn connect(server: &NatsServer, user: &str) -> NatsBus {
-    let auth = NatsAuth::UserPassword {
-        user: user.to_owned(),
-        password: format!("{user}-secret"),
-    };
-    NatsBus::connect(server.url(), auth).await.unwrap()
+    l3m_wire::test_support::connect_as(server, user).await
 }
 
 #[tokio::test]

@@ -14,35 +14,21 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 use l3m_containers::test_support::{busybox_image, fresh_site};
 use l3m_containers::{ArtifactStore, Driver, Identity};
 use l3m_core::build::StageOwner;
-use l3m_wire::bus::{NatsAuth, NatsBus};
+use l3m_wire::bus::NatsBus;
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::reply::Reply;
 use l3m_wire::subjects::{HubId, Operation, Service, Subjects};
 use l3m_wire::test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
 
-/// The users of deploy/nats.conf, with test passwords.
-const USERS: [&str; 6] = ["HUBD", "SEQUENCER", "CLI", "POSTMAN", "BUILDER", "RUNNER"];
-
 /// The deployed authorization file with its password references replaced.
 fn nats_config() -> String {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/nats.conf"))
-        .unwrap();
-    USERS.iter().fold(text, |t, u| {
-        t.replace(
-            &format!("${u}_NATS_PASSWORD"),
-            &format!("{}-secret", u.to_lowercase()),
-        )
-    })
+    l3m_wire::test_support::deployed_nats_conf()
 }
 
 /// Connects to `server` as one of deploy/nats.conf's users.
 pub async fn connect(server: &NatsServer, user: &str) -> NatsBus {
-    let auth = NatsAuth::UserPassword {
-        user: user.to_owned(),
-        password: format!("{user}-secret"),
-    };
-    NatsBus::connect(server.url(), auth).await.unwrap()
+    l3m_wire::test_support::connect_as(server, user).await
 }
 
 /// The host name the fetch stage's grant lists.

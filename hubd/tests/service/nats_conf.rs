@@ -4,38 +4,17 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsBus};
 use l3m_wire::test_support::{NatsServer, server_reported};
 use tokio::sync::broadcast;
 
 /// The deployed file with its environment references replaced by test passwords.
 fn config() -> String {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/nats.conf"))
-        .unwrap();
-    [
-        "HUBD",
-        "SEQUENCER",
-        "CLI",
-        "POSTMAN",
-        "BUILDER",
-        "RUNNER",
-        "REVIEWER",
-    ]
-    .iter()
-    .fold(text, |text, user| {
-        text.replace(
-            &format!("${user}_NATS_PASSWORD"),
-            &format!("{}-secret", user.to_lowercase()),
-        )
-    })
+    l3m_wire::test_support::deployed_nats_conf()
 }
 
 async fn connect(server: &NatsServer, user: &str) -> NatsBus {
-    let auth = NatsAuth::UserPassword {
-        user: user.to_owned(),
-        password: format!("{user}-secret"),
-    };
-    NatsBus::connect(server.url(), auth).await.unwrap()
+    l3m_wire::test_support::connect_as(server, user).await
 }
 
 async fn reported(errors: &mut broadcast::Receiver<String>, needle: &str) -> String {

@@ -6,6 +6,9 @@
 //! it when dropped. [`NatsServer::start_with`] adds configuration text, e.g. an `authorization`
 //! block with users and permissions.
 //!
+//! [`deployed_nats_conf`] is deploy/nats.conf with test passwords, so a test's server enforces
+//! the deployed permissions, and [`connect_as`] connects as one of its users.
+//!
 //! [`bench_dir`] gives a benchmark a working folder that earlier runs' deletions do not slow.
 
 use std::io::Read;
@@ -309,5 +312,60 @@ mod tests {
         assert!(TcpStream::connect(&address).is_ok());
         drop(server);
         assert!(TcpStream::connect(&address).is_err());
+    }
+}
+
+/// deploy/nats.conf (the site's users and permissions) with every `$<USER>_NATS_PASSWORD`
+/// replaced by `<user>-secret`: whatever users the file names, a test's server enforces the
+/// deployed permissions (start it with [`NatsServer::start_with`]).
+pub fn deployed_nats_conf() -> String {
+    const SUFFIX: &str = "_NATS_PASSWORD";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/nats.conf");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+            .unwrap_or(after.len());
+        match after[..name_len].strip_suffix(SUFFIX) {
+            Some(user) if !user.is_empty() => {
+                out.push_str(&format!("{}-secret", user.to_lowercase()));
+                rest = &after[name_len..];
+            }
+            _ => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Connects to `server` as `user` of [`deployed_nats_conf`], with its test password.
+pub async fn connect_as(server: &NatsServer, user: &str) -> crate::bus::NatsBus {
+    let auth = crate::bus::NatsAuth::UserPassword {
+        user: user.to_owned(),
+        password: format!("{user}-secret"),
+    };
+    crate::bus::NatsBus::connect(server.url(), auth)
+        .await
+        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+}
+
+#[cfg(test)]
+mod deployed_tests {
+    use super::*;
+
+    #[test]
+    fn every_password_reference_of_the_deployed_file_is_replaced() {
+        let text = deployed_nats_conf();
+        assert!(!text.contains("_NATS_PASSWORD"), "{text}");
+        for user in ["hubd", "sequencer", "cli", "postman"] {
+            assert!(text.contains(&format!("password: {user}-secret")), "{user}");
+        }
     }
 }
