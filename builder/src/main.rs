@@ -10,7 +10,7 @@ use builder::Config;
 use clap::Parser;
 use l3m_containers::{ArtifactStore, Driver, Identity};
 use l3m_core::build::StageOwner;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsArgs};
 use l3m_wire::subjects::{HubId, Subjects};
 use tokio_util::sync::CancellationToken;
 
@@ -40,15 +40,8 @@ struct Cli {
     /// Repeatable. Without any, a plan may name any local image.
     #[arg(long = "image", value_name = "ID")]
     images: Vec<String>,
-    /// The NATS server.
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    nats: String,
-    /// The NATS user (the `builder` user of deploy/nats.conf).
-    #[arg(long)]
-    nats_user: Option<String>,
-    /// The name of the environment variable holding the NATS password (never the password).
-    #[arg(long, value_name = "VAR")]
-    nats_password_env: Option<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
     /// Resolve a fetch host to an address before DNS, e.g. `deb.mirror=10.0.0.5:80`
     /// (an air-gapped mirror). Repeatable. The host must still be listed by the stage.
     #[arg(long, value_name = "HOST=ADDR", value_parser = parse_resolve)]
@@ -93,19 +86,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), String> {
     let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
-    let auth = match (&cli.nats_user, &cli.nats_password_env) {
-        (Some(user), Some(var)) => NatsAuth::UserPassword {
-            user: user.clone(),
-            password: std::env::var(var)
-                .map_err(|_| format!("the environment variable {var} is not set"))?,
-        },
-        _ => NatsAuth::Anonymous,
-    };
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(&cli.nats, auth)
-            .await
-            .map_err(|e| format!("connecting to NATS at {}: {e}", cli.nats))?,
-    );
+    let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| e.to_string())?);
     let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Builder, hub.as_str()))
         .await
         .map_err(|e| e.to_string())?;

@@ -11,7 +11,7 @@ use hubd::store::{Durability, Hub, HubOptions};
 use l3m_core::grant::GrantFile;
 use l3m_core::names::HumanName;
 use l3m_core::refs::paths::CREDENTIALS_DIR;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
+use l3m_wire::bus::{Bus, NatsArgs};
 use l3m_wire::subjects::HubId;
 use tokio_util::sync::CancellationToken;
 
@@ -59,24 +59,11 @@ struct ServeArgs {
     /// The hub folder (made by `hubd init`).
     #[arg(long)]
     hub: PathBuf,
-    /// The NATS server, e.g. nats://127.0.0.1:4222, or a cluster's servers separated by
-    /// commas (e.g. tls://a:4222,tls://b:4222); hubd moves to another when one dies.
-    #[arg(long)]
-    nats: String,
-    /// The site's CA certificate (PEM, from `l3m site init`): connect over TLS and trust only
-    /// servers it signed. Without it the connection is plain TCP, for a server on loopback.
-    #[arg(long, env = "L3M_NATS_CA", value_name = "PEM")]
-    nats_ca: Option<PathBuf>,
     /// The hub's id, the second token of every subject.
     #[arg(long)]
     hub_id: String,
-    /// The NATS user (see deploy/nats.conf).
-    #[arg(long, requires = "nats_password_env")]
-    nats_user: Option<String>,
-    /// The name of the environment variable holding the NATS password. The password itself is
-    /// never an argument: any local user can read a process's arguments in /proc.
-    #[arg(long, requires = "nats_user", value_name = "VAR")]
-    nats_password_env: Option<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
     /// When a write is acknowledged. `fsync` (the default): once it survives a power cut,
     /// by one fdatasync of hubd's write-ahead log (hubd/wal/), which the next start
     /// replays. `barriers`: once its files and then its ref are fsynced, no WAL (two to
@@ -206,17 +193,7 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..HubOptions::default()
     };
     let hub = Hub::open(&args.hub, options)?;
-    let auth = match (args.nats_user, args.nats_password_env) {
-        (Some(user), Some(var)) => NatsAuth::UserPassword {
-            user,
-            password: std::env::var(&var).map_err(|_| {
-                format!("the environment variable {var} (the NATS password) is not set: export it")
-            })?,
-        },
-        _ => NatsAuth::Anonymous,
-    };
-    let bus: Arc<dyn Bus> =
-        Arc::new(NatsBus::connect_with(&args.nats, auth, &NatsTls::from_ca(args.nats_ca)).await?);
+    let bus: Arc<dyn Bus> = Arc::new(args.nats.connect().await?);
     let shutdown = CancellationToken::new();
     let started = service::start(bus, hub, hub_id, shutdown.clone()).await?;
     if let Some(addr) = args.metrics {

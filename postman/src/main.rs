@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use l3m_wire::bus::NatsArgs;
 use postman::identity::{IDENTITY_DIR, Identity};
 
 /// Carries airmail between hubs over QUIC with mutual TLS and pinned certificates.
@@ -44,19 +45,8 @@ struct ServeArgs {
     /// The hub's id on NATS subjects.
     #[arg(long)]
     hub_id: String,
-    /// The NATS server hubd serves on, or a cluster's servers separated by commas.
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    nats: String,
-    /// The site's CA certificate (PEM, from `l3m site init`): connect over TLS and trust only
-    /// servers it signed. Without it the connection is plain TCP, for a server on loopback.
-    #[arg(long, env = "L3M_NATS_CA", value_name = "PEM")]
-    nats_ca: Option<PathBuf>,
-    /// The NATS user (the `postman` user of deploy/nats.conf).
-    #[arg(long)]
-    nats_user: Option<String>,
-    /// The name of the environment variable holding the NATS password (never the password).
-    #[arg(long, value_name = "VAR")]
-    nats_password_env: Option<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
     /// Where to listen for the offices' links (UDP).
     #[arg(long, default_value = "0.0.0.0:4433")]
     listen: std::net::SocketAddr,
@@ -122,7 +112,7 @@ async fn serve_on(args: ServeArgs) -> Result<(), String> {
     use l3m_core::duty::Duty;
     use l3m_core::names::ServiceName;
     use l3m_core::refs::paths;
-    use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
+    use l3m_wire::bus::Bus;
     use l3m_wire::credential::KeyFile;
     use l3m_wire::subjects::HubId;
     use postman::carry::{Carrier, Peer};
@@ -136,19 +126,7 @@ async fn serve_on(args: ServeArgs) -> Result<(), String> {
         .unwrap_or_else(|| args.hub.join(paths::postman_key()));
     let credential = KeyFile::read(&credential_path).map_err(|e| e.to_string())?;
     let hub_id = HubId::parse(&args.hub_id).map_err(|e| e.to_string())?;
-    let auth = match (&args.nats_user, &args.nats_password_env) {
-        (Some(user), Some(var)) => NatsAuth::UserPassword {
-            user: user.clone(),
-            password: std::env::var(var)
-                .map_err(|_| format!("the environment variable {var} is not set"))?,
-        },
-        _ => NatsAuth::Anonymous,
-    };
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect_with(&args.nats, auth, &NatsTls::from_ca(args.nats_ca.clone()))
-            .await
-            .map_err(|e| format!("connecting to NATS at {}: {e}", args.nats))?,
-    );
+    let bus: Arc<dyn Bus> = Arc::new(args.nats.connect().await.map_err(|e| e.to_string())?);
     let service = ServiceName::parse(paths::POSTMAN_SERVICE).map_err(|e| e.to_string())?;
     let hub = l3m_wire::client::HubClient::open(
         bus,

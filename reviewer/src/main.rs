@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use l3m_core::review::ReviewConfig;
 use l3m_models::{ModelConfig, build};
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, ConnectError, NatsArgs};
 use l3m_wire::subjects::{HubId, Subjects};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -35,18 +35,11 @@ struct Cli {
     /// The configuration holding [review] and [models.*] (often ~/.l3m/l3m.toml).
     #[arg(long)]
     config: PathBuf,
-    /// The NATS server.
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    nats: String,
     /// The hub's id on the bus.
     #[arg(long, default_value = "main")]
     hub_id: String,
-    /// The NATS user (deploy/nats.conf's `reviewer`: it may serve review requests only).
-    #[arg(long)]
-    nats_user: Option<String>,
-    /// The environment variable holding that user's password.
-    #[arg(long, requires = "nats_user")]
-    nats_password_env: Option<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
 }
 
 /// The parts of l3m.toml the reviewer reads; other tables are someone else's.
@@ -94,20 +87,10 @@ fn reviewer(config: &Path) -> Result<reviewer::Reviewer, Failure> {
 async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Failure> {
     let reviewer = reviewer(&cli.config)?;
     let hub = HubId::parse(&cli.hub_id).map_err(|e| Failure::Usage(e.to_string()))?;
-    let auth = match (&cli.nats_user, &cli.nats_password_env) {
-        (Some(user), Some(var)) => NatsAuth::UserPassword {
-            user: user.clone(),
-            password: std::env::var(var).map_err(|_| {
-                Failure::Usage(format!("the environment variable {var} is not set"))
-            })?,
-        },
-        _ => NatsAuth::Anonymous,
-    };
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(&cli.nats, auth)
-            .await
-            .map_err(|e| Failure::Run(format!("connecting to NATS: {e}")))?,
-    );
+    let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| match e {
+        ConnectError::PasswordUnset { .. } => Failure::Usage(e.to_string()),
+        ConnectError::Bus { .. } => Failure::Run(e.to_string()),
+    })?);
     tracing::info!(family = %reviewer.family(), hub = %hub, "reviewer serving");
     reviewer::serve(
         bus.as_ref(),

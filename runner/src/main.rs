@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Parser;
 use l3m_containers::{ArtifactStore, Driver, Identity};
 use l3m_core::build::StageOwner;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsArgs};
 use l3m_wire::subjects::{HubId, Subjects};
 use tokio_util::sync::CancellationToken;
 
@@ -34,15 +34,8 @@ struct Cli {
     /// Repeatable. Without any, a plan may name any local image.
     #[arg(long = "image", value_name = "ID")]
     images: Vec<String>,
-    /// The NATS server.
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    nats: String,
-    /// The NATS user (the `runner` user of deploy/nats.conf).
-    #[arg(long)]
-    nats_user: Option<String>,
-    /// The name of the environment variable holding the NATS password (never the password).
-    #[arg(long, value_name = "VAR")]
-    nats_password_env: Option<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
 }
 
 fn main() -> ExitCode {
@@ -75,19 +68,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), String> {
     let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
-    let auth = match (&cli.nats_user, &cli.nats_password_env) {
-        (Some(user), Some(var)) => NatsAuth::UserPassword {
-            user: user.clone(),
-            password: std::env::var(var)
-                .map_err(|_| format!("the environment variable {var} is not set"))?,
-        },
-        _ => NatsAuth::Anonymous,
-    };
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect(&cli.nats, auth)
-            .await
-            .map_err(|e| format!("connecting to NATS at {}: {e}", cli.nats))?,
-    );
+    let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| e.to_string())?);
     let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Runner, hub.as_str()))
         .await
         .map_err(|e| e.to_string())?;

@@ -13,7 +13,7 @@ use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
 use l3m_core::names::AgentName;
 use l3m_core::refs::paths;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
+use l3m_wire::bus::{Bus, ConnectError, NatsArgs};
 use l3m_wire::client::HubClient;
 use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
@@ -57,19 +57,8 @@ struct Connection {
     /// The hub's id, the second token of every subject.
     #[arg(long)]
     hub_id: String,
-    /// The NATS server, or a cluster's servers separated by commas.
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    nats: String,
-    /// The site's CA certificate (PEM, from `l3m site init`): connect over TLS and trust only
-    /// servers it signed. Without it the connection is plain TCP, for a server on loopback.
-    #[arg(long, env = "L3M_NATS_CA", value_name = "PEM")]
-    nats_ca: Option<PathBuf>,
-    /// The NATS user (see deploy/nats.conf).
-    #[arg(long, requires = "nats_password_env")]
-    nats_user: Option<String>,
-    /// The environment variable holding the NATS password.
-    #[arg(long, requires = "nats_user")]
-    nats_password_env: Option<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
     /// This host's credential (mode 0600; `l3m credential issue --host` makes one)
     /// [default: HUB/.hubd/credentials/host.key].
     #[arg(long)]
@@ -193,25 +182,13 @@ async fn open(conn: &Connection) -> Result<Opened, Failure> {
         }
         None => (Config::default(), PathBuf::new()),
     };
-    let auth = match (&conn.nats_user, &conn.nats_password_env) {
-        (Some(user), Some(var)) => NatsAuth::UserPassword {
-            user: user.clone(),
-            password: std::env::var(var).map_err(|_| {
-                Failure::Usage(format!("the environment variable {var} is not set"))
-            })?,
-        },
-        _ => NatsAuth::Anonymous,
-    };
-    let bus: Arc<dyn Bus> = Arc::new(
-        NatsBus::connect_with(&conn.nats, auth, &NatsTls::from_ca(conn.nats_ca.clone()))
-            .await
-            .map_err(|e| {
-                Failure::Run(SequencerError::Bus {
-                    what: "connecting to NATS".into(),
-                    source: e,
-                })
-            })?,
-    );
+    let bus: Arc<dyn Bus> = Arc::new(conn.nats.connect().await.map_err(|e| match e {
+        ConnectError::PasswordUnset { .. } => Failure::Usage(e.to_string()),
+        ConnectError::Bus { source, .. } => Failure::Run(SequencerError::Bus {
+            what: "connecting to NATS".into(),
+            source,
+        }),
+    })?);
     let factory = provider_factory(
         config.clone(),
         base,
@@ -286,16 +263,9 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
         conn.hub.display().to_string(),
         "--hub-id".to_owned(),
         conn.hub_id.clone(),
-        "--nats".to_owned(),
-        conn.nats.clone(),
     ];
+    pass.extend(conn.nats.to_args());
     let optional = [
-        ("--nats-user", conn.nats_user.clone()),
-        ("--nats-password-env", conn.nats_password_env.clone()),
-        (
-            "--nats-ca",
-            conn.nats_ca.as_ref().map(|p| p.display().to_string()),
-        ),
         (
             "--credential",
             conn.credential.as_ref().map(|p| p.display().to_string()),

@@ -20,6 +20,8 @@
 //! - A message is a hint, never the only copy of a fact: anything that must survive is written
 //!   to Git first and announced second.
 
+#[cfg(feature = "cli")]
+mod args;
 mod local;
 mod nats;
 
@@ -33,6 +35,8 @@ use futures_util::stream::BoxStream;
 
 use crate::error::WireError;
 
+#[cfg(feature = "cli")]
+pub use args::{ConnectError, NatsArgs};
 pub use local::{DEFAULT_CAPACITY, LocalBus};
 pub use nats::{NatsAuth, NatsBus, NatsTls, inbox_prefix};
 
