@@ -4,48 +4,14 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
-use l3m_core::duty::Duty;
 use l3m_core::effects::{EffectClass, Footprint};
 use l3m_core::log::ToolUseId;
 use l3m_core::names::AgentName;
 use l3m_core::review::Effect;
 use l3m_core::review::card::{CardLine, parse_card_line};
-use l3m_wire::bus::{Bus, NatsBus};
-use l3m_wire::client::HubClient;
-use l3m_wire::subjects::HubId;
+use l3m_wire::bus::NatsBus;
 use predicates::prelude::*;
-
-/// Opens `agent`'s sequencer session (the host credential, the `sequencer` NATS user) and
-/// runs `act` with it.
-fn as_sequencer<T>(
-    home: &Home,
-    agent: &str,
-    act: impl AsyncFnOnce(&HubClient, &AgentName) -> T,
-) -> T {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let bus: Arc<dyn Bus> = Arc::new(
-            NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
-                .await
-                .unwrap(),
-        );
-        let agent = AgentName::parse(agent).unwrap();
-        let duty = Duty::Sequencer {
-            agent: agent.clone(),
-        };
-        let credential = hubd::init::local_key(&home.hub_root(), &duty).unwrap();
-        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &credential, duty)
-            .await
-            .unwrap();
-        act(&client, &agent).await
-    })
-}
 
 fn raised(id: &str) -> String {
     serde_json::to_string(&CardLine::Raised {

@@ -4,15 +4,11 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
-use l3m_core::duty::Duty;
 use l3m_core::log::{CallId, Record, RecordBody, ToolUse, ToolUseId, Usage};
 use l3m_core::names::{AgentName, Entity};
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{NatsAuth, NatsBus};
 use l3m_wire::client::HubClient;
-use l3m_wire::subjects::HubId;
 use predicates::prelude::*;
 
 /// Appends a short session to `agent`'s Log as its sequencer would (a sequencer-duty session
@@ -61,25 +57,8 @@ fn append_session(home: &Home, agent: &str) {
 /// Appends `bodies` to `agent`'s Log after what it holds, as its sequencer would: a
 /// sequencer-duty session opened with the host credential, as the `sequencer` NATS user.
 fn append(home: &Home, agent: &str, bodies: Vec<RecordBody>) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let bus: Arc<dyn Bus> = Arc::new(
-            NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
-                .await
-                .unwrap(),
-        );
-        let agent = AgentName::parse(agent).unwrap();
-        let duty = Duty::Sequencer {
-            agent: agent.clone(),
-        };
-        let credential = hubd::init::local_key(&home.hub_root(), &duty).unwrap();
-        let client = HubClient::open(bus, HubId::parse("local").unwrap(), &credential, duty)
-            .await
-            .unwrap();
-        append_to(&client, &agent, bodies).await;
+    as_sequencer(home, agent, async |client, agent| {
+        append_to(client, agent, bodies).await;
     });
 }
 

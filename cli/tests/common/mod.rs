@@ -189,3 +189,38 @@ impl Drop for StackGuard<'_> {
         }
     }
 }
+
+/// Opens `agent`'s sequencer session (the host credential, the `sequencer` NATS user) and
+/// runs `act` with it.
+#[cfg(feature = "embedded")]
+pub fn as_sequencer<T>(
+    home: &Home,
+    agent: &str,
+    act: impl AsyncFnOnce(&l3m_wire::client::HubClient, &l3m_core::names::AgentName) -> T,
+) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let bus: std::sync::Arc<dyn l3m_wire::bus::Bus> = std::sync::Arc::new(
+            l3m_wire::bus::NatsBus::connect(&home.nats_url(), home.nats_user("sequencer"))
+                .await
+                .unwrap(),
+        );
+        let agent = l3m_core::names::AgentName::parse(agent).unwrap();
+        let duty = l3m_core::duty::Duty::Sequencer {
+            agent: agent.clone(),
+        };
+        let credential = hubd::init::local_key(&home.hub_root(), &duty).unwrap();
+        let client = l3m_wire::client::HubClient::open(
+            bus,
+            l3m_wire::subjects::HubId::parse("local").unwrap(),
+            &credential,
+            duty,
+        )
+        .await
+        .unwrap();
+        act(&client, &agent).await
+    })
+}
