@@ -23,9 +23,6 @@ use crate::subjects::{Operation, Service, Subjects};
 /// The health op's subject token.
 pub const OP_HEALTH: &str = "health";
 
-/// The most checks and gauges one answer carries (a handful each today).
-pub const MAX_ITEMS: usize = 64;
-
 /// Asks a service how it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthRequest {}
