@@ -135,11 +135,12 @@ impl From<ClientError> for CliError {
                 ErrorCode::NotFound => CliError::NotFound {
                     message: remote.message.clone(),
                 },
-                ErrorCode::Refused | ErrorCode::Conflict | ErrorCode::Revoked => {
-                    CliError::Refused {
-                        message: remote.message.clone(),
-                    }
-                }
+                ErrorCode::Refused
+                | ErrorCode::Conflict
+                | ErrorCode::Revoked
+                | ErrorCode::SessionEnded => CliError::Refused {
+                    message: remote.message.clone(),
+                },
                 ErrorCode::Invalid => CliError::Usage {
                     message: remote.message.clone(),
                 },

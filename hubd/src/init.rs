@@ -43,6 +43,9 @@ pub enum InitError {
     /// The store refused.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The lease journal could not be read or rewritten.
+    #[error(transparent)]
+    LeaseJournal(crate::service::lease::journal::JournalError),
     /// A credential file could not be written or read.
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),

@@ -44,8 +44,10 @@ pub struct TestHub {
     pub subjects: Subjects,
     /// Stops hubd.
     pub shutdown: CancellationToken,
-    /// What hubd serves from, for its gauges and metrics.
-    pub state: Arc<crate::service::State>,
+    /// What hubd serves from, for its gauges and metrics (none while it restarts).
+    state: Option<Arc<crate::service::State>>,
+    /// hubd serving, until `shutdown`.
+    served: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl TestHub {
@@ -70,27 +72,61 @@ impl TestHub {
                 .await
                 .unwrap(),
         );
-        let shutdown = CancellationToken::new();
         let hub_id = HubId::parse(HUB_ID).unwrap();
-        let started = crate::service::start(
-            Arc::clone(&bus),
-            Hub::open(&root, options()).unwrap(),
-            hub_id.clone(),
-            shutdown.clone(),
-        )
-        .await
-        .unwrap();
-        let state = started.state();
-        tokio::spawn(started.serve());
-        TestHub {
-            state,
+        let mut hub = TestHub {
+            state: None,
+            served: None,
             dir,
             nats,
             bus,
             subjects: Subjects::new(hub_id.clone()),
             hub_id,
-            shutdown,
+            shutdown: CancellationToken::new(),
+        };
+        hub.serve().await;
+        hub
+    }
+
+    /// Starts hubd on the hub, as a new process would.
+    async fn serve(&mut self) {
+        let hub = Hub::open(
+            self.root(),
+            HubOptions {
+                durability: Durability::Relaxed,
+                ..HubOptions::default()
+            },
+        )
+        .unwrap();
+        self.shutdown = CancellationToken::new();
+        let started = crate::service::start(
+            Arc::clone(&self.bus),
+            hub,
+            self.hub_id.clone(),
+            self.shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        self.state = Some(started.state());
+        self.served = Some(tokio::spawn(started.serve()));
+    }
+
+    /// Stops hubd and starts a new one on the same hub and bus, the way an operator restarts
+    /// the process: every session ends, what hubd made durable (the refs, the lease journal)
+    /// stays.
+    pub async fn restart_hubd(&mut self) {
+        self.shutdown.cancel();
+        // hubd stops once every holder of its state is gone, and the last one lets go of the
+        // hub's process lock.
+        self.state = None;
+        if let Some(served) = self.served.take() {
+            served.await.unwrap();
         }
+        self.serve().await;
+    }
+
+    /// What hubd serves from, for its gauges and metrics.
+    pub fn state(&self) -> Arc<crate::service::State> {
+        Arc::clone(self.state.as_ref().expect("hubd is serving"))
     }
 
     /// The hub folder.

@@ -296,6 +296,46 @@ async fn a_second_sequencer_is_refused_and_a_rogue_writer_stops_the_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hubd_restart_under_a_running_agent_loses_and_doubles_nothing() {
+    let mut hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let script = "[[turn]]\ntext = \"hi\"\n[[turn]]\ntext = \"again\"\n";
+    let provider = counting(script, Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let run = hub
+        .run("demo", config(""), factory_of(provider.clone()))
+        .await;
+    let task = tokio::spawn(run_agent(run, shutdown.clone()));
+    hub.letter("demo", "before the restart").await;
+    wait_log(&hub, "demo", 20, |l| assistant_texts(l) == ["hi"]).await;
+
+    hub.hub.restart_hubd().await;
+    hub.letter("demo", "after the restart").await;
+
+    // The sequencer kept its lease and its writer: it answers the letter in the same Log.
+    wait_log(&hub, "demo", 20, |l| assistant_texts(l) == ["hi", "again"]).await;
+    assert!(!task.is_finished(), "the sequencer stopped at the restart");
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let letters = log
+        .iter()
+        .filter(|r| {
+            matches!(
+                &r.body,
+                RecordBody::Event {
+                    source: EventSource::Letter { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(letters, 2, "{:?}", kinds(&log));
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 2);
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_fuel_stops_before_any_call_past_the_budget_even_across_boots() {
     let hub = TestHub::start().await;
     hub.spawn("demo", 2).await;

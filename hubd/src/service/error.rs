@@ -162,6 +162,9 @@ pub enum ServiceError {
     /// A session lease was not granted, renewed or released.
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// A lease's grant or end could not be made durable; it was not granted or ended.
+    #[error(transparent)]
+    LeaseJournal(super::lease::journal::JournalError),
     /// Something internal failed (randomness, a blocking task, an encoding).
     #[error("internal failure: {0}")]
     Internal(String),
@@ -188,8 +191,8 @@ impl ServiceError {
     /// The stable code a client branches on.
     pub fn code(&self) -> ErrorCode {
         match self {
-            ServiceError::UnknownCapability
-            | ServiceError::BadSignature { .. }
+            ServiceError::UnknownCapability => ErrorCode::SessionEnded,
+            ServiceError::BadSignature { .. }
             | ServiceError::Unsealed(_)
             | ServiceError::Duty(_)
             | ServiceError::NotAllowed { .. }
@@ -217,9 +220,10 @@ impl ServiceError {
                 ErrorCode::Invalid
             }
             ServiceError::Lease(_) => ErrorCode::Conflict,
-            ServiceError::Store(_) | ServiceError::Io { .. } | ServiceError::Internal(_) => {
-                ErrorCode::Internal
-            }
+            ServiceError::Store(_)
+            | ServiceError::Io { .. }
+            | ServiceError::LeaseJournal(_)
+            | ServiceError::Internal(_) => ErrorCode::Internal,
         }
     }
 

@@ -65,7 +65,7 @@ impl State {
         let now = Instant::now();
         Gauges {
             sessions_open: self.sessions().open_count() as u64,
-            leases_held: self.leases().with(|t| t.held(now)) as u64,
+            leases_held: self.leases().read(|t| t.held(now)) as u64,
             agents_live: self.live_agent_count() as u64,
             ops: self.meter().snapshot(),
         }

@@ -28,7 +28,7 @@ mod error;
 mod gate;
 mod handlers;
 mod health;
-mod lease;
+pub(crate) mod lease;
 mod persona;
 mod settings;
 mod state;

@@ -97,11 +97,12 @@ impl State {
         let credentials = Mutex::new(load_credentials(&hub)?);
         let vouchers = l3m_wire::credential::LifetimeSigner::generate()?;
         let settings = Settings::parse(&super::settings::read_text(&hub)?)?;
+        let leases = Leases::open(&hub.hubd_dir()).map_err(InitError::LeaseJournal)?;
         Ok(State {
             hub,
             tree: Mutex::new(Tree { ledger, names }),
             sessions: Sessions::default(),
-            leases: Leases::default(),
+            leases,
             credentials,
             vouchers,
             bus,

@@ -212,6 +212,12 @@ impl Hub {
         self.root.join(HUB_GIT)
     }
 
+    /// hubd's own folder inside the repository (its process lock, its lease journal): plain
+    /// `git` ignores it, and nothing but the hubd that holds the hub writes there.
+    pub fn hubd_dir(&self) -> PathBuf {
+        super::layout::hubd_dir(&self.git_dir())
+    }
+
     /// Appends `entries` (JSON lines, each without its newline) to the chain `refname` as one
     /// commit whose message is `summary`, if the chain is at `expected`.
     ///

@@ -93,9 +93,14 @@ pub(crate) fn check(root: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// hubd's own folder inside the bare repository `git_dir`.
+pub(crate) fn hubd_dir(git_dir: &Path) -> std::path::PathBuf {
+    git_dir.join(HUBD_DIR)
+}
+
 /// Takes the hub's process lock; held until the returned file is closed (or the process dies).
 pub(crate) fn lock_hub(root: &Path, git_dir: &Path) -> Result<File, StoreError> {
-    let dir = git_dir.join(HUBD_DIR);
+    let dir = hubd_dir(git_dir);
     fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
     let lock = dir.join("lock");
     let file = OpenOptions::new()

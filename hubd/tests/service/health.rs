@@ -65,7 +65,7 @@ async fn health_and_metrics_follow_what_hubd_holds_and_serves() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let addr = hubd::metrics::serve(
         "127.0.0.1:0".parse().unwrap(),
-        std::sync::Arc::clone(&f.hub.state),
+        f.hub.state(),
         shutdown.clone(),
     )
     .await

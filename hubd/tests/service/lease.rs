@@ -192,3 +192,112 @@ async fn the_longest_allowed_holder_text_keeps_the_agent_list_readable() {
         (AgentLife::Running, Some(longest))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hubd_restart_keeps_the_leases_and_every_client_carries_on() {
+    let mut f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let seq = || Duty::Sequencer {
+        agent: agent("bob"),
+    };
+    let bob = client(&f, seq()).await;
+    let held = bob
+        .acquire_lease(&agent("bob"), "host-a:11", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let first = record_at(0);
+    let appended = bob
+        .append_log(&agent("bob"), None, std::slice::from_ref(&first))
+        .await
+        .unwrap();
+    let watcher = client(
+        &f,
+        Duty::Human {
+            human: l3m_core::names::HumanName::parse("alice").unwrap(),
+        },
+    )
+    .await;
+    let voucher_key = bob.voucher_key();
+
+    f.hub.restart_hubd().await;
+
+    // The old sessions ended with the process; each client opens a new one by itself, and the
+    // lease taken before the restart is still the one in force.
+    bob.renew_lease(&agent("bob"), held.token).await.unwrap();
+    assert_ne!(
+        bob.voucher_key(),
+        voucher_key,
+        "a new hubd signs with a new key"
+    );
+    assert_eq!(
+        life_of(&watcher, "bob").await,
+        (AgentLife::Running, Some("host-a:11".into()))
+    );
+    let usurper = client(&f, seq()).await;
+    let refused = usurper
+        .acquire_lease(&agent("bob"), "host-b:22", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::Conflict), "{refused}");
+    assert!(refused.to_string().contains("host-a:11"), "{refused}");
+
+    // Appends go on from the tip the restart kept; the Log holds each record once.
+    let next = record_at(1);
+    bob.append_log(
+        &agent("bob"),
+        Some(&appended.tip),
+        std::slice::from_ref(&next),
+    )
+    .await
+    .unwrap();
+    let log = watcher.read_log_from(&agent("bob"), 0).await.unwrap();
+    assert_eq!(log.records, vec![first, next]);
+
+    // A release after the restart frees the agent, and a fresh lease numbers past the old one.
+    bob.release_lease(&agent("bob"), held.token).await.unwrap();
+    let taken = usurper
+        .acquire_lease(&agent("bob"), "host-b:22", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(taken.token > held.token);
+    f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_from_before_a_restart_is_told_its_session_ended() {
+    let mut f = Fixture::start().await;
+    let stale = f.human().await;
+    f.hub.restart_hubd().await;
+    let reply: l3m_wire::reply::Reply<l3m_wire::hubd::tree::AgentTree> = f
+        .call(
+            l3m_wire::hubd::Op::ListAgents,
+            &l3m_wire::hubd::tree::ListAgents {
+                capability: stale,
+                after: None,
+            },
+        )
+        .await;
+    let err = reply.unwrap_err();
+    assert_eq!(err.code, ErrorCode::SessionEnded, "{}", err.message);
+    assert!(
+        err.message.contains("open a new session"),
+        "{}",
+        err.message
+    );
+}
+
+fn record_at(seq: u64) -> Record {
+    Record {
+        seq,
+        at_ms: 5,
+        body: if seq == 0 {
+            RecordBody::SystemPrompt {
+                text: "p".into(),
+                continues: false,
+            }
+        } else {
+            RecordBody::TurnEnd
+        },
+    }
+}

@@ -7,11 +7,12 @@
 //! once. Records and inbox lines are decoded here, so a caller handles typed values; a line
 //! that does not decode is a [`ClientError::BadReply`] naming it, never a panic.
 //!
-//! A session ends when hubd restarts; a call then fails with `refused` and the holder opens a
-//! new session with [`HubClient::reopen`].
+//! A session ends when hubd restarts. A call refused with `session-ended` (nothing was done
+//! for it) opens a new session with the same credential and asks once more, so every holder of
+//! a client, and every clone of it, carries on across a hubd restart without noticing.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use l3m_core::duty::Duty;
@@ -25,7 +26,6 @@ use crate::bus::{Bus, MessageStream};
 use crate::credential::{Ephemeral, KeyFile, SessionKey};
 use crate::envelope::{Limits, Message};
 use crate::error::WireError;
-use crate::hubd::Op;
 use crate::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use crate::hubd::blessing::{Bless, Blessed, BlessingView, ReadBlessing};
 use crate::hubd::lease::{AcquireLease, LeaseHeld, LeaseReleased, ReleaseLease, RenewLease};
@@ -43,6 +43,7 @@ use crate::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
 };
 use crate::hubd::undo::{AppendUndo, ReadUndo, UndoAppended, UndoRange};
+use crate::hubd::{InSession, Op};
 use crate::reply::{ErrorCode, RemoteError};
 use crate::subjects::{HubId, Subjects};
 
@@ -137,9 +138,35 @@ pub struct HubClient {
     subjects: Subjects,
     credential: KeyFile,
     duty: Duty,
-    session: Arc<Keyed>,
+    session: Arc<Current>,
     timeout: Duration,
     limits: Limits,
+}
+
+/// The session every clone of a client uses now, and the lock that lets one of them at a time
+/// replace it after hubd restarted.
+#[derive(Debug)]
+struct Current {
+    keyed: std::sync::RwLock<Arc<Keyed>>,
+    reopening: tokio::sync::Mutex<()>,
+}
+
+impl Current {
+    fn new(keyed: Arc<Keyed>) -> Current {
+        Current {
+            keyed: std::sync::RwLock::new(keyed),
+            reopening: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn get(&self) -> Arc<Keyed> {
+        // A writer only swaps one `Arc` for another, so a poisoned lock still holds a session.
+        Arc::clone(&self.keyed.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn set(&self, keyed: Arc<Keyed>) {
+        *self.keyed.write().unwrap_or_else(PoisonError::into_inner) = keyed;
+    }
 }
 
 /// One open session, shared by every clone of the client: its capability, its key, the next
@@ -169,15 +196,21 @@ impl HubClient {
             subjects,
             credential: credential.clone(),
             duty,
-            session,
+            session: Arc::new(Current::new(session)),
             timeout,
             limits,
         })
     }
 
-    /// Opens a fresh session with the same credential and duty (after hubd restarted).
-    pub async fn reopen(&mut self) -> Result<(), ClientError> {
-        self.session = handshake(
+    /// Replaces the session `ended` with a fresh one of the same credential and duty (hubd
+    /// restarted), unless another clone of this client already did: then that one is used.
+    async fn reopen(&self, ended: &Arc<Keyed>) -> Result<Arc<Keyed>, ClientError> {
+        let _one_at_a_time = self.session.reopening.lock().await;
+        let current = self.session.get();
+        if !Arc::ptr_eq(&current, ended) {
+            return Ok(current);
+        }
+        let fresh = handshake(
             &self.bus,
             &self.subjects,
             &self.credential,
@@ -186,7 +219,9 @@ impl HubClient {
             &self.limits,
         )
         .await?;
-        Ok(())
+        tracing::info!(duty = %self.duty, "hubd ended the session (it restarted); opened a new one");
+        self.session.set(Arc::clone(&fresh));
+        Ok(fresh)
     }
 
     /// The same client with another per-call timeout.
@@ -197,7 +232,7 @@ impl HubClient {
 
     /// The key the hubd of this session signs vouchers with.
     pub fn voucher_key(&self) -> [u8; 32] {
-        self.session.voucher_key
+        self.session.get().voucher_key
     }
 
     /// hubd's voucher that this session may send `action` to `agent`'s sequencer.
@@ -232,20 +267,40 @@ impl HubClient {
         &self.bus
     }
 
-    async fn call<Req: Message, Resp: Message>(
+    /// Sends `request` sealed in the current session; when hubd says the session ended, opens a
+    /// new one and sends it once more (hubd did nothing for the first).
+    async fn call<Req: Message + InSession + Clone, Resp: Message>(
         &self,
         op: Op,
         request: &Req,
     ) -> Result<Resp, ClientError> {
+        let session = self.session.get();
+        match self.call_in(&session, op, request).await {
+            Err(e) if e.code() == Some(ErrorCode::SessionEnded) => {
+                let fresh = self.reopen(&session).await?;
+                self.call_in(&fresh, op, request).await
+            }
+            other => other,
+        }
+    }
+
+    async fn call_in<Req: Message + InSession + Clone, Resp: Message>(
+        &self,
+        session: &Keyed,
+        op: Op,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        let mut request = request.clone();
+        *request.capability_mut() = session.capability.clone();
         let subject = op.subject(&self.subjects);
-        let n = self.session.next.fetch_add(1, Ordering::Relaxed);
+        let n = session.next.fetch_add(1, Ordering::Relaxed);
         let reply = crate::typed::call_sealed(
             self.bus.as_ref(),
             &subject,
-            request,
+            &request,
             self.timeout,
             &self.limits,
-            (&self.session.key, n),
+            (&session.key, n),
         )
         .await
         .map_err(|source| ClientError::Wire {
@@ -258,8 +313,10 @@ impl HubClient {
         })
     }
 
+    /// The current session's capability, for a request about to be sent (the call sets it again
+    /// to the session it seals with).
     fn cap(&self) -> Capability {
-        self.session.capability.clone()
+        self.session.get().capability.clone()
     }
 
     /// Appends `records` to `agent`'s Log if its tip is still `expected_tip`.

@@ -52,6 +52,10 @@ pub enum ErrorCode {
     /// The session's capability was revoked: its agent retired or was collected (a name spawned
     /// again is a new agent, which its old sessions never reach).
     Revoked,
+    /// The capability is not one this server minted: its session ended when the server
+    /// restarted (or it was never real). A client opens a new session and asks again; nothing
+    /// was done for the request.
+    SessionEnded,
     /// The server failed while handling a good request; the message says how.
     Internal,
     /// A code from a newer peer that this build does not know.
@@ -61,7 +65,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in a fixed order (`Unrecognized` last: it is what a newer peer's code reads as).
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::Malformed,
         ErrorCode::UnknownVersion,
         ErrorCode::Oversized,
@@ -71,6 +75,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::NotFound,
         ErrorCode::Revoked,
+        ErrorCode::SessionEnded,
         ErrorCode::Internal,
         ErrorCode::Unrecognized,
     ];
@@ -87,6 +92,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::NotFound => "not-found",
             ErrorCode::Revoked => "revoked",
+            ErrorCode::SessionEnded => "session-ended",
             ErrorCode::Internal => "internal",
             ErrorCode::Unrecognized => "unrecognized",
         }

@@ -45,6 +45,10 @@ use crate::subjects::{Operation, Service, Subjects};
 pub trait InSession {
     /// The session it claims to belong to.
     fn capability(&self) -> &session::Capability;
+
+    /// The same, for a client to set: to the session it seals the request with, or to a new
+    /// session's when it asks again after hubd restarted.
+    fn capability_mut(&mut self) -> &mut session::Capability;
 }
 
 macro_rules! in_session {
@@ -52,6 +56,10 @@ macro_rules! in_session {
         $(impl InSession for $request {
             fn capability(&self) -> &session::Capability {
                 &self.capability
+            }
+
+            fn capability_mut(&mut self) -> &mut session::Capability {
+                &mut self.capability
             }
         })*
     };

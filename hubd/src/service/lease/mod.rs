@@ -1,9 +1,13 @@
-//! The session leases hubd keeps in memory: who runs which agent, until when.
+//! The session leases: who runs which agent, until when.
 //!
 //! The decisions are pure functions of the table and a caller-given instant, so they are tested
-//! without a clock; [`Leases`] wraps the table in a mutex for the service.
+//! without a clock; [`Leases`] wraps the table in a mutex for the service and keeps every grant
+//! and end in the [`journal`], so the leases in force outlive a hubd restart.
+
+pub mod journal;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,6 +16,7 @@ use l3m_core::names::AgentName;
 use l3m_wire::hubd::lease::{LeaseHeld, LeaseReleased};
 use l3m_wire::hubd::session::Capability;
 
+use self::journal::{Entry, Journal, JournalError};
 use super::error::ServiceError;
 use super::gate;
 use super::state::State;
@@ -88,7 +93,7 @@ pub enum LeaseError {
 }
 
 /// The lease table.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Table {
     leases: HashMap<AgentName, Lease>,
     next_token: u64,
@@ -99,6 +104,58 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Table {
+    /// An empty table whose next fencing number is above `floor`.
+    pub fn starting_at(floor: u64) -> Table {
+        Table {
+            leases: HashMap::new(),
+            next_token: floor,
+        }
+    }
+
+    /// How many leases the table holds, lapsed or not.
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Puts back a lease read from the journal, in force for one whole TTL from `now`.
+    pub fn restore(
+        &mut self,
+        agent: AgentName,
+        holder: String,
+        token: u64,
+        ttl: Duration,
+        now: Instant,
+    ) {
+        self.next_token = self.next_token.max(token);
+        let until = now + ttl;
+        self.leases.insert(
+            agent,
+            Lease {
+                holder,
+                token,
+                ttl,
+                until,
+            },
+        );
+    }
+
+    /// The journal line that records `lease` granted on `agent`.
+    pub fn granted(agent: &AgentName, lease: &Lease) -> journal::Entry {
+        journal::Entry::Grant {
+            agent: agent.to_string(),
+            holder: lease.holder.clone(),
+            token: lease.token,
+            ttl_ms: ms(lease.ttl),
+        }
+    }
+
+    /// One grant line for every lease the table holds, for a rewritten journal.
+    pub fn grants(&self) -> impl Iterator<Item = journal::Entry> + '_ {
+        self.leases
+            .iter()
+            .map(|(agent, lease)| Table::granted(agent, lease))
+    }
+
     /// How many leases are in force at `now`.
     pub fn held(&self, now: Instant) -> usize {
         self.leases.values().filter(|l| l.until > now).count()
@@ -181,6 +238,11 @@ impl Table {
         }
     }
 
+    /// The lease the table holds on `agent`, in force or lapsed.
+    pub fn live_or_lapsed(&self, agent: &AgentName) -> Option<&Lease> {
+        self.leases.get(agent)
+    }
+
     /// Forgets every lease of `agents` (they were retired).
     pub fn forget<'a>(&mut self, agents: impl IntoIterator<Item = &'a AgentName>) {
         for agent in agents {
@@ -189,16 +251,60 @@ impl Table {
     }
 }
 
-/// The lease table behind a mutex, for the service.
-#[derive(Debug, Default)]
-pub struct Leases(Mutex<Table>);
+/// The lease table behind a mutex, for the service, with its journal.
+#[derive(Debug)]
+pub struct Leases(Mutex<(Table, Journal)>);
 
 impl Leases {
-    /// Runs `f` on the table.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Table) -> T) -> T {
-        // Every table operation leaves it consistent before it can panic, so a poisoned lock
+    /// Opens the journal in `dir` (hubd's own folder) and restores the leases it holds.
+    pub fn open(dir: &Path) -> Result<Leases, JournalError> {
+        let (journal, table) = Journal::open(dir, Instant::now())?;
+        Ok(Leases(Mutex::new((table, journal))))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Table, Journal)> {
+        // Every change leaves the table consistent before it can panic, so a poisoned lock
         // still holds a usable table.
-        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads the table.
+    pub fn read<T>(&self, f: impl FnOnce(&Table) -> T) -> T {
+        f(&self.lock().0)
+    }
+
+    /// Changes the table with `f`, which also says what to journal; the change stands only once
+    /// its lines are durable (on a failed write the table is as it was).
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut Table) -> Result<(T, Vec<Entry>), LeaseError>,
+    ) -> Result<T, ServiceError> {
+        let mut guard = self.lock();
+        let (table, journal) = &mut *guard;
+        let before = table.clone();
+        let (value, entries) = f(table)?;
+        for entry in &entries {
+            if let Err(e) = journal.record(entry, table) {
+                *table = before;
+                return Err(ServiceError::LeaseJournal(e));
+            }
+        }
+        Ok(value)
+    }
+
+    /// Ends the leases of `agents` (they were retired).
+    pub fn forget(&self, agents: &[AgentName]) -> Result<(), ServiceError> {
+        self.change(|t| {
+            t.forget(agents);
+            let ends = agents
+                .iter()
+                .map(|a| Entry::End {
+                    agent: a.to_string(),
+                    token: None,
+                })
+                .collect();
+            Ok(((), ends))
+        })
     }
 }
 
@@ -244,9 +350,11 @@ impl State {
         ttl_ms: u64,
     ) -> Result<LeaseHeld, ServiceError> {
         let agent = self.lease_subject(capability, agent, "acquire")?;
-        let lease = self
-            .leases()
-            .with(|t| t.acquire(&agent, holder, ttl_ms, Instant::now()))?;
+        let lease = self.leases().change(|t| {
+            let lease = t.acquire(&agent, holder, ttl_ms, Instant::now())?;
+            let entry = Table::granted(&agent, &lease);
+            Ok((lease, vec![entry]))
+        })?;
         Ok(held(&agent, &lease))
     }
 
@@ -260,7 +368,7 @@ impl State {
         let agent = self.lease_subject(capability, agent, "renew")?;
         let lease = self
             .leases()
-            .with(|t| t.renew(&agent, token, Instant::now()))?;
+            .change(|t| Ok((t.renew(&agent, token, Instant::now())?, Vec::new())))?;
         Ok(held(&agent, &lease))
     }
 
@@ -272,7 +380,17 @@ impl State {
         token: u64,
     ) -> Result<LeaseReleased, ServiceError> {
         let agent = self.lease_subject(capability, agent, "release")?;
-        self.leases().with(|t| t.release(&agent, token));
+        self.leases().change(|t| {
+            let ends = match t.live_or_lapsed(&agent) {
+                Some(lease) if lease.token == token => vec![Entry::End {
+                    agent: agent.to_string(),
+                    token: Some(token),
+                }],
+                _ => Vec::new(),
+            };
+            t.release(&agent, token);
+            Ok(((), ends))
+        })?;
         Ok(LeaseReleased {
             agent: agent.to_string(),
         })
