@@ -89,14 +89,22 @@ impl TestHub {
 
     /// Starts hubd on the hub, as a new process would.
     async fn serve(&mut self) {
-        let hub = Hub::open(
-            self.root(),
-            HubOptions {
-                durability: Durability::Relaxed,
-                ..HubOptions::default()
-            },
-        )
-        .unwrap();
+        let options = || HubOptions {
+            durability: Durability::Relaxed,
+            ..HubOptions::default()
+        };
+        // The old hubd's last tasks (a request in flight, the applier) may still hold the hub
+        // for a moment after it stopped serving, as an old process would until it exits.
+        let mut waited = 0;
+        let hub = loop {
+            match Hub::open(self.root(), options()) {
+                Err(crate::store::StoreError::HubBusy { .. }) if waited < 100 => {
+                    waited += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                opened => break opened.unwrap(),
+            }
+        };
         self.shutdown = CancellationToken::new();
         let started = crate::service::start(
             Arc::clone(&self.bus),

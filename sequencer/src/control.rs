@@ -65,7 +65,8 @@ pub(crate) async fn serve(
     tx: mpsc::UnboundedSender<Input>,
     shutdown: CancellationToken,
 ) -> Result<(), SequencerError> {
-    let vouchers = Arc::new(Vouchers::new(client.voucher_key()));
+    let session = client.clone();
+    let vouchers = Arc::new(Vouchers::new(move || session.voucher_key()));
     for op in [OP_INTERRUPT, OP_REWIND, OP_FORECAST, OP_STATUS] {
         let op = Operation::parse(op)?;
         let subject = client
@@ -151,7 +152,8 @@ pub async fn serve_host(
     host: HostControl,
     shutdown: CancellationToken,
 ) -> Result<(), SequencerError> {
-    let vouchers = Arc::new(Vouchers::new(host.client.voucher_key()));
+    let session = host.client.clone();
+    let vouchers = Arc::new(Vouchers::new(move || session.voucher_key()));
     let subject = host.client.subjects().service_requests(Service::Host);
     let server = bind(&host.client, &subject).await?;
     tokio::spawn(server.run(

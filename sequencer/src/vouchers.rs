@@ -33,18 +33,28 @@ pub enum Unvouched {
     Used,
 }
 
+/// Where the key vouchers must be signed with comes from: the sequencer's own session, whose
+/// hubd key changes when hubd restarts (and the session is opened again).
+type KeySource = Box<dyn Fn() -> [u8; 32] + Send + Sync>;
+
 /// The vouchers this sequencer accepts, and the ones already used (until they expire).
-#[derive(Debug)]
 pub struct Vouchers {
-    key: [u8; 32],
+    key: KeySource,
     used: Mutex<HashMap<String, u64>>,
 }
 
+impl std::fmt::Debug for Vouchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vouchers").finish_non_exhaustive()
+    }
+}
+
 impl Vouchers {
-    /// Accepts vouchers signed with `key` (hubd's, from the sequencer's own session).
-    pub fn new(key: [u8; 32]) -> Vouchers {
+    /// Accepts vouchers signed with the key `key` gives at the time (hubd's, from the
+    /// sequencer's own session).
+    pub fn new(key: impl Fn() -> [u8; 32] + Send + Sync + 'static) -> Vouchers {
         Vouchers {
-            key,
+            key: Box::new(key),
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -57,7 +67,7 @@ impl Vouchers {
         action: &str,
         now_ms: u64,
     ) -> Result<(), Unvouched> {
-        if !vouched.signed_by(&self.key) {
+        if !vouched.signed_by(&(self.key)()) {
             return Err(Unvouched::Forged);
         }
         let voucher = &vouched.voucher;
@@ -103,7 +113,10 @@ mod tests {
     #[test]
     fn only_a_fresh_unused_voucher_for_this_request_is_taken() {
         let hubd = LifetimeSigner::generate().unwrap();
-        let vouchers = Vouchers::new(hubd.public());
+        let vouchers = Vouchers::new({
+            let key = hubd.public();
+            move || key
+        });
         let good = vouched(&hubd, "bob", "interrupt", "n1");
         assert_eq!(vouchers.admit(&good, "bob", "interrupt", 5), Ok(()));
         assert_eq!(

@@ -331,6 +331,12 @@ async fn a_hubd_restart_under_a_running_agent_loses_and_doubles_nothing() {
         .count();
     assert_eq!(letters, 2, "{:?}", kinds(&log));
     assert_eq!(provider.requests.load(Ordering::SeqCst), 2);
+    // Control requests vouched by the new hubd are taken: the sequencer checks them against
+    // the key of its reopened session.
+    let ControlReply::Status(status) = control(&hub, &ControlRequest::Status).await else {
+        panic!("not a status")
+    };
+    assert_eq!(status.next_seq, log.len() as u64);
     shutdown.cancel();
     task.await.unwrap().unwrap();
 }
