@@ -70,6 +70,21 @@ fn up_runs_a_spawned_agent_through_the_sequencer_processes() {
     let stats = home.l3m(&["stats", "worker"]).output().unwrap();
     assert!(String::from_utf8_lossy(&stats.stdout).contains("now"));
 
+    // `l3m status` hears the supervisor process (the sequencer host) say how it is: it woke
+    // the worker, and nothing failed.
+    let status = home.json(&["status"]);
+    let processes = status["processes"].as_array().unwrap();
+    let host = processes
+        .iter()
+        .find(|p| p["service"] == "host")
+        .unwrap_or_else(|| panic!("no host answered: {status}"));
+    assert!(
+        host["gauges"]["agents_woken_total"].as_u64().unwrap() >= 1,
+        "{host}"
+    );
+    assert_eq!(host["gauges"]["wake_failures_total"], 0, "{host}");
+    assert_ne!(host["pid"], status["hubd"]["pid"], "{status}");
+
     // Asleep now (idle exit), the worker is rewound by its host, the supervisor process, on
     // the human's voucher: a dry run first, which changes nothing, then the rewind.
     let begun = Instant::now();

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use l3m_core::clock::now_ms;
+use l3m_wire::health::{Check, Health};
 use l3m_wire::postman::{LinkState, OP_STATUS, OfficeStatus, PostmanStatus, Probe, StatusRequest};
 use l3m_wire::reply::{ErrorCode, RemoteError};
 use l3m_wire::subjects::{Operation, Service};
@@ -18,6 +19,7 @@ use crate::carry::Carrier;
 #[derive(Debug, Default)]
 pub struct Board {
     offices: Mutex<BTreeMap<String, OfficeStatus>>,
+    started_ms: u64,
 }
 
 impl Board {
@@ -43,7 +45,36 @@ impl Board {
             .collect();
         Board {
             offices: Mutex::new(offices),
+            started_ms: now_ms(),
         }
+    }
+
+    /// The postman's health answer: one check per office (its link is not down), and the
+    /// lines carried and waiting over all offices.
+    pub fn health(&self) -> Health {
+        let offices = self.offices();
+        let checks = offices
+            .iter()
+            .map(|o| Check {
+                name: format!("office {}", o.name),
+                ok: o.link != LinkState::Down,
+                detail: match &o.error {
+                    Some(error) => format!("{:?}: {error}", o.link),
+                    None => format!("{:?}, {} lines carried", o.link, o.delivered),
+                },
+            })
+            .collect();
+        let sum = |f: fn(&OfficeStatus) -> u64| offices.iter().map(f).sum::<u64>();
+        let gauges = BTreeMap::from([
+            ("offices".to_owned(), offices.len() as u64),
+            (
+                "links_up".to_owned(),
+                sum(|o| u64::from(o.link == LinkState::Up)),
+            ),
+            ("lines_carried_total".to_owned(), sum(|o| o.delivered)),
+            ("backlog".to_owned(), sum(|o| o.backlog)),
+        ]);
+        Health::of(Service::Postman, self.started_ms, checks, gauges)
     }
 
     fn with(&self, office: &str, change: impl FnOnce(&mut OfficeStatus)) {
@@ -104,6 +135,24 @@ pub async fn serve(
         ServeOptions::default(),
     )
     .await?;
+    let report = Arc::clone(&board);
+    let (bus, subjects) = (
+        Arc::clone(carrier.hub.bus()),
+        carrier.hub.subjects().clone(),
+    );
+    let health_shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let served = l3m_wire::health::serve(
+            bus.as_ref(),
+            &subjects,
+            Service::Postman,
+            move || report.health(),
+            health_shutdown,
+        );
+        if let Err(error) = served.await {
+            tracing::warn!(%error, "the postman's health is not served");
+        }
+    });
     tokio::spawn(server.run(
         move |req: TypedRequest<StatusRequest>| {
             let (carrier, endpoint, board) =

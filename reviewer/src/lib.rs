@@ -15,7 +15,8 @@
 //!
 //! # Layout
 //! - [`judge`]: [`Reviewer`], one round: the prompt, the model call, the verdict.
-//! - [`serve`]: serving `l3m.<hub>.reviewer.review` on the bus until shutdown.
+//! - [`serve`]: serving `l3m.<hub>.reviewer.review` on the bus until shutdown, and the
+//!   reviewer's health (`l3m.<hub>.reviewer.health`: rounds answered and failed).
 //!
 //! # Example
 //! ```no_run
@@ -32,6 +33,7 @@
 pub mod judge;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use l3m_wire::bus::Bus;
 use l3m_wire::error::WireError;
@@ -55,23 +57,61 @@ pub async fn serve(
     let server =
         TypedServer::<ReviewAsk, ReviewAnswer>::bind(bus, &subject, ServeOptions::default())
             .await?;
-    server
-        .run(
-            move |req: TypedRequest<ReviewAsk>| {
-                let reviewer = Arc::clone(&reviewer);
-                async move {
-                    let request = req.body.request;
-                    match reviewer.review(&request).await {
-                        Ok(answer) => Ok(answer),
-                        Err(e) => {
-                            tracing::warn!(agent = %request.agent, tool_use = %request.tool_use, error = %e, "review failed");
-                            Err(e.to_remote())
-                        }
+    let rounds = Arc::new(Rounds::default());
+    let report = Arc::clone(&rounds);
+    let started_ms = l3m_core::clock::now_ms();
+    let health = l3m_wire::health::serve(
+        bus,
+        subjects,
+        Service::Reviewer,
+        move || report.health(started_ms),
+        shutdown.clone(),
+    );
+    let reviewing = server.run(
+        move |req: TypedRequest<ReviewAsk>| {
+            let (reviewer, rounds) = (Arc::clone(&reviewer), Arc::clone(&rounds));
+            async move {
+                let request = req.body.request;
+                match reviewer.review(&request).await {
+                    Ok(answer) => {
+                        rounds.answered.fetch_add(1, Ordering::Relaxed);
+                        Ok(answer)
+                    }
+                    Err(e) => {
+                        rounds.failed.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(agent = %request.agent, tool_use = %request.tool_use, error = %e, "review failed");
+                        Err(e.to_remote())
                     }
                 }
-            },
-            shutdown,
-        )
-        .await;
-    Ok(())
+            }
+        },
+        shutdown,
+    );
+    let (health, ()) = tokio::join!(health, reviewing);
+    health
+}
+
+/// The rounds this reviewer answered and failed, for its health answer.
+#[derive(Debug, Default)]
+struct Rounds {
+    answered: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Rounds {
+    /// Well while it serves: a failed round (the model's garbage, a timeout) is the proposer's
+    /// to handle and is counted, not a sickness of the reviewer.
+    fn health(&self, started_ms: u64) -> l3m_wire::health::Health {
+        let gauges = std::collections::BTreeMap::from([
+            (
+                "rounds_answered_total".to_owned(),
+                self.answered.load(Ordering::Relaxed),
+            ),
+            (
+                "rounds_failed_total".to_owned(),
+                self.failed.load(Ordering::Relaxed),
+            ),
+        ]);
+        l3m_wire::health::Health::of(Service::Reviewer, started_ms, Vec::new(), gauges)
+    }
 }

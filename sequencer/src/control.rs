@@ -154,7 +154,8 @@ pub async fn serve_host(
 ) -> Result<(), SequencerError> {
     let session = host.client.clone();
     let vouchers = Arc::new(Vouchers::new(move || session.voucher_key()));
-    let subject = host.client.subjects().service_requests(Service::Host);
+    // Agent-addressed ops only: `host.health` is the supervisor's own, answered beside this.
+    let subject = host.client.subjects().agent_requests(Service::Host);
     let server = bind(&host.client, &subject).await?;
     tokio::spawn(server.run(
         move |req: TypedRequest<Controlled>| {

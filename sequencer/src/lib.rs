@@ -50,6 +50,7 @@ pub mod undo;
 pub mod vouchers;
 
 mod boot;
+mod health;
 mod inputs;
 mod writer;
 

@@ -25,6 +25,7 @@ use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use tokio_util::sync::CancellationToken;
 
+use crate::health::HostMeter;
 use crate::{AgentRun, Config, HostControl, ProviderFactory, SequencerError};
 
 /// Starts a sequencer for an agent.
@@ -152,6 +153,22 @@ impl std::fmt::Debug for Supervisor {
 pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(), SequencerError> {
     crate::serve_host(sup.host.clone(), shutdown.clone()).await?;
     let client = &sup.host.client;
+    let meter = Arc::new(HostMeter::new());
+    let report = Arc::clone(&meter);
+    let (bus, subjects) = (Arc::clone(client.bus()), client.subjects().clone());
+    let health_shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let served = l3m_wire::health::serve(
+            bus.as_ref(),
+            &subjects,
+            l3m_wire::subjects::Service::Host,
+            move || report.health(),
+            health_shutdown,
+        );
+        if let Err(error) = served.await {
+            tracing::warn!(%error, "the host's health is not served");
+        }
+    });
     let subject = client.subjects().ref_changes_of_kind(AgentRef::Inbox);
     let mut moves = client.bus().subscribe(&subject).await.map_err(|source| {
         l3m_wire::client::ClientError::Wire {
@@ -162,7 +179,7 @@ pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(
     let tree = client.list_agents().await?;
     for state in tree.agents {
         if let Ok(agent) = AgentName::parse(&state.name) {
-            wake_if_owed(&sup, &agent).await;
+            wake_if_owed(&sup, &meter, &agent).await;
         }
     }
     loop {
@@ -171,20 +188,25 @@ pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(
             m = moves.next() => match m { Some(m) => m, None => return Ok(()) },
         };
         if let Some((_, agent)) = client.subjects().parse_ref_changed(&message.subject) {
-            wake_if_owed(&sup, &agent).await;
+            wake_if_owed(&sup, &meter, &agent).await;
         }
     }
 }
 
-async fn wake_if_owed(sup: &Supervisor, agent: &AgentName) {
+async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
     match should_wake(&sup.host.client, agent).await {
-        Ok(true) => {
-            if let Err(e) = sup.launcher.launch(agent).await {
+        Ok(true) => match sup.launcher.launch(agent).await {
+            Ok(()) => meter.woke(),
+            Err(e) => {
                 tracing::warn!(%agent, error = %e, "could not launch a sequencer");
+                meter.failed(&format!("{agent}: {e}"));
             }
-        }
+        },
         Ok(false) => {}
-        Err(e) => tracing::warn!(%agent, error = %e, "could not check whether to wake"),
+        Err(e) => {
+            tracing::warn!(%agent, error = %e, "could not check whether to wake");
+            meter.failed(&format!("{agent}: {e}"));
+        }
     }
 }
 

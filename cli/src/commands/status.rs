@@ -1,5 +1,6 @@
-//! `l3m status`: the whole site from one place — hubd's health, which host runs which agents,
-//! and the postman's links.
+//! `l3m status`: the whole site from one place — hubd's health, every other process that
+//! answers (sequencer hosts, postmen, reviewers, builders, runners: each its host, pid, health
+//! and counts), which host runs which agents, and the postman's links.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,6 +18,19 @@ use crate::output;
 /// How long a service may take to say how it is.
 const ANSWER_WITHIN: Duration = Duration::from_secs(3);
 
+/// How long `status` listens for the processes of the other services: every one that runs
+/// answers in a few milliseconds, and one that takes longer is as good as down to an operator.
+const GATHER_WITHIN: Duration = Duration::from_millis(700);
+
+/// The services that may run as several processes, each asked with [`health::gather`].
+const GATHERED: [Service; 5] = [
+    Service::Host,
+    Service::Postman,
+    Service::Reviewer,
+    Service::Builder,
+    Service::Runner,
+];
+
 /// Show the site: hubd's health (its host, pid, version, uptime, checks and counts), each
 /// sequencer host and the agents it runs (from the leases hubd holds), and each office's link
 /// (when a postman runs).
@@ -25,7 +39,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(3);
 /// when hubd does not answer (start it with `l3m up`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON: `{hub, hubd, hosts: [{holder, agents}], postman}`.
+    /// Print JSON: `{hub, hubd, processes: [health], hosts: [{holder, agents}], postman}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -44,6 +58,8 @@ struct Host {
 struct Status {
     hub: String,
     hubd: Health,
+    /// Every other process that answered, by service.
+    processes: Vec<Health>,
     hosts: Vec<Host>,
     postman: Option<PostmanStatus>,
 }
@@ -103,34 +119,61 @@ pub async fn cmd_status(args: Args, cx: Context) -> Result<(), CliError> {
             });
         }
     };
+    let asked = GATHERED.map(|service| {
+        health::gather(
+            client.bus().as_ref(),
+            client.subjects(),
+            service,
+            GATHER_WITHIN,
+        )
+    });
+    let mut processes = Vec::new();
+    for (service, answers) in GATHERED
+        .iter()
+        .zip(futures_util::future::join_all(asked).await)
+    {
+        match answers {
+            Ok(answers) => processes.extend(answers),
+            // A service this user may not ask (an older site's permissions) is left out.
+            Err(e) => tracing::debug!(%service, error = %e, "no health answers"),
+        }
+    }
     let tree = client.list_agents().await?;
     let postman = super::office::link_status(client, false).await?;
     let status = Status {
         hub: session.hub.name.clone(),
         hosts: hosts(&tree.agents),
         hubd,
+        processes,
         postman,
     };
-    let failing: Vec<&str> = status
-        .hubd
-        .checks
-        .iter()
-        .filter(|c| !c.ok)
-        .map(|c| c.name.as_str())
-        .collect();
+    let failures = failing(&status);
     if args.json {
         output::json(&status)?;
     } else {
         print(&status);
     }
-    if failing.is_empty() {
+    if failures.is_empty() {
         Ok(())
     } else {
         Err(CliError::Runtime(format!(
-            "hubd reports failing checks: {}; see its log",
-            failing.join(", ")
+            "failing checks: {}; see those processes' logs",
+            failures.join(", ")
         )))
     }
+}
+
+/// Each failing check of every process that answered, as `service@host:pid check`.
+fn failing(status: &Status) -> Vec<String> {
+    std::iter::once(&status.hubd)
+        .chain(&status.processes)
+        .flat_map(|h| {
+            h.checks
+                .iter()
+                .filter(|c| !c.ok)
+                .map(move |c| format!("{}@{}:{} {}", h.service, h.host, h.pid, c.name))
+        })
+        .collect()
 }
 
 fn print(status: &Status) {
@@ -150,6 +193,21 @@ fn print(status: &Status) {
     }
     let gauges: Vec<String> = h.gauges.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("             {}", gauges.join(", "));
+    for p in &status.processes {
+        println!(
+            "  {:<10} {} on {} pid {}, up {}",
+            p.service,
+            if p.ok() { "ok" } else { "UNWELL" },
+            p.host,
+            p.pid,
+            uptime(p.now_ms.saturating_sub(p.started_ms))
+        );
+        for check in p.checks.iter().filter(|c| !c.ok) {
+            println!("             {:<8} FAILED: {}", check.name, check.detail);
+        }
+        let gauges: Vec<String> = p.gauges.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("             {}", gauges.join(", "));
+    }
     if status.hosts.is_empty() {
         println!("  sequencers no agent is running (`l3m up` starts the supervisor)");
     }
@@ -206,6 +264,28 @@ mod tests {
         assert_eq!(hosts[0].holder, "host-b:7");
         assert_eq!(hosts[0].agents, ["a", "d"]);
         assert_eq!(hosts[1].agents, ["c"]);
+    }
+
+    #[test]
+    fn a_failing_check_of_any_process_is_named_with_where_it_runs() {
+        let well = |service| Health::of(service, 0, Vec::new(), BTreeMap::new());
+        let mut host = well(Service::Host);
+        host.checks.push(l3m_wire::health::Check {
+            name: "waking".into(),
+            ok: false,
+            detail: "no such binary".into(),
+        });
+        let status = Status {
+            hub: "main".into(),
+            hubd: well(Service::Hubd),
+            processes: vec![well(Service::Postman), host.clone()],
+            hosts: Vec::new(),
+            postman: None,
+        };
+        assert_eq!(
+            failing(&status),
+            [format!("host@{}:{} waking", host.host, host.pid)]
+        );
     }
 
     #[test]

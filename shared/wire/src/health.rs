@@ -2,8 +2,13 @@
 //! `l3m status`) sees the whole site from one place.
 //!
 //! A service serves `Subjects::request(SERVICE, "health")`. Only NATS users allowed to publish
-//! there can ask (the `cli` user of `deploy/nats.conf` may ask hubd and the postman); the
-//! answer holds counts and this process's identity, never a capability, a letter or a record.
+//! there can ask (the `cli` user of `deploy/nats.conf` may ask every service); the answer holds
+//! counts and this process's identity, never a capability, a letter or a record.
+//!
+//! hubd is one process per hub, so [`ask`] takes its first answer. Other services may run as
+//! several processes (a sequencer host per machine, a sequencer per running agent), each
+//! answering on the same subject with no queue group ([`serve`]), and [`gather`] collects them
+//! all within a window.
 //!
 //! # Format
 //! A [`HealthRequest`] (`health`): `{}` → a [`Health`] (`health-reply`): `{ service, host,
@@ -14,8 +19,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::bus::Bus;
-use crate::envelope::{Limits, Message};
+use crate::envelope::{Limits, Message, encode};
 use crate::error::WireError;
 use crate::reply::RemoteError;
 use crate::subjects::{Operation, Service, Subjects};
@@ -64,6 +71,26 @@ pub struct Health {
 }
 
 impl Health {
+    /// The answer of `service`, started at `started_ms`, from this process now.
+    pub fn of(
+        service: Service,
+        started_ms: u64,
+        checks: Vec<Check>,
+        gauges: BTreeMap<String, u64>,
+    ) -> Health {
+        let (host, pid) = this_process();
+        Health {
+            service: service.as_str().to_owned(),
+            host,
+            pid,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_ms,
+            now_ms: l3m_core::clock::now_ms(),
+            checks,
+            gauges,
+        }
+    }
+
     /// Whether every check passed.
     pub fn ok(&self) -> bool {
         self.checks.iter().all(|c| c.ok)
@@ -105,4 +132,120 @@ pub async fn ask(
         &Limits::default(),
     )
     .await
+}
+
+/// Asks every process of `service` how it is, and takes the answers that come within `window`.
+/// An answer that does not open is left out (and logged): one broken process must not hide the
+/// others.
+pub async fn gather(
+    bus: &dyn Bus,
+    subjects: &Subjects,
+    service: Service,
+    window: Duration,
+) -> Result<Vec<Health>, WireError> {
+    let limits = Limits::default();
+    let answers = bus
+        .gather(
+            &subject(subjects, service)?,
+            encode(&HealthRequest {}, &limits)?,
+            window,
+        )
+        .await?;
+    let mut healths: Vec<Health> = answers
+        .iter()
+        .filter_map(
+            |bytes| match crate::reply::decode_reply::<Health>(bytes, &limits) {
+                Ok(Ok(health)) => Some(health),
+                Ok(Err(refused)) => {
+                    tracing::warn!(%service, error = %refused, "a health request was refused");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(%service, error = %e, "a health answer does not open");
+                    None
+                }
+            },
+        )
+        .collect();
+    healths.sort_by(|a, b| (&a.host, a.pid).cmp(&(&b.host, b.pid)));
+    Ok(healths)
+}
+
+/// Answers `service`'s health requests with what `report` says at the time, until `shutdown`;
+/// with no queue group, so every process of the service answers a [`gather`].
+pub async fn serve(
+    bus: &dyn Bus,
+    subjects: &Subjects,
+    service: Service,
+    report: impl Fn() -> Health + Send + Sync + 'static,
+    shutdown: CancellationToken,
+) -> Result<(), WireError> {
+    let server = crate::typed::TypedServer::<HealthRequest, Health>::bind(
+        bus,
+        &subject(subjects, service)?,
+        crate::typed::ServeOptions::default(),
+    )
+    .await?;
+    let report = std::sync::Arc::new(report);
+    server
+        .run(
+            move |_| {
+                let report = std::sync::Arc::clone(&report);
+                async move { Ok(report()) }
+            },
+            shutdown,
+        )
+        .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::LocalBus;
+    use crate::subjects::HubId;
+
+    #[tokio::test]
+    async fn gather_hears_every_process_of_a_service_and_ask_the_first() {
+        let bus = LocalBus::new();
+        let subjects = Subjects::new(HubId::parse("t").unwrap());
+        let shutdown = CancellationToken::new();
+        for gauge in [1, 2, 3] {
+            let report = move || {
+                Health::of(
+                    Service::Host,
+                    7,
+                    vec![Check {
+                        name: "bus".into(),
+                        ok: gauge != 2,
+                        detail: String::new(),
+                    }],
+                    BTreeMap::from([("agents_running".to_owned(), gauge)]),
+                )
+            };
+            let (bus, subjects, shutdown) = (bus.clone(), subjects.clone(), shutdown.clone());
+            tokio::spawn(
+                async move { serve(&bus, &subjects, Service::Host, report, shutdown).await },
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let all = gather(&bus, &subjects, Service::Host, Duration::from_millis(300))
+            .await
+            .unwrap();
+        let mut seen: Vec<u64> = all.iter().map(|h| h.gauges["agents_running"]).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [1, 2, 3]);
+        assert_eq!(all.iter().filter(|h| !h.ok()).count(), 1);
+        assert!(all.iter().all(|h| h.service == "host" && h.started_ms == 7));
+        let one = ask(&bus, &subjects, Service::Host, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(one.service, "host");
+        let none = gather(&bus, &subjects, Service::Runner, Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+        shutdown.cancel();
+    }
 }

@@ -242,6 +242,24 @@ impl Bus for LocalBus {
         })
     }
 
+    fn gather<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Bytes,
+        window: Duration,
+    ) -> BusFuture<'a, Vec<Bytes>> {
+        Box::pin(async move {
+            check_publish(subject)?;
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let inbox = format!("{INBOX_PREFIX}.local.{id}");
+            let replies = self.add(Filter::parse(&inbox)?, None);
+            if !self.publish_checked(subject, payload, Some(inbox)) {
+                return Ok(Vec::new());
+            }
+            Ok(super::collect(replies.map(|m| m.payload), window).await)
+        })
+    }
+
     fn publish<'a>(&'a self, subject: &'a str, payload: Bytes) -> BusFuture<'a, ()> {
         Box::pin(async move {
             check_publish(subject)?;

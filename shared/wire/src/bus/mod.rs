@@ -40,6 +40,21 @@ pub use args::{ConnectError, NatsArgs};
 pub use local::{DEFAULT_CAPACITY, LocalBus};
 pub use nats::{NatsAuth, NatsBus, NatsTls, inbox_prefix};
 
+/// Takes what `answers` yields within `window`, at most [`MAX_GATHERED`].
+async fn collect(
+    answers: impl futures_util::Stream<Item = Bytes> + Unpin,
+    window: Duration,
+) -> Vec<Bytes> {
+    use futures_util::StreamExt;
+    let until = tokio::time::Instant::now() + window;
+    let mut answers = answers.take(MAX_GATHERED);
+    let mut gathered = Vec::new();
+    while let Ok(Some(answer)) = tokio::time::timeout_at(until, answers.next()).await {
+        gathered.push(answer);
+    }
+    gathered
+}
+
 /// The future every bus operation returns.
 pub type BusFuture<'a, T> = BoxFuture<'a, Result<T, WireError>>;
 
@@ -109,6 +124,10 @@ impl Request {
     }
 }
 
+/// The most answers [`Bus::gather`] keeps: more servers than this on one subject is a
+/// misconfigured site, and the gatherer's memory stays bounded.
+pub const MAX_GATHERED: usize = 1024;
+
 /// Request/reply and publish/subscribe between l3m processes. See the module docs for the
 /// contract both implementations keep.
 pub trait Bus: Send + Sync + fmt::Debug {
@@ -119,6 +138,16 @@ pub trait Bus: Send + Sync + fmt::Debug {
         payload: Bytes,
         timeout: Duration,
     ) -> BusFuture<'a, Bytes>;
+
+    /// Sends `payload` to `subject` and collects every answer that arrives within `window`, at
+    /// most [`MAX_GATHERED`]: for asking each server of a subject (every sequencer host's
+    /// health), where [`Bus::request`] takes the first. Nobody answering is an empty list.
+    fn gather<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Bytes,
+        window: Duration,
+    ) -> BusFuture<'a, Vec<Bytes>>;
 
     /// Publishes a notification; nobody listening is not an error.
     fn publish<'a>(&'a self, subject: &'a str, payload: Bytes) -> BusFuture<'a, ()>;

@@ -284,6 +284,32 @@ impl Bus for NatsBus {
         })
     }
 
+    fn gather<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Bytes,
+        window: Duration,
+    ) -> BusFuture<'a, Vec<Bytes>> {
+        Box::pin(async move {
+            check_publish(subject)?;
+            let size = payload.len();
+            let inbox = self.client.new_inbox();
+            let replies = self
+                .client
+                .subscribe(inbox.clone())
+                .await
+                .map_err(|e| WireError::transport(format!("subscribe to `{inbox}`"), e))?;
+            self.client
+                .publish_with_reply(subject.to_owned(), inbox, payload)
+                .await
+                .map_err(|e| match e.kind() {
+                    PublishErrorKind::MaxPayloadExceeded => self.oversized(size),
+                    _ => WireError::transport(format!("publish to `{subject}`"), e),
+                })?;
+            Ok(super::collect(replies.map(|m| m.payload), window).await)
+        })
+    }
+
     fn publish<'a>(&'a self, subject: &'a str, payload: Bytes) -> BusFuture<'a, ()> {
         Box::pin(async move {
             check_publish(subject)?;

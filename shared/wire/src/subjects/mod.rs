@@ -160,6 +160,13 @@ impl Subjects {
         format!("{}.{}", self.request(service, op), agent_tokens(agent))
     }
 
+    /// `l3m.<hub>.<service>.*.>`: every agent-addressed request to a service (an op and at least
+    /// one agent token), and none of the service's own ops such as `health`: the filter a
+    /// server of agents' requests takes, so it never answers for the service itself.
+    pub fn agent_requests(&self, service: Service) -> String {
+        format!("{}{service}.*.>", self.prefix())
+    }
+
     /// `l3m.<hub>.<service>.>`: every request to a service, including agent-addressed ones; the
     /// filter a permission uses to allow (or a server uses to take) all of a service's traffic.
     pub fn service_requests(&self, service: Service) -> String {
@@ -235,6 +242,7 @@ mod tests {
         assert_eq!(s.everything(), "l3m.t.>");
         assert_eq!(s.request(Service::Hubd, &append), "l3m.t.hubd.append");
         assert_eq!(s.service_requests(Service::Hubd), "l3m.t.hubd.>");
+        assert_eq!(s.agent_requests(Service::Host), "l3m.t.host.*.>");
         assert_eq!(
             s.agent_request(Service::Sequencer, &append, &agent("alice/main")),
             "l3m.t.sequencer.append.alice.main"
