@@ -17,7 +17,7 @@ use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
 use l3m_wire::envelope::Limits;
 use l3m_wire::reply::ErrorCode;
 use l3m_wire::reviewer::{ReviewAnswer, ReviewAsk};
-use l3m_wire::subjects::{HubId, Subjects};
+use l3m_wire::subjects::{HubId, Service, Subjects};
 use l3m_wire::test_support::{NatsServer, server_reported};
 use model_server::{Answer, Server, anthropic_stream, openai_stream};
 use reviewer::Reviewer;
@@ -287,4 +287,11 @@ async fn the_reviewers_user_may_serve_reviews_and_do_nothing_else() {
     .await
     .unwrap();
     assert!(text.contains("l3m.main.reviewer.review"), "{text}");
+    // It may ask how the reviewer is, and hears the round it answered.
+    let healths =
+        l3m_wire::health::gather(&cli, &subjects, Service::Reviewer, Duration::from_secs(2))
+            .await
+            .unwrap();
+    assert_eq!(healths.len(), 1, "{healths:?}");
+    assert_eq!(healths[0].gauges["rounds_answered_total"], 1);
 }
