@@ -60,6 +60,53 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
     task.await.unwrap().unwrap();
 }
 
+/// A host that dies holding an agent's lease (it never renews nor releases it) keeps the agent
+/// from being woken only until the lease lapses: hubd tells the site, and the supervisor of
+/// another host that may run the agent takes it over and answers the mail that waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_hosts_agent_is_taken_over_when_its_lease_lapses() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let dead = hub.sequencer_client("demo").await;
+    dead.acquire_lease(&agent("demo"), "dead-host:1", Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    let provider = counting("[[turn]]\ntext = \"taken over\"\n", Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let launcher = TaskLauncher {
+        bus: hub.bus.clone(),
+        hub: hub.hub_id.clone(),
+        credential: hub.key_for(&Duty::Host { subtree: None }),
+        hub_root: hub.root(),
+        config: config(""),
+        provider_factory: factory_of(provider.clone()),
+        holder: "live-host:2".into(),
+        shutdown: shutdown.clone(),
+    };
+    let sup = Supervisor {
+        host: host_control(&hub, None).await,
+        launcher: Arc::new(launcher),
+    };
+    let task = tokio::spawn(supervise(sup, shutdown.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The letter arrives while the dead host still holds the lease: nobody may wake the agent.
+    hub.letter("demo", "are you there?").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(hub.log("demo").await.is_empty(), "woken under a live lease");
+    // Its lease lapses; no new letter comes, yet the agent is taken over and answers.
+    wait_log(&hub, "demo", 20, |l| assistant_texts(l) == ["taken over"]).await;
+    let tree = hub.human().await.list_agents().await.unwrap();
+    let demo = tree.agents.iter().find(|a| a.name == "demo").unwrap();
+    assert_eq!(demo.holder.as_deref(), Some("live-host:2"));
+    assert!(
+        dead.renew_lease(&agent("demo"), 1).await.is_err(),
+        "the dead host's lease is gone"
+    );
+    check_log(&hub.log("demo").await);
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
 /// What the host of `subtree` holds, as `l3m up` gives its supervisor.
 async fn host_control(hub: &TestHub, subtree: Option<&str>) -> HostControl {
     let duty = Duty::Host {

@@ -115,6 +115,10 @@ pub async fn start(
     let (announcer, announcing) = announce::Announcer::start(Arc::clone(&bus));
     let state = State::load(hub, Arc::clone(&bus), Subjects::new(hub_id), announcer)?;
     let state = Arc::new(state);
+    tokio::spawn(lease::lapse::watch(
+        Arc::downgrade(&state),
+        shutdown.clone(),
+    ));
     let mut binder = Binder {
         state,
         servers: JoinSet::new(),

@@ -5,8 +5,9 @@
 //! and end in the [`journal`], so the leases in force outlive a hubd restart.
 
 pub mod journal;
+pub mod lapse;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -154,6 +155,24 @@ impl Table {
         self.leases
             .iter()
             .map(|(agent, lease)| Table::granted(agent, lease))
+    }
+
+    /// The agents whose lease lapsed by `now` and is not in `told` yet (by fencing number),
+    /// marking them told; a told lapse no longer lapsed (renewed, released, taken) is forgotten,
+    /// so a lease that lapses again is told again.
+    pub fn newly_lapsed(&self, now: Instant, told: &mut HashSet<u64>) -> Vec<AgentName> {
+        let lapsed: HashMap<u64, &AgentName> = self
+            .leases
+            .iter()
+            .filter(|(_, lease)| lease.until <= now)
+            .map(|(agent, lease)| (lease.token, agent))
+            .collect();
+        told.retain(|token| lapsed.contains_key(token));
+        lapsed
+            .into_iter()
+            .filter(|(token, _)| told.insert(*token))
+            .map(|(_, agent)| agent.clone())
+            .collect()
     }
 
     /// How many leases are in force at `now`.
@@ -453,6 +472,23 @@ mod tests {
         t.release(&agent(), first.token);
         assert!(t.live(&agent(), now).is_none());
         assert!(t.acquire(&agent(), "b:2", 1_000, now).is_ok());
+    }
+
+    #[test]
+    fn a_lapse_is_told_once_and_again_only_after_a_renewal() {
+        let mut t = Table::default();
+        let now = Instant::now();
+        let lease = t.acquire(&agent(), "a:1", 1_000, now).unwrap();
+        let mut told = HashSet::new();
+        assert!(t.newly_lapsed(now, &mut told).is_empty());
+        let later = now + Duration::from_millis(1_000);
+        assert_eq!(t.newly_lapsed(later, &mut told), [agent()]);
+        assert!(t.newly_lapsed(later, &mut told).is_empty());
+        t.renew(&agent(), lease.token, later).unwrap();
+        assert!(t.newly_lapsed(later, &mut told).is_empty());
+        assert!(told.is_empty());
+        let again = later + Duration::from_millis(1_000);
+        assert_eq!(t.newly_lapsed(again, &mut told), [agent()]);
     }
 
     #[test]
