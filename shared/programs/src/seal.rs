@@ -666,10 +666,14 @@ fn visit_comprehensions(stmt: &AstStmt, locals: &mut BTreeSet<String>) {
                 exprs.push(&p.0);
                 exprs.push(&p.1);
             }
-            ExprP::If(t) => {
+            ExprP::If(t) | ExprP::Index2(t) => {
                 exprs.push(&t.0);
                 exprs.push(&t.1);
                 exprs.push(&t.2);
+            }
+            ExprP::Slice(x, a, b, c) => {
+                exprs.push(x);
+                exprs.extend([a, b, c].into_iter().flatten().map(|e| &**e));
             }
             _ => {}
         }
@@ -745,4 +749,172 @@ fn class_named(name: &str) -> EffectClass {
     .into_iter()
     .find(|c| c.name() == name)
     .unwrap_or_else(|| Other(name.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HEAD: &str =
+        "FOOTPRINT = [\"fs-read\"]\nDESCRIPTION = \"d\"\nINPUT = {\"type\": \"object\"}\n";
+
+    fn sealed(body: &str) -> Result<Shape, LoadError> {
+        let source = format!("{HEAD}{body}");
+        seal("p.star", &parse("p.star", &source)?)
+    }
+
+    fn refused(body: &str) -> (Rule, u32) {
+        let e = sealed(body).unwrap_err();
+        (e.rule, e.line)
+    }
+
+    #[test]
+    fn a_well_shaped_program_passes_and_its_free_names_are_gathered() {
+        let shape = sealed(
+            "LIMIT = 3\n\ndef helper(x, n = 2):\n    return [y for y in x][:n]\n\n\
+             def main(input):\n    items = fs_list(input[\"dir\"])\n    return helper(items, LIMIT)\n",
+        )
+        .unwrap();
+        assert_eq!(shape.description, "d");
+        assert_eq!(shape.footprint_line, 1);
+        let free: Vec<&str> = shape.free.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(free, ["fs_list"]);
+        assert_eq!(shape.free[0].line, 10);
+    }
+
+    #[test]
+    fn each_refusal_names_its_rule_and_line() {
+        let main = "def main(input):\n    return 1\n";
+        assert_eq!(
+            refused(&format!("load(\"x.star\", \"y\")\n{main}")),
+            (Rule::NoLoad, 4)
+        );
+        assert_eq!(
+            refused("def main(input):\n    while True:\n        pass\n"),
+            (Rule::NoWhile, 5)
+        );
+        assert_eq!(
+            refused("def main(input):\n    f = lambda: 1\n    return f()\n"),
+            (Rule::NoLambda, 5)
+        );
+        assert_eq!(
+            refused("def main(input):\n    def g():\n        return 1\n    return g()\n"),
+            (Rule::NoNestedDef, 5)
+        );
+        assert_eq!(
+            refused(&format!("def f():\n    return f()\n{main}")),
+            (Rule::NoRecursion, 5)
+        );
+        assert_eq!(
+            refused("def f():\n    return 1\ndef main(input):\n    return sorted([1], key = f)\n"),
+            (Rule::FunctionAsValue, 7)
+        );
+        assert_eq!(refused(&format!("print(1)\n{main}")), (Rule::TopLevel, 4));
+        assert_eq!(
+            refused(&format!("X = len([])\n{main}")),
+            (Rule::TopLevel, 4)
+        );
+        assert_eq!(
+            refused(&format!("for x in []:\n    pass\n{main}")),
+            (Rule::TopLevel, 4)
+        );
+        assert_eq!(
+            refused("def main(a, b):\n    return 1\n"),
+            (Rule::EntryPoint, 4)
+        );
+        assert_eq!(
+            refused("def other(input):\n    return 1\n").0,
+            Rule::EntryPoint
+        );
+        assert_eq!(refused("def main(input):\n    return (\n").0, Rule::Syntax);
+        let no_footprint = seal(
+            "p",
+            &parse(
+                "p",
+                "DESCRIPTION = \"d\"\nINPUT = {\"type\": \"object\"}\ndef main(i):\n    return 1\n",
+            )
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(no_footprint.rule, Rule::Footprint);
+        let bad_schema = seal(
+            "p",
+            &parse(
+                "p",
+                "FOOTPRINT = []\nDESCRIPTION = \"d\"\nINPUT = [1]\ndef main(i):\n    return 1\n",
+            )
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!((bad_schema.rule, bad_schema.line), (Rule::InputSchema, 3));
+    }
+
+    #[test]
+    fn footprint_names_become_classes_and_unknown_names_are_wild() {
+        let shape = seal(
+            "p",
+            &parse(
+                "p",
+                "FOOTPRINT = [\"net\", \"aws\"]\nDESCRIPTION = \"d\"\nINPUT = {\"type\": \"object\"}\ndef main(i):\n    return 1\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            shape.footprint,
+            Footprint::of([EffectClass::Net, EffectClass::Other("aws".into())])
+        );
+        let twice = "FOOTPRINT = [\"net\", \"net\"]\nDESCRIPTION = \"d\"\nINPUT = {\"type\": \"object\"}\ndef main(i):\n    return 1\n";
+        assert_eq!(
+            seal("p", &parse("p", twice).unwrap()).unwrap_err().rule,
+            Rule::Footprint
+        );
+    }
+
+    /// Whether the call graph over `n` functions with `edges` has a cycle (by reachability).
+    fn has_cycle(n: usize, edges: &[(usize, usize)]) -> bool {
+        let mut reach = vec![vec![false; n]; n];
+        for &(a, b) in edges {
+            reach[a][b] = true;
+        }
+        for k in 0..n {
+            for i in 0..n {
+                for j in 0..n {
+                    if reach[i][k] && reach[k][j] {
+                        reach[i][j] = true;
+                    }
+                }
+            }
+        }
+        (0..n).any(|i| reach[i][i])
+    }
+
+    proptest! {
+        /// `seal_admits_no_recursion`: a program whose functions call each other is refused
+        /// with `no-recursion` exactly when its call graph has a cycle.
+        #[test]
+        fn seal_admits_no_recursion(
+            n in 1usize..6,
+            edges in proptest::collection::vec((0usize..6, 0usize..6), 0..10),
+        ) {
+            let edges: Vec<(usize, usize)> = edges.into_iter().filter(|(a, b)| *a < n && *b < n).collect();
+            let mut body = String::new();
+            for f in 0..n {
+                body.push_str(&format!("def f{f}(x):\n    y = 0\n"));
+                for (_, b) in edges.iter().filter(|(a, _)| *a == f) {
+                    body.push_str(&format!("    y += f{b}(x)\n"));
+                }
+                body.push_str("    return y\n");
+            }
+            body.push_str("def main(input):\n    return f0(1)\n");
+            match sealed(&body) {
+                Ok(_) => prop_assert!(!has_cycle(n, &edges)),
+                Err(e) => {
+                    prop_assert_eq!(e.rule, Rule::NoRecursion);
+                    prop_assert!(has_cycle(n, &edges));
+                }
+            }
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! The hostile corpus in `tests/redteam/programs/`: each program is stopped, at load or at run,
 //! by the rule its first line names, and changes nothing outside its write roots.
 
+#![allow(clippy::unwrap_used)] // a corpus that cannot be read is a failed test
+
 mod common;
 
 use std::path::PathBuf;
