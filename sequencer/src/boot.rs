@@ -145,6 +145,12 @@ async fn boot_holding(
         &acr,
         Some(outlet),
         undo,
+        config
+            .sequencer
+            .program_evaluator
+            .clone()
+            .map(l3m_programs::host::Evaluator::new)
+            .as_ref(),
     )?);
     let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
     let text = prompt::assemble(
@@ -195,6 +201,11 @@ async fn boot_holding(
                 Disposition::Show,
             );
         }
+    }
+    let refused = toolbox_refusals(&session);
+    if !refused.is_empty() {
+        let id = format!("programs-{}", session.log.owed.next_seq());
+        session.notice(id, refused, Disposition::Show);
     }
     session.budget_from_hub("the budget as the hub's account and this Log's spend give it");
     let initial = crate::inputs::start(
@@ -261,6 +272,21 @@ impl Booted {
         }
         outcome
     }
+}
+
+/// What the agent is told of its programs that did not load: one line per file, naming the
+/// line and the rule, so it can fix them; empty when every program loaded.
+fn toolbox_refusals(session: &Session) -> String {
+    let refused = session.tools.refused_programs();
+    if refused.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+    format!(
+        "{} of your programs did not load and are not among your tools:\n{}",
+        refused.len(),
+        lines.join("\n")
+    )
 }
 
 /// Aborts a task when dropped, so a caller that stops waiting on a run stops its writer too.

@@ -105,6 +105,9 @@ pub struct Limits {
     pub idle_exit_secs: Option<u64>,
     /// Wait between attempts of one call, in milliseconds (doubled per attempt).
     pub retry_backoff_ms: u64,
+    /// The `l3m-program` evaluator that checks and runs the agent's sealed programs. Unset, the
+    /// `sequencer` binary uses the one beside itself; with none, programs are not loaded.
+    pub program_evaluator: Option<std::path::PathBuf>,
 }
 
 impl Default for Limits {
@@ -115,6 +118,7 @@ impl Default for Limits {
             lease_ttl_secs: 15.0,
             idle_exit_secs: None,
             retry_backoff_ms: 200,
+            program_evaluator: None,
         }
     }
 }

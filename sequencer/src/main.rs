@@ -222,11 +222,19 @@ async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<Exit, Failure
         },
     )
     .await?;
+    let mut config = opened.config;
+    if config.sequencer.program_evaluator.is_none() {
+        // The evaluator installed beside this binary (`scripts/install`, `cargo build`).
+        config.sequencer.program_evaluator = std::env::current_exe()
+            .ok()
+            .and_then(|exe| l3m_programs::host::Evaluator::beside(&exe))
+            .map(|e| e.program);
+    }
     let run = AgentRun {
         hub_root: args.conn.hub.clone(),
         agent,
         client,
-        config: opened.config,
+        config,
         provider_factory: opened.factory,
         holder: holder(),
     };

@@ -23,6 +23,8 @@ use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::{EffectNote, Refusal};
 use l3m_core::names::AgentName;
 use l3m_core::review::{JUSTIFICATION_FIELD, MAX_JUSTIFICATION, split_justification};
+use l3m_programs::LoadError;
+use l3m_programs::host::Evaluator;
 use l3m_ring::effects::{Effects, HubOutlet};
 use l3m_ring::tokens::{self, Tokens};
 use l3m_ring::undo::{EntryId, Undo, UndoEntry, UndoError, UndoStore};
@@ -119,6 +121,8 @@ pub struct Toolbox {
     outlet: Option<Arc<dyn HubOutlet>>,
     /// One call at a time, so undo entries are attributed to the call that made them.
     turn: Mutex<()>,
+    /// The agent's sealed programs that did not pass their checks, each naming its rule.
+    refused_programs: Vec<LoadError>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -130,17 +134,32 @@ impl std::fmt::Debug for Toolbox {
 }
 
 impl Toolbox {
-    /// Builds the table from `tools` and the grant's axes, and mints the effects; the tame
+    /// Builds the table from `tools`, the agent's sealed programs (checked by `programs`, the
+    /// evaluator, when there is one) and the grant's axes, and mints the effects; the tame
     /// providers record into `undo`, the agent's one undo chain.
     pub fn build(
-        tools: Vec<Box<dyn Tool>>,
+        mut tools: Vec<Box<dyn Tool>>,
         grant: &GrantView,
         agent: &AgentName,
         acr: &Path,
         outlet: Option<Arc<dyn HubOutlet>>,
         undo: Arc<HubUndo>,
+        programs: Option<&Evaluator>,
     ) -> Result<Toolbox, SequencerError> {
         let tokens = mint_tokens(grant, agent, acr)?;
+        let refused_programs = match programs {
+            Some(evaluator) => {
+                let loaded = l3m_programs::host::load(evaluator, acr, &tokens.conferred());
+                tools.extend(
+                    loaded
+                        .tools
+                        .into_iter()
+                        .map(|t| Box::new(t) as Box<dyn Tool>),
+                );
+                loaded.refused
+            }
+            None => Vec::new(),
+        };
         let declared: BTreeMap<String, Footprint> = tools
             .iter()
             .map(|t| {
@@ -167,7 +186,13 @@ impl Toolbox {
             journal,
             outlet,
             turn: Mutex::new(()),
+            refused_programs,
         })
+    }
+
+    /// The agent's programs refused at this build, each naming its file, line and rule.
+    pub fn refused_programs(&self) -> &[LoadError] {
+        &self.refused_programs
     }
 
     /// The agent's undo chain, which a rebuilt table and a rewind share.

@@ -19,6 +19,7 @@ pub mod ls;
 pub mod mail;
 pub mod office;
 pub mod persona;
+pub mod program;
 pub mod retire;
 pub mod rewind;
 pub mod say;
@@ -121,6 +122,9 @@ pub enum Command {
     Site(site::Command),
     /// Pin the exact bytes an agent's runs of a Makefile target may execute (humans only).
     Bless(bless::Args),
+    /// Check the sealed programs agents write for themselves.
+    #[command(subcommand)]
+    Program(program::Command),
 }
 
 /// Runs one command.
@@ -155,5 +159,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Credential(command) => credential::dispatch(command, cx).await,
         Command::Site(command) => site::dispatch(command, cx).await,
         Command::Bless(args) => bless::cmd_bless(args, cx).await,
+        Command::Program(command) => program::dispatch(command, cx).await,
     }
 }

@@ -115,6 +115,17 @@ pub enum ToolError {
         /// How many times it occurs (overlapping occurrences count).
         count: usize,
     },
+    /// A sealed program stopped before it returned: a limit it hit, or an error in its code,
+    /// by the named rule of its evaluation (`l3m_programs::Rule`).
+    #[error("{detail}")]
+    Program {
+        /// The rule's name (`step-budget`, `deadline`, `memory`, `runtime`, `evaluator`, …).
+        rule: String,
+        /// What happened, with the program's file and line when known.
+        detail: String,
+        /// Whether a limit stopped it (refused by the `program` boundary) rather than its code.
+        limit: bool,
+    },
     /// The file is not UTF-8 text, which is all these tools read.
     #[error("`{path}` is not UTF-8 text ({len} bytes); this tool reads text only")]
     NotText {
@@ -138,6 +149,7 @@ impl ToolError {
             ToolError::Spawn(e) => e.refusal(),
             ToolError::Shell(e) => e.refusal(),
             ToolError::Effects(e) => Some(e.refusal()),
+            ToolError::Program { limit: true, .. } => Some(Refusal::new("program", None)),
             // Arguments that break the schema are a mistake the model can correct; core counts
             // them against the turn's corrections by this boundary.
             ToolError::BadInput { .. } => Some(Refusal::new("tool-arguments", None)),

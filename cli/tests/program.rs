@@ -1,0 +1,82 @@
+//! `l3m program check`: admitted programs print the tool the model is offered (exit 0), refused
+//! ones name the file, line and rule (exit 1), bad arguments are usage errors (exit 2). Offline:
+//! no hub or stack is needed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Home;
+use predicates::prelude::*;
+
+const TODOS: &str = r#"FOOTPRINT = ["fs-read", "net"]
+DESCRIPTION = "Count TODO lines in one file."
+INPUT = {"type": "object", "properties": {"path": {"type": "string"}}}
+
+def main(input):
+    return len([l for l in fs_read(input["path"]).split("\n") if "TODO" in l])
+"#;
+
+fn write(home: &Home, name: &str, source: &str) -> String {
+    let path = home.path().join(name);
+    std::fs::write(&path, source).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn an_admitted_program_shows_its_tool_and_the_axes_it_needs() {
+    let home = Home::new();
+    let file = write(&home, "todos.star", TODOS);
+    let out = home.json(&["program", "check", &file]);
+    assert_eq!(out["admitted"], true);
+    assert_eq!(out["tool"]["name"], "program_todos");
+    assert_eq!(out["tool"]["tier"], "tame");
+    assert_eq!(out["tool"]["input_schema"]["type"], "object");
+    assert_eq!(out["needs_axes"], serde_json::json!(["net"]));
+    home.l3m(&["program", "check", &file])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "it may call: fs_read(path), fs_list(path), net_fetch(url)",
+        ));
+}
+
+#[test]
+fn refusals_name_file_line_and_rule_and_exit_1() {
+    let home = Home::new();
+    let file = write(&home, "todos.star", TODOS);
+    let out = home
+        .l3m(&["program", "check", &file, "--axis", "files", "--json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let out: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(out["refusal"]["rule"], "not-covered");
+    assert_eq!(out["refusal"]["stage"], "surface");
+    assert_eq!(out["refusal"]["line"], 1);
+    let looping = write(
+        &home,
+        "spin.star",
+        &TODOS.replace(
+            "    return len(",
+            "    while True:\n        pass\n    return len(",
+        ),
+    );
+    home.l3m(&["program", "check", &looping])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("spin.star:6:").and(predicate::str::contains("no-while")));
+}
+
+#[test]
+fn unreadable_files_and_unknown_axes_are_usage_errors() {
+    let home = Home::new();
+    let missing = home.path().join("missing.star").display().to_string();
+    home.l3m(&["program", "check", &missing]).assert().code(2);
+    let file = write(&home, "todos.star", TODOS);
+    home.l3m(&["program", "check", &file, "--axis", "everything"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown axis"));
+}

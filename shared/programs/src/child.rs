@@ -1,0 +1,139 @@
+//! The evaluator process's main: parse its arguments, limit itself, read one request from its
+//! parent, answer it. `src/bin/l3m-program.rs` is a thin wrapper around [`main`].
+//!
+//! ```text
+//! l3m-program check --memory-mib N --cpu-secs S      # stdin: CheckRequest; stdout: Checked
+//! l3m-program run   --memory-mib N --cpu-secs S      # stdin: RunRequest;   stdout: Call…, Done
+//! ```
+//! Exit codes: 0 when a final line was written (whatever it says), 1 when the pipe failed,
+//! 2 for bad arguments.
+
+use std::io::{BufReader, Write};
+use std::process::ExitCode;
+
+use crate::evaluate;
+use crate::globals::{self, Parent};
+use crate::limits::{self, Limits};
+use crate::protocol::{CheckRequest, FromChild, RunRequest, read_line, write_line};
+use crate::rule::RunError;
+
+/// What the evaluator was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Check,
+    Run,
+}
+
+/// Parses `check|run --memory-mib N --cpu-secs S`.
+fn parse(args: &[String]) -> Result<(Mode, Limits), String> {
+    let mode = match args.first().map(String::as_str) {
+        Some("check") => Mode::Check,
+        Some("run") => Mode::Run,
+        other => return Err(format!("expected `check` or `run`, got {other:?}")),
+    };
+    let mut memory_mib = None;
+    let mut cpu_secs = None;
+    let mut rest = args[1..].iter();
+    while let Some(flag) = rest.next() {
+        let value = rest
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .parse::<u64>()
+            .map_err(|e| format!("{flag}: {e}"))?;
+        match flag.as_str() {
+            "--memory-mib" => memory_mib = Some(value),
+            "--cpu-secs" => cpu_secs = Some(value),
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    Ok((
+        mode,
+        Limits {
+            memory_mib: memory_mib.ok_or("--memory-mib is required")?,
+            cpu_secs: cpu_secs.ok_or("--cpu-secs is required")?,
+        },
+    ))
+}
+
+/// The evaluator's main over its arguments (without the program name).
+pub fn main(args: &[String]) -> ExitCode {
+    let (mode, limits) = match parse(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "l3m-program: {e}\nusage: l3m-program check|run --memory-mib N --cpu-secs S"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let mut stdout = std::io::stdout();
+    if let Err(e) = limits::apply(limits) {
+        let _ = writeln!(std::io::stderr(), "l3m-program: {e}");
+        return ExitCode::from(1);
+    }
+    let mut stdin = BufReader::new(std::io::stdin());
+    let written = match mode {
+        Mode::Check => match read_line::<CheckRequest>(&mut stdin) {
+            Ok(req) => write_line(
+                &mut stdout,
+                &FromChild::Checked {
+                    result: evaluate::check(&req.file, &req.source),
+                },
+            ),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        },
+        Mode::Run => match read_line::<RunRequest>(&mut stdin) {
+            Ok(req) => {
+                globals::connect(Parent {
+                    input: stdin,
+                    output: std::io::stdout(),
+                });
+                let result = evaluate::run(&req.file, &req.source, req.input, req.steps);
+                let result = result.map_err(|e| RunError {
+                    file: req.file,
+                    ..e
+                });
+                write_line(&mut stdout, &FromChild::Done { result })
+            }
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        },
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "l3m-program: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn arguments_are_parsed_or_named() {
+        assert_eq!(
+            parse(&args("run --memory-mib 64 --cpu-secs 2")).unwrap(),
+            (
+                Mode::Run,
+                Limits {
+                    memory_mib: 64,
+                    cpu_secs: 2
+                }
+            )
+        );
+        assert!(parse(&args("eval")).unwrap_err().contains("eval"));
+        assert!(parse(&args("check --memory-mib x --cpu-secs 1")).is_err());
+        assert!(
+            parse(&args("check --cpu-secs 1"))
+                .unwrap_err()
+                .contains("memory")
+        );
+    }
+}

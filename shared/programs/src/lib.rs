@@ -1,0 +1,56 @@
+//! `l3m-programs`: sealed programs, the tools an agent writes for itself in Starlark.
+//!
+//! A file `agent/programs/<name>.star` on the agent's persona becomes the tool
+//! `program_<name>` at its next boot if it passes three checks, each refusal naming the file,
+//! the line and the rule ([`LoadError`]):
+//! - the **seal** ([`seal`]): one module, no `load`, no `while`, no `lambda`, no nested `def`, no
+//!   recursion, nothing at the top level but literal assignments and `def`s; a literal
+//!   `FOOTPRINT`, `DESCRIPTION` and `INPUT` schema, and `def main(input)`;
+//! - the **type** ([`types`], then the load against [`globals::for_footprint`]): every name
+//!   resolves against the kept builtins and exactly the functions of the declared classes;
+//! - the **surface** ([`decl::surface`]): every class is admitted for programs and the agent's
+//!   tokens cover the footprint; otherwise the program is absent, like any uncovered tool.
+//!
+//! Programs never run inside the sequencer. The evaluator (`l3m-program`, [`child`]) is a
+//! separate process that limits itself ([`limits`]: address space, CPU time, no files, no
+//! processes) and counts statements; it reaches effects only by asking its parent over a pipe
+//! ([`protocol`]). The parent ([`host::ProgramTool`], an ordinary [`l3m_tools::Tool`]) answers
+//! each call through the same ring providers as the built-in tools, with exactly the classes of
+//! the program's footprint granted, and kills the child at its deadline. The program never
+//! holds a token or the grant, and has no function to call a model, run a shell, build, or
+//! wait on a vigil.
+//!
+//! **Must never**: evaluate Starlark in the calling process outside the evaluator binary and
+//! this crate's tests; hand the evaluator a token, a path to the hub, or the grant.
+//!
+//! # Layout
+//! - [`rule`]: [`Rule`], [`Stage`], [`LoadError`], [`RunError`].
+//! - [`vocabulary`]: the admitted classes, their functions, the kept builtins.
+//! - [`decl`]: [`ProgramDecl`], file names, the surface check.
+//! - [`types`]: the name check over what the seal gathered.
+//! - [`protocol`]: the JSON lines between parent and evaluator.
+//! - [`host`]: the parent: [`host::check_file`], [`host::ProgramTool`], [`host::Evaluator`].
+//! - [`limits`]: the OS limits the evaluator sets on itself.
+//! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod answer;
+#[cfg(feature = "eval")]
+pub mod child;
+pub mod decl;
+#[cfg(feature = "eval")]
+pub mod evaluate;
+#[cfg(feature = "eval")]
+pub mod globals;
+pub mod host;
+pub mod limits;
+pub mod protocol;
+pub mod rule;
+#[cfg(feature = "eval")]
+pub mod seal;
+pub mod types;
+pub mod vocabulary;
+
+pub use decl::ProgramDecl;
+pub use rule::{LoadError, Rule, RunError, Stage};

@@ -1,0 +1,163 @@
+//! The pipe between the sequencer and the evaluator: JSON lines, one message per line.
+//!
+//! # Format
+//! The parent writes one request line on the child's stdin: a [`CheckRequest`] (for
+//! `l3m-program check`) or a [`RunRequest`] (for `l3m-program run`). The child answers on its
+//! stdout with [`FromChild`] lines. While running, each effect the program asks for is a
+//! [`FromChild::Call`], to which the parent writes one [`Answer`] line; the last line is
+//! [`FromChild::Checked`] or [`FromChild::Done`]. The child holds no token and no grant: a call
+//! names a function and its arguments, and the parent answers it through the ring with the
+//! tokens the grant minted, or refuses it.
+//!
+//! Every line is bounded ([`MAX_LINE`]); a longer one is a protocol error on either side.
+
+use std::io::{BufRead, Read};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::decl::ProgramDecl;
+use crate::rule::{LoadError, RunError};
+
+/// The longest line either side accepts, in bytes (a source of [`crate::decl::MAX_SOURCE`]
+/// escaped as JSON fits, and so does a fetched body of a few MiB).
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Check a program's seal and type (the parent then checks its surface).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRequest {
+    /// The file, as refusals name it.
+    pub file: String,
+    /// Its text.
+    pub source: String,
+}
+
+/// Run a program's `main` on one input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    /// The file, as refusals name it.
+    pub file: String,
+    /// Its text (checked again by the child before it runs).
+    pub source: String,
+    /// The input the model gave.
+    pub input: Value,
+    /// How many statements the program may run.
+    pub steps: u64,
+}
+
+/// A line from the evaluator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum FromChild {
+    /// The program asks for an effect; the parent answers with one [`Answer`] line.
+    Call {
+        /// The function, from [`crate::vocabulary::FUNCTIONS`].
+        function: String,
+        /// Its arguments, by parameter name.
+        args: serde_json::Map<String, Value>,
+    },
+    /// The answer to a [`CheckRequest`].
+    Checked {
+        /// What the program declares, or why it was refused.
+        result: Result<ProgramDecl, LoadError>,
+    },
+    /// The program finished or stopped.
+    Done {
+        /// What `main` returned, or why it stopped.
+        result: Result<Value, RunError>,
+    },
+}
+
+/// The parent's answer to a [`FromChild::Call`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Answer {
+    /// The effect happened; this is its result.
+    Ok {
+        /// The result, as JSON.
+        value: Value,
+    },
+    /// The effect was refused or failed; the program sees this as an error.
+    Err {
+        /// What the provider said.
+        message: String,
+    },
+}
+
+/// Why a line could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// The other side closed the pipe.
+    #[error("the pipe closed")]
+    Closed,
+    /// A line longer than [`MAX_LINE`].
+    #[error("a line longer than {MAX_LINE} bytes")]
+    TooLong,
+    /// Reading failed.
+    #[error("reading the pipe: {0}")]
+    Io(#[from] std::io::Error),
+    /// The line is not the JSON expected.
+    #[error("a line that is not the expected JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Reads one line of at most [`MAX_LINE`] bytes and decodes it.
+pub fn read_line<T: serde::de::DeserializeOwned>(input: &mut impl BufRead) -> Result<T, LineError> {
+    let mut line = Vec::new();
+    let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX) + 1;
+    let read = input.by_ref().take(limit).read_until(b'\n', &mut line)?;
+    if read == 0 {
+        return Err(LineError::Closed);
+    }
+    if line.last() != Some(&b'\n') && line.len() > MAX_LINE {
+        return Err(LineError::TooLong);
+    }
+    Ok(serde_json::from_slice(&line)?)
+}
+
+/// Writes `message` as one line and flushes it.
+pub fn write_line(
+    output: &mut impl std::io::Write,
+    message: &impl Serialize,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    output.write_all(&line)?;
+    output.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Rule;
+
+    #[test]
+    fn lines_round_trip_and_bad_lines_are_typed() {
+        let mut buf = Vec::new();
+        let done = FromChild::Done {
+            result: Err(RunError {
+                file: "f".into(),
+                line: Some(2),
+                rule: Rule::StepBudget,
+                detail: "d".into(),
+            }),
+        };
+        write_line(&mut buf, &done).unwrap();
+        write_line(&mut buf, &Answer::Ok { value: Value::Null }).unwrap();
+        let mut input = std::io::Cursor::new(buf);
+        assert_eq!(read_line::<FromChild>(&mut input).unwrap(), done);
+        assert_eq!(
+            read_line::<Answer>(&mut input).unwrap(),
+            Answer::Ok { value: Value::Null }
+        );
+        assert!(matches!(
+            read_line::<Answer>(&mut input),
+            Err(LineError::Closed)
+        ));
+        let mut junk = std::io::Cursor::new(b"{\"kind\":\"nope\"}\n".to_vec());
+        assert!(matches!(
+            read_line::<Answer>(&mut junk),
+            Err(LineError::Json(_))
+        ));
+    }
+}

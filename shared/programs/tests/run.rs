@@ -1,0 +1,139 @@
+//! Programs run in the evaluator process and reach the world only through the parent's ring.
+
+mod common;
+
+use common::Session;
+use l3m_programs::Rule;
+use l3m_programs::host::{self, PROGRAMS_DIR};
+use l3m_tools::{Tool, ToolError};
+use serde_json::json;
+
+const TODOS: &str = r#""""Counts TODO lines."""
+FOOTPRINT = ["fs-read"]
+DESCRIPTION = "Count the lines containing TODO in the files of a directory."
+INPUT = {"type": "object", "properties": {"dir": {"type": "string"}}, "required": ["dir"]}
+MARK = "TODO"
+
+def count(text):
+    return len([line for line in text.split("\n") if MARK in line])
+
+def main(input):
+    total = 0
+    for entry in fs_list(input["dir"]):
+        if entry["kind"] == "regular file":
+            total += count(fs_read(input["dir"] + "/" + entry["name"]))
+    return {"todos": total}
+"#;
+
+#[test]
+fn a_read_only_program_counts_through_the_ring() {
+    let s = Session::new();
+    std::fs::write(
+        s.hub.ws("src/a.rs"),
+        "// TODO one\nfn a() {}\n// TODO two\n",
+    )
+    .unwrap();
+    let tool = s.admit("todos", TODOS).unwrap();
+    let decl = tool.decl();
+    assert_eq!(decl.name, "program_todos");
+    assert_eq!(decl.footprint.tier(), l3m_core::effects::Tier::Tame);
+    let out = s.call(&tool, json!({"dir": "workspace/src"})).unwrap();
+    assert_eq!(out.text, r#"{"todos":2}"#);
+}
+
+#[test]
+fn a_writing_program_is_journaled_and_mail_goes_to_the_outlet() {
+    let s = Session::new();
+    let source = r#"
+FOOTPRINT = ["fs-write", "mail", "clock"]
+DESCRIPTION = "Write a note and tell my parent."
+INPUT = {"type": "object"}
+
+def main(input):
+    fs_write("workspace/note.txt", "at " + str(clock_now()))
+    return mail_send("alice", "wrote the note")
+"#;
+    let tool = s.admit("note", source).unwrap();
+    let out = s.call(&tool, json!({})).unwrap();
+    assert_eq!(out.text, "l-1");
+    assert_eq!(
+        std::fs::read_to_string(s.hub.ws("note.txt")).unwrap(),
+        "at 1750000000000"
+    );
+    assert_eq!(
+        s.journal.entries().unwrap().len(),
+        1,
+        "the write was journaled first"
+    );
+    assert_eq!(
+        s.outlet.calls(),
+        ["letter to agent:alice* | None | wrote the note"]
+    );
+}
+
+#[test]
+fn a_refused_effect_is_the_calls_error_with_its_boundary() {
+    let s = Session::new();
+    let world = s.hub.world();
+    let source = r#"
+FOOTPRINT = ["fs-read", "fs-write"]
+DESCRIPTION = "Reach outside."
+INPUT = {"type": "object"}
+
+def main(input):
+    fs_write(".l3m/grants.toml", "files = ['/']")
+    return fs_read("../../other/self/workspace/theirs.txt")
+"#;
+    let tool = s.admit("reach", source).unwrap();
+    let err = s.call(&tool, json!({})).unwrap_err();
+    assert!(matches!(err, ToolError::Files(_)), "{err}");
+    assert!(err.refusal().is_some());
+    assert_eq!(s.hub.world(), world);
+}
+
+#[test]
+fn load_finds_admits_and_refuses_naming_each_file() {
+    let s = Session::new();
+    s.install("todos", TODOS);
+    s.install(
+        "fetch",
+        &TODOS.replace("\"fs-read\"]", "\"fs-read\", \"net\"]"),
+    );
+    s.install("Bad", TODOS);
+    std::fs::write(
+        s.hub.acr.join(PROGRAMS_DIR).join("notes.txt"),
+        "not a program",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        s.hub.outside.join("secret"),
+        s.hub.acr.join(PROGRAMS_DIR).join("link.star"),
+    )
+    .unwrap();
+    let loaded = host::load(&common::evaluator(), &s.hub.acr, &s.conferred);
+    let names: Vec<String> = loaded.tools.iter().map(|t| t.decl().name).collect();
+    assert_eq!(names, ["program_todos"]);
+    let refused: Vec<(String, Rule)> = loaded
+        .refused
+        .iter()
+        .map(|e| (e.file.clone(), e.rule))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("agent/programs/Bad.star".to_owned(), Rule::FileName),
+            ("agent/programs/fetch.star".to_owned(), Rule::NotCovered),
+            ("agent/programs/link.star".to_owned(), Rule::FileName),
+        ]
+    );
+    assert!(!loaded.refused[2].detail.contains("outside secret"));
+}
+
+#[test]
+fn a_missing_evaluator_is_a_named_refusal() {
+    let mut e = common::evaluator();
+    e.program = "/nonexistent/l3m-program".into();
+    let err = host::check_source(&e, "agent/programs/todos.star", TODOS).unwrap_err();
+    assert_eq!(err.rule, Rule::Evaluator);
+    assert!(err.detail.contains("/nonexistent/l3m-program"), "{err}");
+}
