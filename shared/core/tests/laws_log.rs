@@ -406,7 +406,8 @@ enum Act {
 }
 
 fn act() -> impl Strategy<Value = Act> {
-    let tools = vec((any::<bool>(), 0u8..4), 0..3);
+    // k = 4 names the wild `sh` with a justification, so deliberations and stalemates happen.
+    let tools = vec((any::<bool>(), 0u8..6), 0..3);
     prop_oneof![
         20 => Just(Act::Pass),
         5 => Just(Act::Line),
