@@ -136,6 +136,29 @@ fn up_embedded_runs_a_spawned_agent_in_one_process() {
     let _ = up.wait();
 }
 
+/// What the demo prints of `tidy`'s reviewed shell call: the deliberation and the sandboxed
+/// run where bubblewrap is installed, and why it was skipped where it is not.
+fn reviewed_shell_call() -> predicates::BoxPredicate<str> {
+    if std::path::Path::new("/usr/bin/bwrap").is_file() {
+        predicate::str::contains(
+            "[ok] the shell call was deliberated: unclear at round 1, safe at round 2",
+        )
+        .and(predicate::str::contains(
+            "[ok] the approved shell call ran in the sandbox and its result was journaled",
+        ))
+        .and(predicate::str::contains("3 lines.txt"))
+        .and(predicate::str::contains(
+            "why does the task need a new file",
+        ))
+        .boxed()
+    } else {
+        predicate::str::contains(
+            "reviewed shell call: skipped, the reviewed shell call needs bubblewrap",
+        )
+        .boxed()
+    }
+}
+
 #[test]
 fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail() {
     let home = Home::new();
@@ -163,6 +186,7 @@ fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail(
             "[ok] bob's read came back to lead at north as a receipt",
         ))
         .stdout(predicate::str::contains("no agent nobody lives on this hub"))
+        .stdout(reviewed_shell_call())
         .stdout(predicate::str::contains("FAILED").not());
     for hub in [root.clone(), root.join("south")] {
         let fsck = std::process::Command::new("git")

@@ -1,10 +1,12 @@
 //! Boot: take the lease, fold the Log, close what a dead process left open, assemble the
 //! prompt, journal the budget, and hand the writer its first pass.
 //!
-//! If the turn was live when the last process died, boot closes it with `close_open` (exactly
-//! what an interrupt does) and then journals a shown harness notice saying the sequencer
-//! restarted. A shown event is new input, so core's `plan` owes a model call and the turn
-//! carries on from the Log as it stands; there is no other resume path.
+//! If the turn was live when the last process died, boot closes it with `close_at_boot`
+//! (exactly what an interrupt does, except that a wild call at a stalemate keeps waiting for
+//! its card) and then, if it closed anything, journals a shown harness notice saying the
+//! sequencer restarted. A shown event is new input, so core's `plan` owes a model call and the
+//! turn carries on from the Log as it stands; there is no other resume path. A card answered
+//! while no sequencer ran is read from the cards chain and journaled like any answer.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -183,8 +185,10 @@ async fn boot_holding(
         };
         session.signal(signal)?;
     } else {
-        let was_live = session.log.owed.is_live();
-        for body in owed::close_open(&session.log.owed, RESTARTED) {
+        // A stalemate's card outlives the process: boot keeps its call waiting.
+        let closed = owed::close_at_boot(&session.log.owed, RESTARTED);
+        let was_live = !closed.is_empty();
+        for body in closed {
             session.stage(body);
         }
         if session.log.fold.view().system != text {
@@ -208,7 +212,7 @@ async fn boot_holding(
         session.notice(id, refused, Disposition::Show);
     }
     session.budget_from_hub("the budget as the hub's account and this Log's spend give it");
-    let initial = crate::inputs::start(
+    let mut initial = crate::inputs::start(
         client.clone(),
         agent.clone(),
         watch,
@@ -218,6 +222,7 @@ async fn boot_holding(
         tasks.clone(),
     )
     .await?;
+    initial.extend(session.resume_cards().await?);
     crate::control::serve(client, hub_root, agent, tx, tasks.clone()).await?;
     let first = match session.pass(initial).await? {
         Next::Continue => None,

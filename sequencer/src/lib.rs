@@ -35,7 +35,7 @@
 //! - `inputs` (private): inbox and grants watching; lease renewal.
 //! - [`control`]: the control subject (interrupt, rewind, status), offline rewind, fork.
 //! - [`vouchers`]: who may control this sequencer (hubd's signed vouchers, each used once).
-//! - [`supervise`](mod@supervise): waking asleep agents with unread mail.
+//! - [`supervise`](mod@supervise): waking asleep agents with unread mail or an answered card.
 //! - [`run_agent`]: the entry point.
 
 pub mod bounds;

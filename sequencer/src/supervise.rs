@@ -1,9 +1,11 @@
-//! Waking asleep agents that have unread mail.
+//! Waking asleep agents that have unread mail or an answered card.
 //!
-//! [`supervise`] watches every inbox's moves (`Subjects::ref_changes_of_kind(Inbox)`) and, at
-//! start, scans every agent. For a live agent that is asleep (no lease: `list_agents` says
-//! `asleep`) with a letter it has not marked read, it asks its [`Launcher`] to start a
-//! sequencer. A second launch for a running agent is harmless: the lease refuses it.
+//! [`supervise`] watches every inbox's and cards chain's moves
+//! (`Subjects::ref_changes_of_kind`) and, at start, scans every agent. For a live agent that is
+//! asleep (no lease: `list_agents` says `asleep`) with a letter it has not marked read, or a
+//! human's answer at a card whose call its Log still holds at a stalemate, it asks its
+//! [`Launcher`] to start a sequencer. A second launch for a running agent is harmless: the
+//! lease refuses it.
 //!
 //! # Layout
 //! - [`Launcher`]: how a sequencer is started; [`ProcessLauncher`] (child processes, reaped)
@@ -20,7 +22,9 @@ use futures_util::future::BoxFuture;
 use l3m_core::duty::Duty;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::{AgentName, Entity};
+use l3m_core::owed::Owed;
 use l3m_core::refs::AgentRef;
+use l3m_core::review::card::{CardLine, answers_awaited, parse_card_line};
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use tokio_util::sync::CancellationToken;
@@ -169,13 +173,19 @@ pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(
             tracing::warn!(%error, "the host's health is not served");
         }
     });
-    let subject = client.subjects().ref_changes_of_kind(AgentRef::Inbox);
-    let mut moves = client.bus().subscribe(&subject).await.map_err(|source| {
-        l3m_wire::client::ClientError::Wire {
-            subject: subject.clone(),
-            source,
-        }
-    })?;
+    // A letter and a human's answer at a card both wake an asleep agent.
+    let mut streams = Vec::new();
+    for kind in [AgentRef::Inbox, AgentRef::Cards] {
+        let subject = client.subjects().ref_changes_of_kind(kind);
+        let stream = client.bus().subscribe(&subject).await.map_err(|source| {
+            l3m_wire::client::ClientError::Wire {
+                subject: subject.clone(),
+                source,
+            }
+        })?;
+        streams.push(stream);
+    }
+    let mut moves = futures_util::stream::select_all(streams);
     let tree = client.list_agents().await?;
     for state in tree.agents {
         if let Ok(agent) = AgentName::parse(&state.name) {
@@ -210,7 +220,8 @@ async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
     }
 }
 
-/// Whether `agent` is live, asleep, and has a letter it has not marked read.
+/// Whether `agent` is live, asleep, and has a letter it has not marked read or an answer at a
+/// card its Log still waits for.
 async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
     let tree = client.list_agents().await?;
     let asleep = tree
@@ -236,5 +247,19 @@ async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, Sequ
             InboxEntry::ReadMark(_) | InboxEntry::Receipt(_) => {}
         }
     }
-    Ok(letters.difference(&read).next().is_some())
+    Ok(letters.difference(&read).next().is_some() || card_answered(client, agent).await?)
+}
+
+/// Whether a human answered a card whose call `agent`'s Log still holds at a stalemate. The
+/// Log is read only when the cards chain holds an answer at all.
+async fn card_answered(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
+    let lines: Vec<CardLine> = (client.read_cards(agent).await?.iter())
+        .filter_map(|l| parse_card_line(l).ok())
+        .collect();
+    if !lines.iter().any(|l| matches!(l, CardLine::Answered { .. })) {
+        return Ok(false);
+    }
+    let log = client.read_log_from(agent, 0).await?;
+    let owed = Owed::from_records(&log.records);
+    Ok(!answers_awaited(&lines, &owed).is_empty())
 }

@@ -15,7 +15,6 @@
 
 mod common;
 
-use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
@@ -66,19 +65,6 @@ fn model_side(records: &[Record]) -> Vec<(String, Vec<(String, serde_json::Value
         .collect()
 }
 
-fn launch(hub: &TestHub, config: &std::path::Path, name: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_sequencer"))
-        .args(["run", "--hub"])
-        .arg(hub.root())
-        .args(["--hub-id", "t", "--nats", hub.nats.url(), "--agent", name])
-        .arg("--config")
-        .arg(config)
-        .env("RUST_LOG", "warn")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 fn finished(log: &[Record]) -> bool {
     assistant_texts(log).last().map(String::as_str) == Some("end")
         && matches!(
@@ -119,7 +105,7 @@ async fn sigkill_at_random_points_never_breaks_the_log() {
     // The uninterrupted run.
     hub.spawn("reference", 1000).await;
     hub.letter("reference", "go").await;
-    let status = launch(&hub, &config, "reference").wait().unwrap();
+    let status = launch_sequencer(&hub, &config, "reference").wait().unwrap();
     assert!(status.success(), "{status}");
     let reference = hub.log("reference").await;
     check_log(&reference);
@@ -142,7 +128,7 @@ async fn sigkill_at_random_points_never_breaks_the_log() {
             }
             runs += 1;
             assert!(runs < 2000, "session {name} never finished");
-            let mut child = launch(&hub, &config, &name);
+            let mut child = launch_sequencer(&hub, &config, &name);
             let delay = Duration::from_millis(rng.next() % 250);
             tokio::time::sleep(delay).await;
             match child.try_wait().unwrap() {

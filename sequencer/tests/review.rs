@@ -13,14 +13,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use l3m_core::duty::Duty;
 use l3m_core::log::{Record, RecordBody, Verdict};
 use l3m_core::review::card::{CardLine, parse_card_line};
 use l3m_core::review::{Conclusion, ReviewTally, conclude};
 use l3m_models::{ModelConfig, build};
+use l3m_wire::hubd::tree::AgentLife;
 use l3m_wire::reply::ErrorCode;
 use model_server::{Answer, Server, anthropic_stream, openai_stream};
 use sequencer::model::provider_factory;
-use sequencer::{Config, Exit, run_agent};
+use sequencer::{Config, Exit, HostControl, Supervisor, TaskLauncher, run_agent, supervise};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -89,6 +91,13 @@ fn config(dialect: &str, proposer: &Server, rounds: u32, timeout_secs: u64) -> C
         proposer.base_url
     ))
     .unwrap()
+}
+
+/// `config` with an idle exit long enough for a test to answer a card before the sequencer,
+/// waiting only on that card, goes to sleep (no supervisor wakes it in these tests).
+fn awake_for_cards(mut config: Config) -> Config {
+    config.sequencer.idle_exit_secs = Some(8);
+    config
 }
 
 /// Serves a reviewer whose model speaks `dialect` at `server`, on the hub's own bus.
@@ -353,7 +362,7 @@ async fn a_stalemate_becomes_a_card_only_a_human_answers_and_then_the_call_runs(
     ]))
     .await;
     let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
-    let config = config("anthropic", &proposer, 1, 30);
+    let config = awake_for_cards(config("anthropic", &proposer, 1, 30));
     let env: sequencer::model::EnvLookup = Arc::new(|_| Some("k".into()));
     let factory = provider_factory(config.clone(), hub.root(), env);
     let run = hub.run("demo", config, factory).await;
@@ -453,7 +462,7 @@ async fn a_denied_card_tells_the_model_and_a_hanging_reviewer_is_cut_at_its_time
     ])
     .await;
     let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
-    let config = config("anthropic", &proposer, 1, 2);
+    let config = awake_for_cards(config("anthropic", &proposer, 1, 2));
     let env: sequencer::model::EnvLookup = Arc::new(|_| Some("k".into()));
     let factory = provider_factory(config.clone(), hub.root(), env);
     let run = hub.run("demo", config, factory).await;
@@ -527,4 +536,244 @@ async fn without_a_review_table_a_wild_call_is_refused_at_once_and_the_turn_goes
         "the model was told and answered"
     );
     assert!(!hub.acr("demo").join("workspace/n.txt").exists());
+}
+
+/// Polls `name`'s cards chain until a card is raised; returns its lines.
+async fn wait_for_card(hub: &TestHub, name: &str) -> Vec<String> {
+    let human = hub.human().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = human.read_cards(&agent(name)).await.unwrap();
+        if !lines.is_empty() {
+            return lines;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no card was raised");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until `name`'s life in the agent tree is `life`.
+async fn wait_for_life(hub: &TestHub, name: &str, life: AgentLife) {
+    let human = hub.human().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let tree = human.list_agents().await.unwrap();
+        if tree.agents.iter().any(|a| a.name == name && a.life == life) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never became {life:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The id of the first card on `lines`.
+fn card_id(lines: &[String]) -> l3m_core::log::ToolUseId {
+    parse_card_line(&lines[0]).unwrap().id().clone()
+}
+
+/// A human's answer at card `id`, as `l3m card approve|deny` sends it.
+async fn answer_card(hub: &TestHub, id: &l3m_core::log::ToolUseId, approve: bool) {
+    let line = CardLine::Answered {
+        id: id.clone(),
+        by: l3m_core::names::Entity::parse("human:alice").unwrap(),
+        approve,
+        reason: "I checked it".into(),
+    };
+    hub.human()
+        .await
+        .append_card(&agent("demo"), serde_json::to_string(&line).unwrap())
+        .await
+        .unwrap();
+}
+
+fn interrupts(log: &[Record]) -> usize {
+    log.iter()
+        .filter(|r| matches!(r.body, RecordBody::Interrupted { .. }))
+        .count()
+}
+
+/// The card outlives its sequencer: SIGKILL at the stalemate, a restart that keeps the call
+/// waiting (it closes nothing and asks nobody again), then the human's approval runs the call
+/// exactly once and its result is journaled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_survives_a_sigkill_of_its_sequencer_and_its_approval_runs_the_call_once() {
+    let hub = hub_with_agent().await;
+    let dir = hub.dir.path();
+    std::fs::write(
+        dir.join("script.toml"),
+        "[[turn]]\ntext = \"I will use the shell.\"\n[[turn.tool_use]]\nname = \"shell\"\n\
+         input = { program = \"sh\", args = [\"-c\", \"echo ran >> once.txt\"], justification = \"the task needs once.txt\" }\n\
+         [[turn]]\ntext = \"done\"\n",
+    )
+    .unwrap();
+    let config = dir.join("l3m.toml");
+    std::fs::write(
+        &config,
+        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\nscript = \"script.toml\"\n\
+         [sequencer]\nlease_ttl_secs = 0.5\nidle_exit_secs = 60\nretry_backoff_ms = 1\n\
+         [review]\nmodel = \"checker\"\nrounds = 1\ntimeout_secs = 30\n",
+    )
+    .unwrap();
+    let reviewer_model = Server::start(verdicts_openai(&[
+        r#"{"verdict":"unsafe","reason":"cannot tell what once.txt is for"}"#,
+    ]))
+    .await;
+    let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
+
+    let mut first = launch_sequencer(&hub, &config, "demo");
+    let id = card_id(&wait_for_card(&hub, "demo").await);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let at_kill = hub.log("demo").await;
+
+    // Restarted (once the killed run's lease lapses): it keeps the call waiting.
+    let mut second = loop {
+        let mut child = launch_sequencer(&hub, &config, "demo");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match child.try_wait().unwrap() {
+            Some(status) if status.code() == Some(3) => continue,
+            Some(status) => panic!("the restarted sequencer exited: {status}"),
+            None => break child,
+        }
+    };
+    wait_for_life(&hub, "demo", AgentLife::Running).await;
+    let booted = hub.log("demo").await;
+    assert_eq!(
+        interrupts(&booted),
+        0,
+        "boot closed the waiting call: {:?}",
+        kinds(&booted)
+    );
+    assert!(
+        booted[at_kill.len()..].iter().all(|r| matches!(
+            r.body,
+            RecordBody::BudgetChange { .. } | RecordBody::SystemPrompt { .. }
+        )),
+        "boot journaled more than its budget: {:?}",
+        kinds(&booted[at_kill.len()..])
+    );
+    assert_eq!(
+        wait_for_card(&hub, "demo").await.len(),
+        1,
+        "the card was raised once"
+    );
+
+    // The human approves (what `l3m card approve` sends): the call runs, once.
+    answer_card(&hub, &id, true).await;
+    wait_log(&hub, "demo", 60, |log| {
+        matches!(log.last().map(|r| &r.body), Some(RecordBody::TurnEnd))
+    })
+    .await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert_eq!(interrupts(&log), 0, "a restart closed the waiting call");
+    assert_eq!(
+        std::fs::read_to_string(hub.acr("demo").join("workspace/once.txt")).unwrap(),
+        "ran\n"
+    );
+    let reviews = reviews(&log);
+    assert_eq!(reviews.len(), 2, "{reviews:?}");
+    assert_eq!(reviews[1], (2, 1, Verdict::Safe));
+    assert_eq!(
+        log.iter()
+            .filter(|r| matches!(r.body, RecordBody::ToolStarted { .. }))
+            .count(),
+        1
+    );
+    assert!(
+        results(&log)[0].1.starts_with("exit 0"),
+        "{:?}",
+        results(&log)
+    );
+    assert_eq!(
+        assistant_texts(&log).last().map(String::as_str),
+        Some("done")
+    );
+    assert_eq!(
+        reviewer_model.received().len(),
+        1,
+        "the restart asked the reviewer again"
+    );
+}
+
+/// A sequencer whose only open work is a stalemate goes to sleep like any idle one, and the
+/// human's answer wakes it through the host's supervisor (as a letter does): the new run reads
+/// the answer from the cards chain, runs the call and tells the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalemate_sleeps_and_the_answer_at_its_card_wakes_the_agent() {
+    let hub = hub_with_agent().await;
+    let proposer = Server::start(anthropic_turns(&[
+        Turn::Shell("z1", shell(json!(["-c", "echo woken > z.txt"]), "needed")),
+        Turn::Text("done"),
+    ]))
+    .await;
+    let reviewer_model = Server::start(verdicts_openai(&[
+        r#"{"verdict":"unclear","reason":"what is z.txt?"}"#,
+    ]))
+    .await;
+    let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
+    let config = config("anthropic", &proposer, 1, 30);
+    let env: sequencer::model::EnvLookup = Arc::new(|_| Some("k".into()));
+    let shutdown = CancellationToken::new();
+    let launcher = TaskLauncher {
+        bus: hub.bus.clone(),
+        hub: hub.hub_id.clone(),
+        credential: hub.key_for(&Duty::Host { subtree: None }),
+        hub_root: hub.root(),
+        config: config.clone(),
+        provider_factory: provider_factory(config, hub.root(), env),
+        holder: "embedded".into(),
+        shutdown: shutdown.clone(),
+    };
+    let host = Duty::Host { subtree: None };
+    let sup = Supervisor {
+        host: HostControl {
+            client: hub.client(host.clone()).await,
+            credential: hub.key_for(&host),
+            hub_root: hub.root(),
+            subtree: None,
+        },
+        launcher: Arc::new(launcher),
+    };
+    let task = tokio::spawn(supervise(sup, shutdown.clone()));
+    // The letter wakes it; it proposes, the reviewer stalls, a card is raised; then it sleeps.
+    let id = card_id(&wait_for_card(&hub, "demo").await);
+    wait_for_life(&hub, "demo", AgentLife::Asleep).await;
+    let asleep = hub.log("demo").await;
+    assert!(
+        results(&asleep).is_empty() && interrupts(&asleep) == 0,
+        "{:?}",
+        kinds(&asleep)
+    );
+    assert_eq!(proposer.received().len(), 1);
+
+    answer_card(&hub, &id, true).await;
+    wait_log(&hub, "demo", 60, |log| {
+        matches!(log.last().map(|r| &r.body), Some(RecordBody::TurnEnd))
+    })
+    .await;
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert_eq!(interrupts(&log), 0, "the waking boot closed nothing");
+    assert_eq!(reviews(&log)[1], (2, 1, Verdict::Safe));
+    assert!(
+        results(&log)[0].1.starts_with("exit 0"),
+        "{:?}",
+        results(&log)
+    );
+    assert_eq!(
+        std::fs::read_to_string(hub.acr("demo").join("workspace/z.txt")).unwrap(),
+        "woken\n"
+    );
+    // The model was asked once more, and saw the result.
+    let asked = proposer.received();
+    assert_eq!(asked.len(), 2);
+    assert!(asked[1].body.to_string().contains("exit 0"));
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
 }

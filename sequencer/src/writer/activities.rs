@@ -19,7 +19,6 @@ impl Session {
                 _ => {}
             }
         }
-        self.raise_cards();
         for letter in self.buffer.to_mark.drain(..) {
             let client = self.client.clone();
             tokio::spawn(async move {

@@ -318,6 +318,7 @@ impl Session {
         }
         self.append().await?;
         self.start(&planned);
+        self.raise_cards().await;
         for (reply, answer) in self.buffer.replies.drain(..) {
             let _gone = reply.send(answer);
         }
@@ -355,11 +356,15 @@ impl Session {
         }
     }
 
-    /// Whether nothing is running, so the session may count as idle.
+    /// Whether nothing is running, so the session may count as idle: no turn is live, or the
+    /// turn waits only for humans at cards already raised (an answer wakes the agent again).
     pub fn quiet(&self) -> bool {
+        let owed = &self.log.owed;
+        let waits_on_cards = owed.waits_only_on_cards()
+            && (owed.stalemates()).all(|(id, _)| self.running.raised.contains(id));
         self.running.calls.is_empty()
             && self.running.running_tools.is_empty()
-            && !self.log.owed.is_live()
+            && (!owed.is_live() || waits_on_cards)
     }
 }
 

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use l3m_core::effects::EffectClass;
-use l3m_core::review::card::CardLine;
+use l3m_core::review::card::{CardLine, answers_awaited, parse_card_line};
 use l3m_core::review::{Effect, Family, ReviewRequest, ReviewSpent, split_justification};
 
 use super::*;
@@ -76,14 +76,15 @@ impl Session {
     }
 
     /// Raises a card for each stalemate of the appended Log that has none yet: the effect, the
-    /// justification and the reviewer's reason, for a human.
-    pub(super) fn raise_cards(&mut self) {
+    /// justification and the reviewer's reason, for a human. Awaited, so the session counts as
+    /// idle only once its cards are on the chain; one that could not be raised is tried again
+    /// at the next pass (or the next boot, which reads the chain).
+    pub(super) async fn raise_cards(&mut self) {
         let stalemates: Vec<(ToolUseId, String)> = (self.log.owed.stalemates())
             .filter(|(id, _)| !self.running.raised.contains(*id))
             .map(|(id, reason)| (id.clone(), reason.to_owned()))
             .collect();
         for (id, reason) in stalemates {
-            self.running.raised.insert(id.clone());
             let Ok(request) = self.review_request(&id, 0) else {
                 tracing::warn!(%id, "a stalemated call is no longer in the Log; no card");
                 continue;
@@ -98,17 +99,57 @@ impl Session {
             let Ok(text) = serde_json::to_string(&line) else {
                 continue;
             };
-            let (client, agent) = (self.client.clone(), self.agent.clone());
-            tokio::spawn(async move {
-                if let Err(e) = client.append_card(&agent, text).await {
-                    tracing::warn!(%agent, %id, error = %e, "could not raise a card");
+            match self.client.append_card(&self.agent, text).await {
+                Ok(_) => {
+                    self.running.raised.insert(id);
                 }
-            });
+                Err(e) => {
+                    tracing::warn!(agent = %self.agent, %id, error = %e, "could not raise a card")
+                }
+            }
         }
     }
 
+    /// At boot: reads the cards chain, so a card raised before a restart is not raised again,
+    /// and returns the answers the Log still waits for (given while no sequencer ran).
+    pub(crate) async fn resume_cards(&mut self) -> Result<Vec<Input>, SequencerError> {
+        if self.log.owed.stalemates().next().is_none() {
+            return Ok(Vec::new());
+        }
+        let mut lines = Vec::new();
+        for text in self.client.read_cards(&self.agent).await? {
+            match parse_card_line(&text) {
+                Ok(line) => lines.push(line),
+                Err(e) => tracing::warn!(agent = %self.agent, error = %e, "skipped a card line"),
+            }
+        }
+        (self.running.raised).extend(
+            (lines.iter())
+                .filter(|l| matches!(l, CardLine::Raised { .. }))
+                .map(|l| l.id().clone()),
+        );
+        Ok(answers_awaited(&lines, &self.log.owed)
+            .into_iter()
+            .filter_map(|line| match line {
+                CardLine::Answered {
+                    id,
+                    by,
+                    approve,
+                    reason,
+                } => Some(Input::CardAnswered {
+                    id: id.clone(),
+                    by: by.to_string(),
+                    approve: *approve,
+                    reason: reason.clone(),
+                }),
+                CardLine::Raised { .. } => None,
+            })
+            .collect())
+    }
+
     /// Journals a human's answer at a card as the round after the stalemate's; an answer for a
-    /// call no longer waiting (closed by a restart, answered before) is dropped as stale.
+    /// call no longer waiting (closed by an interrupt or a rewind, answered before) is dropped
+    /// as stale.
     pub(super) fn card_answered(&mut self, id: ToolUseId, by: String, approve: bool, reason: &str) {
         if !self.log.owed.stalemates().any(|(s, _)| *s == id) {
             return;

@@ -264,6 +264,21 @@ pub fn check_log(records: &[Record]) {
     }
 }
 
+/// Starts the `sequencer` binary for agent `name` with the configuration file `config`, as
+/// the supervisor would: a process the crash tests can SIGKILL.
+pub fn launch_sequencer(hub: &TestHub, config: &Path, name: &str) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sequencer"))
+        .args(["run", "--hub"])
+        .arg(hub.root())
+        .args(["--hub-id", "t", "--nats", hub.nats.url(), "--agent", name])
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// A scripted turn that writes `content` to `workspace/todo.md`.
 pub fn write_todo(text: &str, content: &str) -> String {
     format!(

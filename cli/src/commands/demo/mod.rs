@@ -12,7 +12,10 @@
 //! its worker's sequencer session but not the whole hub, and revoking it ends that session;
 //! and `lead` mails `bob` on a second hub, `south` (its own hubd, sequencers and bus, paired
 //! through two postmen over QUIC with mutual TLS): bob's letter arrives with its true origin,
-//! bob's read comes back as a receipt, and a letter to no one there comes back as a bounce.
+//! bob's read comes back as a receipt, and a letter to no one there comes back as a bounce;
+//! and `tidy`, granted the sandboxed shell, has a shell call deliberated by a reviewer of
+//! another model family (unclear, then safe once better justified) and run in the sandbox
+//! (`review`; skipped, saying why, without bubblewrap or with the human's own model).
 //! The demo checks each step and exits non-zero if one did not happen.
 
 use std::collections::BTreeMap;
@@ -34,6 +37,7 @@ use l3m_wire::subjects::HubId;
 
 mod airmail;
 mod credentials;
+mod review;
 
 use crate::context::Context;
 use crate::embedded::{Embedded, sequencer_config, start_sequencers};
@@ -45,6 +49,7 @@ const LEAD_GRANT: &str = include_str!("lead-grant.toml");
 const LEAD_SCRIPT: &str = include_str!("lead.toml");
 const WORKER_SCRIPT: &str = include_str!("worker.toml");
 const BOB_SCRIPT: &str = include_str!("bob.toml");
+const TIDY_SCRIPT: &str = include_str!("tidy.toml");
 const MODELS: &str = include_str!("models.toml");
 
 /// What the worker first writes: the rewind must bring this back byte for byte.
@@ -146,8 +151,10 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let south = l3m_core::names::OfficeName::parse(airmail::SOUTH).map_err(runtime)?;
     grant.airmail.insert(south.clone());
     grant.mail.insert(l3m_core::grant::MailCover::Office(south));
+    review::widen(&mut grant)?;
     make_hub(root, &human, grant)?;
-    let (config, config_dir) = match models {
+    let scripted = matches!(models, Models::Scripted);
+    let (mut config, config_dir) = match models {
         Models::Scripted => {
             let dir = root.join("demo-scripts");
             std::fs::create_dir_all(&dir).map_err(|e| CliError::io("make", &dir, e))?;
@@ -155,6 +162,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
                 ("lead.toml", LEAD_SCRIPT),
                 ("worker.toml", WORKER_SCRIPT),
                 ("bob.toml", BOB_SCRIPT),
+                ("tidy.toml", TIDY_SCRIPT),
                 ("models.toml", MODELS),
             ] {
                 let path = dir.join(file);
@@ -172,6 +180,8 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let bus: Arc<dyn Bus> = Arc::new(LocalBus::new());
     let hub_id = HubId::parse("demo").map_err(runtime)?;
     let hubd = Embedded::start(Arc::clone(&bus), root, hub_id.clone()).await?;
+    let reviewing =
+        review::Reviewing::start(Arc::clone(&bus), &hub_id, &mut config, scripted).await?;
     let sequencers =
         start_sequencers(Arc::clone(&bus), root, &hub_id, config.clone(), &config_dir).await?;
     let me = human_session(Arc::clone(&bus), &hub_id, root, &human).await?;
@@ -184,8 +194,9 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     };
     let south = airmail::open_south(north, root.join("south"), &human, config, &config_dir).await?;
 
-    let outcome = scenario(&me, &south, root, &bar, timeout).await;
+    let outcome = scenario(&me, &south, &reviewing, root, &bar, timeout).await;
     bar.finish_and_clear();
+    reviewing.stop();
     south.stop().await;
     sequencers.stop().await;
     hubd.stop().await;
@@ -227,6 +238,7 @@ async fn human_session(
 async fn scenario(
     me: &HubClient,
     south: &airmail::South,
+    reviewing: &review::Reviewing,
     root: &Path,
     bar: &ProgressBar,
     timeout: Duration,
@@ -334,6 +346,12 @@ async fn scenario(
     bar.set_message("waiting for lead's airmail, its receipt and its bounce");
     let left = deadline.saturating_duration_since(Instant::now());
     let seen = airmail::settle(me, south, &lead, left.max(Duration::from_secs(20))).await?;
+    text.push_str(&seen.text);
+    checks.extend(seen.checks);
+
+    bar.set_message("a shell call under review: tidy proposes, a reviewer deliberates");
+    let left = deadline.saturating_duration_since(Instant::now());
+    let seen = review::step(me, reviewing, root, left.max(Duration::from_secs(30))).await?;
     text.push_str(&seen.text);
     checks.extend(seen.checks);
 

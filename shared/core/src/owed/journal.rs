@@ -445,6 +445,32 @@ pub fn close_open(state: &Owed, reason: &str) -> Vec<RecordBody> {
     }]
 }
 
+/// Closes what a dead process left open, at boot: what [`close_open`] closes, except the wild
+/// calls at a stalemate. Their cards outlive the process, so each keeps waiting for its human's
+/// answer, and the turn stays live around it. With nothing else open it journals nothing;
+/// without a stalemate it is exactly [`close_open`] (`boot_close_eq_interrupt_close`).
+pub fn close_at_boot(state: &Owed, reason: &str) -> Vec<RecordBody> {
+    let now = &state.now;
+    if !now.pending.iter().any(PendingTool::at_stalemate) {
+        return close_open(state, reason);
+    }
+    let closed_tools: Vec<ToolUseId> = (now.running.iter().cloned())
+        .chain(
+            (now.pending.iter())
+                .filter(|t| !t.at_stalemate())
+                .map(|t| t.id.clone()),
+        )
+        .collect();
+    if now.open.is_none() && closed_tools.is_empty() {
+        return vec![];
+    }
+    vec![RecordBody::Interrupted {
+        reason: reason.to_owned(),
+        closed_call: now.open.as_ref().map(|o| o.id.clone()),
+        closed_tools,
+    }]
+}
+
 /// The first records of a fork's Log: `prefix` (a source Log's records up to and including the
 /// fork point) renumbered from 0, then whatever was open there closed, as an interrupt would
 /// close it, so the fork's first turn continues that conversation with nothing left dangling.

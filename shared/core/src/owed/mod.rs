@@ -6,9 +6,10 @@
 //!    for a tool never started) so that nothing inconsistent is ever journaled;
 //! 2. [`plan`] says which records to journal now: admissions and starts of tools, the one owed
 //!    model call, the end of the turn;
-//! 3. [`close_open`] closes whatever is open. Boot and interrupt both call it, so booting after a
-//!    crash closes exactly what an interrupt would (`boot_close_eq_interrupt_close`), and there
-//!    is no separate resume procedure.
+//! 3. [`close_open`] closes whatever is open. Interrupt calls it, and boot calls
+//!    [`close_at_boot`], which is the same but for a wild call at a stalemate: its card outlives
+//!    the process, so it keeps waiting for its human (`boot_close_eq_interrupt_close`). There is
+//!    no separate resume procedure.
 //!
 //! Every record is appended (by compare-and-swap) before the activity it authorizes starts, so
 //! [`Owed`] is also what a fresh process reads back: at most one call is open and it is the last
@@ -41,7 +42,7 @@
 //!
 //! # Layout
 //! - this module: the fold ([`Owed`] and what it answers);
-//! - `journal`: [`journal`], [`Stale`], [`Signal`], [`close_open`];
+//! - `journal`: [`journal`], [`Stale`], [`Signal`], [`close_open`], [`close_at_boot`];
 //! - `plan`: [`plan`], [`PlanInput`], [`Footprints`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -99,6 +100,13 @@ pub struct PendingTool {
     pub name: String,
     /// How far it has got.
     pub stage: Stage,
+}
+
+impl PendingTool {
+    /// Whether it waits at a stalemate for a human's answer at its card.
+    pub fn at_stalemate(&self) -> bool {
+        matches!(self.stage, Stage::Stalemate { .. })
+    }
 }
 
 /// An event journaled without a hook decision yet.
@@ -238,6 +246,18 @@ impl Owed {
             Stage::Stalemate { reason } => Some((&t.id, reason.as_str())),
             _ => None,
         })
+    }
+
+    /// Whether the only open work is wild calls at a stalemate: the turn waits for humans'
+    /// answers at their cards and for nothing the sequencer does, so it may sleep; the answer
+    /// wakes it (`boot` keeps such calls waiting: [`close_at_boot`]).
+    pub fn waits_only_on_cards(&self) -> bool {
+        let now = &self.now;
+        now.open.is_none()
+            && now.running.is_empty()
+            && now.undecided.is_empty()
+            && !now.pending.is_empty()
+            && now.pending.iter().all(PendingTool::at_stalemate)
     }
 
     /// Tool uses started and not finished.
@@ -543,7 +563,11 @@ impl Now {
                 self.keep_deliberation(closed_tools);
                 self.pending.retain(|t| !closed_tools.contains(&t.id));
                 self.running.retain(|r| !closed_tools.contains(r));
-                self.end_turn();
+                // Only a boot leaves a stalemate open ([`close_at_boot`]): the turn goes on
+                // around it, and its answer owes the model a call like any result.
+                if !self.pending.iter().any(PendingTool::at_stalemate) {
+                    self.end_turn();
+                }
             }
             RecordBody::TurnEnd | RecordBody::OutOfFuel { .. } => self.end_turn(),
             RecordBody::Compaction { .. } => {
@@ -597,5 +621,5 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub use journal::{NEW_EPOCH, Signal, Stale, close_open, fork_log, journal};
+pub use journal::{NEW_EPOCH, Signal, Stale, close_at_boot, close_open, fork_log, journal};
 pub use plan::{Footprints, PlanInput, plan};

@@ -13,6 +13,7 @@ use super::Effect;
 use crate::duty::Duty;
 use crate::log::{ToolUseId, Verdict};
 use crate::names::{AgentName, Entity};
+use crate::owed::Owed;
 
 /// The longest card line accepted, in bytes.
 pub const MAX_CARD_LINE: usize = 64 << 10;
@@ -120,6 +121,17 @@ pub fn waiting(lines: &[CardLine]) -> Vec<&CardLine> {
                 .iter()
                 .any(|l| matches!(l, CardLine::Answered { id, .. } if id == raised.id()))
         })
+        .collect()
+}
+
+/// The answers on a cards chain that a Log still waits for: each answered card whose call
+/// `owed` holds at a stalemate. A booting sequencer journals them (an answer given while it was
+/// down), and a host wakes an asleep agent that has one.
+pub fn answers_awaited<'a>(lines: &'a [CardLine], owed: &Owed) -> Vec<&'a CardLine> {
+    lines
+        .iter()
+        .filter(|l| matches!(l, CardLine::Answered { .. }))
+        .filter(|l| owed.stalemates().any(|(id, _)| id == l.id()))
         .collect()
 }
 

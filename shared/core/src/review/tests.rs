@@ -263,6 +263,118 @@ fn a_crash_mid_review_resumes_at_the_same_round_from_the_log() {
 }
 
 #[test]
+fn a_stalemate_survives_a_boot_and_its_answer_resumes_the_turn() {
+    for approve in [true, false] {
+        let mut d = Driver::new();
+        let call = d.owed.open_call().unwrap().id.clone();
+        let tame = ToolUseId::new("t1").unwrap();
+        let wild = ToolUseId::new("w1").unwrap();
+        d.tools
+            .insert("read".into(), Footprint::of([EffectClass::FsRead]));
+        d.signal(Signal::ModelReply {
+            call,
+            text: String::new(),
+            tool_uses: vec![
+                ToolUse {
+                    id: tame.clone(),
+                    name: "read".into(),
+                    input: json!({}),
+                },
+                ToolUse {
+                    id: wild.clone(),
+                    name: "shell".into(),
+                    input: rm("needed"),
+                },
+            ],
+            usage: Usage::default(),
+            stop_reason: "tool_use".into(),
+        });
+        d.plan();
+        d.review(
+            &wild,
+            1,
+            1,
+            Verdict::Unclear { reason: None },
+            "svc:reviewer",
+        );
+        d.plan();
+        assert_eq!(d.owed.running().to_vec(), vec![tame.clone()]);
+        assert!(!d.owed.waits_only_on_cards(), "a tame tool still runs");
+        // The process dies with the tame tool running and the card waiting. Boot closes the
+        // tame tool as an interrupt would, but keeps the stalemate, and the turn stays live.
+        let interrupt = crate::owed::close_open(&d.owed, "restarted");
+        let at_boot = crate::owed::close_at_boot(&d.owed, "restarted");
+        assert!(
+            matches!(&interrupt[..], [RecordBody::Interrupted { closed_tools, .. }]
+            if *closed_tools == [tame.clone(), wild.clone()])
+        );
+        assert!(
+            matches!(&at_boot[..], [RecordBody::Interrupted { closed_tools, .. }]
+            if *closed_tools == [tame.clone()])
+        );
+        d.write(at_boot);
+        assert!(d.owed.is_live() && d.owed.waits_only_on_cards());
+        assert!(!d.owed.call_owed() && !d.owed.turn_end_owed());
+        // A second boot finds nothing more to close.
+        assert!(crate::owed::close_at_boot(&d.owed, "restarted").is_empty());
+        assert!(d.plan().is_empty(), "nothing is owed while the card waits");
+        // The human's answer, read from the cards chain, is journaled as the round after.
+        let answered = card::CardLine::Answered {
+            id: wild.clone(),
+            by: crate::names::Entity::parse("human:alice").unwrap(),
+            approve,
+            reason: "as you say".into(),
+        };
+        let lines = [answered];
+        assert_eq!(card::answers_awaited(&lines, &d.owed).len(), 1);
+        d.review(
+            &wild,
+            2,
+            1,
+            card::CardLine::verdict(approve, "as you say"),
+            "human:alice",
+        );
+        assert!(card::answers_awaited(&lines, &d.owed).is_empty());
+        d.plan();
+        assert_eq!(d.started(&wild), approve);
+        if approve {
+            d.signal(Signal::ToolFinished {
+                id: wild.clone(),
+                output: "exit 0".into(),
+                is_error: false,
+                effects: vec![],
+                refusal: None,
+            });
+            assert!(
+                d.owed.call_owed(),
+                "the model is owed a call to read the result"
+            );
+        } else {
+            assert!(d.result(&wild).unwrap().contains("as you say"));
+            assert!(
+                d.owed.open_call().is_some(),
+                "the model is asked, told the denial"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_a_stalemate_boot_closes_as_an_interrupt_does() {
+    let mut d = Driver::new();
+    let id = d.propose(rm("x"));
+    d.plan();
+    assert_eq!(
+        crate::owed::close_at_boot(&d.owed, "r"),
+        crate::owed::close_open(&d.owed, "r")
+    );
+    assert!(!d.owed.waits_only_on_cards(), "it waits for the reviewer");
+    d.review(&id, 1, 2, Verdict::Unclear { reason: None }, "svc:reviewer");
+    d.plan();
+    assert!(!d.owed.waits_only_on_cards());
+}
+
+#[test]
 fn doing_something_else_withdraws() {
     let mut d = Driver::new();
     let id = d.propose(rm("x"));
