@@ -146,7 +146,7 @@ fn written(f: &Fixture) -> (String, Vec<PathBuf>) {
             }
         }
     }
-    f.state.hub().settle();
+    f.state().hub().settle();
     let mut files = Vec::new();
     walk(&f.git_dir().join("objects"), &mut files);
     files.sort();
