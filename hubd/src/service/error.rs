@@ -97,6 +97,25 @@ pub enum ServiceError {
         /// The tip it is at.
         actual: Tip,
     },
+    /// A push would move a branch to a commit that does not descend from its tip.
+    #[error(
+        "{refname} is at {old}, and {new} does not descend from it; a push only fast-forwards \
+         (fetch, rebase or merge onto {old}, and push again)"
+    )]
+    NotFastForward {
+        /// The branch.
+        refname: String,
+        /// Its tip.
+        old: String,
+        /// The commit asked for.
+        new: String,
+    },
+    /// The branches moved between two chunks of one fetch.
+    #[error("the branches of {agent} moved while their pack was fetched; fetch again from byte 0")]
+    PackChanged {
+        /// Whose branches.
+        agent: String,
+    },
     /// A persona pull would overwrite a wearer's edit of a file upstream also changed.
     #[error(
         "{agent} changed {file} and so did persona {persona} upstream; publish the wearer's \
@@ -182,6 +201,9 @@ impl From<StoreError> for ServiceError {
                 expected,
                 actual,
             },
+            StoreError::PackRefused { .. } | StoreError::PackTooLarge { .. } => {
+                ServiceError::Invalid(error.to_string())
+            }
             other => ServiceError::Store(other),
         }
     }
@@ -198,7 +220,8 @@ impl ServiceError {
             | ServiceError::NotAllowed { .. }
             | ServiceError::UnknownPersona { .. }
             | ServiceError::ChildOutside { .. }
-            | ServiceError::ForkWider { .. } => ErrorCode::Refused,
+            | ServiceError::ForkWider { .. }
+            | ServiceError::NotFastForward { .. } => ErrorCode::Refused,
             ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
             ServiceError::Ledger(_) => ErrorCode::Refused,
             ServiceError::BadName { .. }
@@ -213,9 +236,9 @@ impl ServiceError {
                 CredentialError::BadId { .. } | CredentialError::BadKey { .. },
             ) => ErrorCode::Invalid,
             ServiceError::Credential(_) => ErrorCode::Refused,
-            ServiceError::Conflict { .. } | ServiceError::PersonaConflict { .. } => {
-                ErrorCode::Conflict
-            }
+            ServiceError::Conflict { .. }
+            | ServiceError::PersonaConflict { .. }
+            | ServiceError::PackChanged { .. } => ErrorCode::Conflict,
             ServiceError::Lease(LeaseError::BadTtl { .. } | LeaseError::HolderTooLong { .. }) => {
                 ErrorCode::Invalid
             }

@@ -9,6 +9,8 @@ use l3m_core::log::Record;
 use l3m_core::names::{AgentName, Entity, OfficeName};
 use l3m_core::record_format;
 
+use l3m_wire::hubd::pack::{CHUNK_BYTES, MAX_PACK_BYTES, RefUpdate};
+
 use super::error::ServiceError;
 use crate::store::Tip;
 
@@ -159,6 +161,114 @@ pub fn may_read_undo(duty: &Duty, agent: &AgentName) -> Result<(), ServiceError>
             reason: "an agent's undo chain is read only by its own sequencer, its host, or a human",
         }),
     }
+}
+
+/// Whether `duty` may fetch `agent`'s work and persona branches: its own sequencer (to keep its
+/// clone), its host, or a human. The branches hold the agent's files, like its undo chain.
+pub fn may_fetch(duty: &Duty, agent: &AgentName) -> Result<(), ServiceError> {
+    match duty {
+        Duty::Human { .. } => Ok(()),
+        Duty::Sequencer { agent: own } if own == agent => Ok(()),
+        Duty::Host { subtree } if subtree.as_ref().is_none_or(|root| agent.is_within(root)) => {
+            Ok(())
+        }
+        _ => Err(ServiceError::NotAllowed {
+            duty: duty.to_string(),
+            action: format!("fetch the branches of {agent}"),
+            reason: "an agent's branches are fetched only by its own sequencer, its host, or a \
+                     human",
+        }),
+    }
+}
+
+/// A branch move a push asked for, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchMove {
+    /// The full ref name.
+    pub refname: String,
+    /// Where the pusher saw it.
+    pub old: gix::ObjectId,
+    /// Where it goes.
+    pub new: gix::ObjectId,
+}
+
+/// Checks a push's ref updates before any byte of its pack is looked at: only `agent`'s own
+/// sequencer pushes, only to `agent`'s work and persona branches, each at most once, each from
+/// one commit id to another.
+pub fn push_updates(
+    duty: &Duty,
+    agent: &AgentName,
+    updates: &[RefUpdate],
+) -> Result<Vec<BranchMove>, ServiceError> {
+    match duty {
+        Duty::Sequencer { agent: own } if own == agent => {}
+        _ => {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: format!("push to the branches of {agent}"),
+                reason: "only an agent's own sequencer pushes to its branches",
+            });
+        }
+    }
+    if updates.is_empty() {
+        return Err(ServiceError::Invalid(
+            "a push needs at least one ref update".into(),
+        ));
+    }
+    let own = [
+        l3m_core::refs::work_branch(agent),
+        l3m_core::refs::agent_ref(agent, l3m_core::refs::AgentRef::Persona),
+    ];
+    let mut moves: Vec<BranchMove> = Vec::with_capacity(updates.len());
+    for update in updates {
+        if !own.contains(&update.refname) {
+            return Err(ServiceError::NotAllowed {
+                duty: duty.to_string(),
+                action: format!(
+                    "push to {}",
+                    update.refname.chars().take(200).collect::<String>()
+                ),
+                reason: "a push moves only its agent's own work branch and persona branch",
+            });
+        }
+        if moves.iter().any(|m| m.refname == update.refname) {
+            return Err(ServiceError::Invalid(format!(
+                "the push names {} twice",
+                update.refname
+            )));
+        }
+        let commit = |hex: &str| match tip(Some(hex))? {
+            Tip::At(id) => Ok(id),
+            Tip::Absent => Err(ServiceError::Invalid("a push names no commit".into())),
+        };
+        moves.push(BranchMove {
+            refname: update.refname.clone(),
+            old: commit(&update.old)?,
+            new: commit(&update.new)?,
+        });
+    }
+    Ok(moves)
+}
+
+/// Checks one chunk of a pushed pack against the limits: the whole pack within
+/// [`MAX_PACK_BYTES`], the chunk within [`CHUNK_BYTES`] and inside the pack.
+pub fn push_chunk(total: u64, offset: u64, len: usize) -> Result<(), ServiceError> {
+    if total > MAX_PACK_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "the pack is {total} bytes, over the limit of {MAX_PACK_BYTES} bytes for one push"
+        )));
+    }
+    if len > CHUNK_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "a chunk of {len} bytes is over the limit of {CHUNK_BYTES} bytes for one chunk"
+        )));
+    }
+    if offset.saturating_add(len as u64) > total || (len == 0 && offset < total) {
+        return Err(ServiceError::Invalid(format!(
+            "a chunk of {len} bytes at byte {offset} does not fit a pack of {total} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `issuer` (the session's entity) may regrant `agent`, whose parent is `parent`: only

@@ -15,6 +15,7 @@ use l3m_wire::hubd::mail::{
     InboxLines, LetterSent, MarkRead, MarkedRead, MoveCursor, ReadCursor, ReadInbox, ReadOutbox,
     ReturnBounces, SendLetter, StageAirmail,
 };
+use l3m_wire::hubd::pack::{FetchPack, PackChunk, PushPack, Pushed};
 use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
     AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
@@ -293,4 +294,16 @@ pub async fn stage_airmail(
     .await?;
     state.announce(&[moved]);
     Ok(staged)
+}
+
+/// `hubd.fetch-pack`.
+pub async fn fetch_pack(state: Arc<State>, req: FetchPack) -> Result<PackChunk, ServiceError> {
+    blocking(&state, move |s| s.fetch_pack(&req)).await
+}
+
+/// `hubd.push-pack`.
+pub async fn push_pack(state: Arc<State>, req: PushPack) -> Result<Pushed, ServiceError> {
+    let (pushed, moved) = blocking(&state, move |s| s.push_pack(req)).await?;
+    state.announce(&moved);
+    Ok(pushed)
 }

@@ -14,7 +14,8 @@
 //! - `state`: what one hubd holds in memory (the replayed ledger and credentials, the sessions)
 //!   and its shared helpers; its children hold the operations by concern: `credentials`
 //!   (sessions, vouchers, issuing and revoking), `log`, `tree` (spawn, retire, collect, list,
-//!   read-grant), `acr` (branches and worktrees of an agent), `mail`, `regrant`, `airmail`.
+//!   read-grant), `acr` (branches and worktrees of an agent), `pack` (fetching and pushing an
+//!   agent's branches as packs), `mail`, `regrant`, `airmail`.
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
 //! - `health`: the health answer and the per-operation counts behind it and the metrics.
@@ -131,6 +132,8 @@ pub async fn start(
     binder.bind(Op::ReadUndo, handlers::read_undo).await?;
     binder.bind(Op::AppendCard, handlers::append_card).await?;
     binder.bind(Op::ReadCards, handlers::read_cards).await?;
+    binder.bind(Op::FetchPack, handlers::fetch_pack).await?;
+    binder.bind(Op::PushPack, handlers::push_pack).await?;
     binder
         .bind(Op::DeliverAirmail, handlers::deliver_airmail)
         .await?;

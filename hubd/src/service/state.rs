@@ -29,6 +29,7 @@ mod cards;
 mod credentials;
 mod log;
 mod mail;
+mod pack;
 mod regrant;
 mod tree;
 mod undo;
@@ -66,6 +67,8 @@ pub struct State {
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
     announcer: Announcer,
+    /// Pushes whose packs are still arriving.
+    uploads: Mutex<pack::Uploads>,
     /// Held while airmail is delivered, so two deliveries of one letter cannot both find it
     /// absent and both append it.
     deliveries: Mutex<()>,
@@ -111,6 +114,7 @@ impl State {
             announcer,
             clock: Arc::new(SystemClock),
             deliveries: Mutex::new(()),
+            uploads: Mutex::default(),
             meter: Meter::default(),
             started_ms: l3m_core::clock::now_ms(),
         })

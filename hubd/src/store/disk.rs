@@ -197,6 +197,11 @@ impl Disk {
         Ok(disk)
     }
 
+    /// Whether writes are made durable (anything but [`Durability::Relaxed`]).
+    pub(crate) fn is_durable(&self) -> bool {
+        !matches!(self.mode, Mode::Relaxed)
+    }
+
     /// Whether the WAL has stopped taking writes (see [`StoreError::WalBroken`]).
     pub(crate) fn wal_stopped(&self) -> bool {
         match &self.mode {

@@ -193,7 +193,22 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// The git CLI, run for what gix cannot do (worktrees), failed or could not start.
+    /// A pushed pack broke a rule: it does not index, holds a malformed object, misses an
+    /// object its commits reach, or holds an object over the limit. Nothing of it was kept.
+    #[error("the pack was refused: {problem}")]
+    PackRefused {
+        /// Which rule, and the evidence (git's own words where git found it).
+        problem: String,
+    },
+    /// A pack asked for is larger than the store serves.
+    #[error("the pack of {what} is over the limit of {limit} bytes")]
+    PackTooLarge {
+        /// What was asked for.
+        what: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// The git CLI, run for what gix cannot do (worktrees, packs), failed or could not start.
     #[error("git {args} failed: {detail}")]
     GitCli {
         /// The git arguments, as text.

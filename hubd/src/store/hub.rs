@@ -542,6 +542,11 @@ impl Hub {
         self.applier.settle();
     }
 
+    /// Whether writes are made durable (see [`Durability`](super::Durability)).
+    pub(super) fn is_durable(&self) -> bool {
+        self.disk.is_durable()
+    }
+
     /// The repository, once every acknowledged write has reached it.
     fn settled_repo(&self) -> gix::Repository {
         self.applier.settle();

@@ -21,6 +21,9 @@
 //! - `spare`: empty files made ahead of time so a write never waits on creating one.
 //! - `recycle`: the inodes of replaced ref values, reused for objects instead of freed.
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
+//! - `pack` ([`Quarantine`]): packs of commits out of `hub.git`, and pushed packs checked in a
+//!   quarantine before their objects join it.
+//! - `git_cli`: running the `git` CLI isolated from the machine, for worktrees and packs.
 //! - `worktree`: linked worktrees of `hub.git` (the ACRs' checkouts), through the git CLI.
 //!
 //! # Chains
@@ -62,11 +65,13 @@ mod applier;
 mod barrier;
 mod disk;
 mod error;
+mod git_cli;
 mod hub;
 mod index;
 mod input;
 mod layout;
 mod object;
+mod pack;
 mod read;
 mod recycle;
 mod refname;
@@ -82,6 +87,7 @@ pub use hub::{Appended, CommitTime, Hub, HubOptions};
 pub use index::{ChainIndex, Span};
 pub use layout::{INITIAL_SETTINGS, SETTINGS_FILE};
 pub use object::{IDENTITY_EMAIL, IDENTITY_NAME, RECORDS_FILE};
+pub use pack::Quarantine;
 pub use refname::{RefKind, classify};
 pub use tip::Tip;
 pub use wal::WalStop;

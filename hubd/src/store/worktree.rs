@@ -1,8 +1,7 @@
 //! Linked worktrees of `hub.git`: the ACR checkouts an agent works in.
 //!
-//! gix cannot create or remove linked worktrees, so these run the `git` CLI, with no system or
-//! global configuration and no hooks (`core.hooksPath=/dev/null`), so nothing outside the hub
-//! can run code or change behaviour here. They write only `hub.git/worktrees/<name>/` (git's
+//! gix cannot create or remove linked worktrees, so these run the `git` CLI (isolated, see
+//! `git_cli`). They write only `hub.git/worktrees/<name>/` (git's
 //! administrative files for each worktree) and the checkout itself, never a ref or an object:
 //! concurrent adds and prunes are safe because git locks a worktree while it is created.
 //!
@@ -13,9 +12,9 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use super::error::StoreError;
+use super::git_cli;
 use super::hub::Hub;
 
 /// What a new worktree checks out.
@@ -89,43 +88,18 @@ impl Hub {
     fn git_cli(&self, args: &[OsString]) -> Result<(), StoreError> {
         // git reads `hub.git` itself: it must find every acknowledged write there.
         self.settle();
-        let shown = || {
-            args.iter()
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(OsString::as_os_str).collect();
+        let ran = git_cli::run(&self.git_dir(), &args, &[], &[], 1 << 16)?;
+        if ran.success {
+            return Ok(());
+        }
+        Err(StoreError::GitCli {
+            args: args
+                .iter()
                 .map(|a| a.to_string_lossy())
                 .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let out = Command::new("git")
-            .args(["-c", "core.hooksPath=/dev/null"])
-            .arg("--git-dir")
-            .arg(self.git_dir())
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .env_remove("GIT_COMMON_DIR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| StoreError::GitCli {
-                args: shown(),
-                detail: format!("could not run git: {e}"),
-            })?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(StoreError::GitCli {
-                args: shown(),
-                detail: format!(
-                    "{}: {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            })
-        }
+                .join(" "),
+            detail: ran.stderr,
+        })
     }
 }

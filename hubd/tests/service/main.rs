@@ -13,6 +13,7 @@ mod lease;
 mod log;
 mod mail;
 mod nats_conf;
+mod pack;
 mod persona;
 mod settings;
 mod undo;

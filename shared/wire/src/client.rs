@@ -11,6 +11,10 @@
 //! for it) opens a new session with the same credential and asks once more, so every holder of
 //! a client, and every clone of it, carries on across a hubd restart without noticing.
 
+mod pack;
+
+pub use pack::Fetched;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -80,6 +84,24 @@ pub enum ClientError {
         index: usize,
         /// What was wrong with it.
         reason: String,
+    },
+    /// hubd's answer holds a pack chunk that does not fit the pack asked for.
+    #[error("hubd's answer to {op} holds a bad chunk at byte {offset}: {reason}")]
+    BadChunk {
+        /// The operation.
+        op: &'static str,
+        /// Where the chunk was asked for.
+        offset: u64,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A pack to push is larger than hubd takes.
+    #[error("the pack is {len} bytes, over the limit of {limit} bytes for one push")]
+    PackTooLarge {
+        /// Its length.
+        len: u64,
+        /// The limit.
+        limit: u64,
     },
     /// The session's fresh key could not be made.
     #[error("cannot open a session: {0}")]

@@ -42,7 +42,8 @@ pub const VERSION: u16 = 1;
 pub const SUPPORTED_VERSIONS: &[u16] = &[VERSION];
 
 /// The default size limit of one message: 1 MiB, which is also nats-server's default
-/// `max_payload`. Bulk data (packs, artifacts) travels over QUIC, never in a message.
+/// `max_payload`. Bulk data never travels in one message: packs go in chunks
+/// ([`crate::hubd::pack`]), artifacts over QUIC.
 pub const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
 
 /// Limits applied to a message before it is decoded.

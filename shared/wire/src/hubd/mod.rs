@@ -22,6 +22,7 @@
 //! - [`settings`]: reading the hub's settings; replacing them (humans only).
 //! - [`blessing`]: pinning a build target's inputs (humans only) and reading the pin.
 //! - [`cards`]: raising (the agent's sequencer), answering (humans only) and reading review cards.
+//! - [`pack`]: fetching an agent's branches and pushing commits back, as packs in chunks.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
@@ -32,6 +33,7 @@ pub mod lease;
 pub mod log;
 pub mod mail;
 pub mod notify;
+pub mod pack;
 pub mod persona;
 pub mod session;
 pub mod settings;
@@ -100,6 +102,8 @@ in_session!(
     tree::ListAgents,
     cards::AppendCard,
     cards::ReadCards,
+    pack::FetchPack,
+    pack::PushPack,
 );
 
 /// The operations hubd serves, one subject each (`l3m.<hub>.hubd.<op>`).
@@ -175,11 +179,15 @@ pub enum Op {
     AppendCard,
     /// [`cards::ReadCards`].
     ReadCards,
+    /// [`pack::FetchPack`].
+    FetchPack,
+    /// [`pack::PushPack`].
+    PushPack,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 35] = [
+    pub const ALL: [Op; 37] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -215,6 +223,8 @@ impl Op {
         Op::ReadBlessing,
         Op::AppendCard,
         Op::ReadCards,
+        Op::FetchPack,
+        Op::PushPack,
     ];
 
     /// The operation's subject token.
@@ -255,6 +265,8 @@ impl Op {
             Op::ReadBlessing => "read-blessing",
             Op::AppendCard => "append-card",
             Op::ReadCards => "read-cards",
+            Op::FetchPack => "fetch-pack",
+            Op::PushPack => "push-pack",
         }
     }
 
