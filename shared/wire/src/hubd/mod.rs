@@ -20,12 +20,14 @@
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`settings`]: reading the hub's settings; replacing them (humans only).
+//! - [`build_voucher`]: hubd's word that a grant covers one build or run; the builder's policy.
 //! - [`blessing`]: pinning a build target's inputs (humans only) and reading the pin.
 //! - [`cards`]: raising (the agent's sequencer), answering (humans only) and reading review cards.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
 pub mod blessing;
+pub mod build_voucher;
 pub mod cards;
 pub mod credential;
 pub mod lease;
@@ -86,6 +88,7 @@ in_session!(
     blessing::Bless,
     blessing::ReadBlessing,
     session::Vouch,
+    build_voucher::VouchBuild,
     tree::Spawn,
     tree::Retire,
     tree::Collect,
@@ -167,11 +170,15 @@ pub enum Op {
     AppendCard,
     /// [`cards::ReadCards`].
     ReadCards,
+    /// [`build_voucher::VouchBuild`].
+    VouchBuild,
+    /// [`build_voucher::ReadBuildPolicy`].
+    ReadBuildPolicy,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 35] = [
+    pub const ALL: [Op; 37] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -207,6 +214,8 @@ impl Op {
         Op::ReadBlessing,
         Op::AppendCard,
         Op::ReadCards,
+        Op::VouchBuild,
+        Op::ReadBuildPolicy,
     ];
 
     /// The operation's subject token.
@@ -247,6 +256,8 @@ impl Op {
             Op::ReadBlessing => "read-blessing",
             Op::AppendCard => "append-card",
             Op::ReadCards => "read-cards",
+            Op::VouchBuild => "vouch-build",
+            Op::ReadBuildPolicy => "read-build-policy",
         }
     }
 
