@@ -63,7 +63,8 @@ pub struct Site {
     pub other: HubClient,
     pub subjects: Subjects,
     pub store: ArtifactStore,
-    pub root: tempfile::TempDir,
+    /// Holds the package source's files and the artifact cache for as long as the site runs.
+    _root: tempfile::TempDir,
     pub pkg_ip: String,
     pub site: String,
     docker: Docker,
@@ -239,7 +240,7 @@ impl Site {
             other,
             subjects,
             store,
-            root,
+            _root: root,
             pkg_ip,
             site,
             docker,
