@@ -3,8 +3,8 @@
 //! 1. One stage (busybox `true`, same limits) through the driver (bollard: create, start, logs,
 //!    wait, inspect, remove) against `docker run --rm` of the same image and command with the
 //!    same hardening flags; prints the medians and their ratio (goal ≤ 1.0×).
-//! 2. The time from a build call to the artifact's digest for a small project (build stage:
-//!    source read-only, one artifact written, stored by blake3).
+//! 2. The time from a build call to the artifact's digest for a small project (the voucher
+//!    checked, build stage: source read-only, one artifact written, stored by blake3).
 //!
 //! `cargo bench -p builder --bench stage` (needs the engine and `deploy/images/build`);
 //! `L3M_BENCH_ROUNDS` sets the rounds (default 15).
@@ -18,8 +18,15 @@ use std::time::{Duration, Instant};
 use builder::Config;
 use l3m_containers::test_support::{busybox_image, fresh_site};
 use l3m_containers::{ArtifactStore, Binds, Driver, Identity};
+use l3m_core::build::Cover;
 use l3m_core::build::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind, StageOwner};
+use l3m_core::clock::SystemClock;
+use l3m_core::grant::AcrPath;
 use l3m_wire::build::BuildRequest;
+use l3m_wire::build::gate::VoucherGate;
+use l3m_wire::bus::LocalBus;
+use l3m_wire::subjects::{HubId, Subjects};
+use l3m_wire::test_support::VoucherIssuer;
 
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
@@ -76,16 +83,25 @@ fn main() {
         );
 
         let root = tempfile::tempdir().unwrap();
-        let src = root.path().join("src/project");
+        let src = root.path().join("forest/bench/self/workspace/project");
         std::fs::create_dir_all(&src).unwrap();
         for i in 0..50 {
             std::fs::write(src.join(format!("part{i}.txt")), format!("part {i}\n").repeat(200)).unwrap();
         }
         let builder = Driver::connect(Identity::of_this_process(StageOwner::Builder, fresh_site("bench"))).await.unwrap();
         let config = Config {
-            source_root: root.path().join("src"),
+            source_root: root.path().join("forest"),
             store: ArtifactStore::open(root.path().join("cache")).unwrap(),
             resolve: Arc::new(HashMap::new()),
+        };
+        let bus = LocalBus::new();
+        let subjects = Subjects::new(HubId::parse("bench").unwrap());
+        let hubd = VoucherIssuer::serve(&bus, &subjects).await;
+        let gate = VoucherGate::new(Arc::new(bus), subjects, Arc::new(SystemClock));
+        let cover = Cover::Build {
+            source: AcrPath::parse("workspace/project").unwrap(),
+            lockfile: None,
+            hosts: Default::default(),
         };
         let mut times = Vec::new();
         for round in 0..rounds {
@@ -102,9 +118,10 @@ fn main() {
                 network: Network::None,
                 limits,
             };
-            let req = BuildRequest { plan: Plan { stages: vec![build] }, source: "project".into(), lockfile: None };
+            let vouched = hubd.vouch("bench", cover.clone(), u64::MAX);
+            let req = BuildRequest { plan: Plan { stages: vec![build] }, source: "workspace/project".into(), lockfile: None, vouched: Some(vouched) };
             let t = Instant::now();
-            let reply = builder::pipeline::build(&builder, &config, &req).await.unwrap();
+            let reply = builder::pipeline::build(&builder, &config, &gate, &req).await.unwrap();
             assert!(reply.artifact.is_some());
             times.push(t.elapsed());
         }

@@ -2,15 +2,17 @@
 //!
 //! The builder owns the write half of W^X builds (DESIGN §8). It serves one request,
 //! `builder.build` ([`l3m_wire::build`]): a plan of fetch and build stages, checked by the
-//! core's gate, each run in a hardened container through [`l3m_containers`]. A fetch sees only
+//! core's gate, carrying hubd's voucher that the agent's grant covers exactly this build
+//! ([`l3m_wire::build::gate`]), each stage run in a hardened container through
+//! [`l3m_containers`]. A fetch sees only
 //! the lockfile folder and reaches only the hosts its plan lists, through the builder's
 //! allowlisting proxy on an internal network ([`egress`]); a build sees the source and the
 //! fetched cache read-only, no network, and writes one artifact folder, which is stored by its
 //! blake3 digest. The digest is all that leaves: the caller hands it to the runner.
 //!
-//! **Must never** run a built artifact (a run stage is refused before anything starts), mount
-//! anything outside its source root, or publish a request to another service (its NATS user
-//! cannot).
+//! **Must never** run a built artifact (a run stage is refused before anything starts), build
+//! without a voucher, mount anything outside the vouched agent's ACR, or ask any service but
+//! hubd's build policy (its NATS user cannot).
 //!
 //! # Layout
 //! - [`pipeline`]: one request, from the gate to the artifact's digest.
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use l3m_containers::Driver;
 use l3m_wire::WireError;
+use l3m_wire::build::gate::VoucherGate;
 use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD};
 use l3m_wire::bus::Bus;
 use l3m_wire::subjects::{Operation, Service, Subjects};
@@ -32,13 +35,15 @@ use tokio_util::sync::CancellationToken;
 
 pub use pipeline::{BuildError, Config};
 
-/// Subscribes to the build op of `subjects`' hub and serves it until `shutdown`. Returns once
-/// the subscription is live with the task that serves it, so a caller can send at once.
+/// Subscribes to the build op of `subjects`' hub and serves it until `shutdown`, taking only
+/// requests whose voucher `gate` admits. Returns once the subscription is live with the task
+/// that serves it, so a caller can send at once.
 pub async fn serve(
     bus: &dyn Bus,
     subjects: &Subjects,
     driver: Driver,
     config: Config,
+    gate: Arc<VoucherGate>,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, WireError> {
     let subject = subjects.request(Service::Builder, &Operation::parse(OP_BUILD)?);
@@ -48,13 +53,13 @@ pub async fn serve(
         ..ServeOptions::default()
     };
     let server = TypedServer::<BuildRequest, BuildReply>::bind(bus, &subject, options).await?;
-    let state = Arc::new((driver, config));
+    let state = Arc::new((driver, config, gate));
     Ok(tokio::spawn(server.run(
         move |req: TypedRequest<BuildRequest>| {
             let state = Arc::clone(&state);
             async move {
-                let (driver, config) = &*state;
-                pipeline::build(driver, config, &req.body)
+                let (driver, config, gate) = &*state;
+                pipeline::build(driver, config, gate, &req.body)
                     .await
                     .map_err(|e| {
                         tracing::info!(error = %e, "build refused");

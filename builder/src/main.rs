@@ -10,6 +10,8 @@ use builder::Config;
 use clap::Parser;
 use l3m_containers::{ArtifactStore, Driver, Identity};
 use l3m_core::build::StageOwner;
+use l3m_core::clock::SystemClock;
+use l3m_wire::build::gate::VoucherGate;
 use l3m_wire::bus::{Bus, NatsArgs};
 use l3m_wire::subjects::{HubId, Subjects};
 use tokio_util::sync::CancellationToken;
@@ -20,24 +22,28 @@ use tokio_util::sync::CancellationToken;
 /// reaches only the hosts its plan lists (through this process's allowlisting proxy on an
 /// internal network), and a build stage that mounts source and the fetched cache read-only with
 /// no network and writes one artifact, stored under its blake3 digest in the cache. It never
-/// runs a built artifact; that is the runner's duty. At start it removes every container and
-/// network a killed predecessor left (by label), then serves `builder.build` on NATS until
-/// interrupted. Exit codes: 0 after a clean shutdown, 1 if it cannot start, 2 on bad usage.
+/// runs a built artifact; that is the runner's duty. Every request must carry hubd's voucher
+/// that the agent's grant covers exactly that build; the builder learns hubd's voucher key and
+/// the image ids the hub's settings pin from hubd at start (`hubd.read-build-policy`, so start
+/// hubd first). It removes every container and network a killed predecessor left (by label),
+/// then serves `builder.build` on NATS until interrupted. Exit codes: 0 after a clean
+/// shutdown, 1 if it cannot start, 2 on bad usage.
 #[derive(Debug, Parser)]
 #[command(name = "builder", version)]
 struct Cli {
     /// The hub's id on NATS subjects; also the label its containers carry.
     #[arg(long)]
     hub_id: String,
-    /// The folder every request's source and lockfile paths are relative to; nothing outside
-    /// it is ever mounted.
+    /// The host's forest (HUB/forest): a request's source is relative to its vouched agent's
+    /// ACR under it; nothing outside that ACR is ever mounted.
     #[arg(long)]
     source_root: PathBuf,
     /// The artifact cache (HUB/cache/artifacts), shared with the runner.
     #[arg(long)]
     cache: PathBuf,
-    /// Allow only this image, by its engine id (`sha256:…`, as deploy/images/build prints it).
-    /// Repeatable. Without any, a plan may name any local image.
+    /// Allow this image too, by its engine id (`sha256:…`, as deploy/images/build prints it),
+    /// besides those the hub's settings pin (`[builds] images`). Repeatable. With neither, a
+    /// plan may name any local image.
     #[arg(long = "image", value_name = "ID")]
     images: Vec<String>,
     #[command(flatten)]
@@ -87,11 +93,20 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), String> {
     let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
     let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| e.to_string())?);
+    let subjects = Subjects::new(hub.clone());
+    let gate = Arc::new(VoucherGate::new(
+        Arc::clone(&bus),
+        subjects.clone(),
+        Arc::new(SystemClock),
+    ));
+    let policy = gate.policy().await.map_err(|e| e.to_string())?;
     let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Builder, hub.as_str()))
         .await
         .map_err(|e| e.to_string())?;
-    if !cli.images.is_empty() {
-        driver = driver.pin_images(cli.images.clone());
+    let images: Vec<String> = cli.images.into_iter().chain(policy.images).collect();
+    if !images.is_empty() {
+        tracing::info!(?images, "only these images may run");
+        driver = driver.pin_images(images);
     }
     let reaped = driver.reap().await.map_err(|e| e.to_string())?;
     tracing::info!(reaped, "removed what a previous builder left");
@@ -103,9 +118,10 @@ async fn run(cli: Cli) -> Result<(), String> {
     let shutdown = CancellationToken::new();
     let task = builder::serve(
         bus.as_ref(),
-        &Subjects::new(hub),
+        &subjects,
         driver,
         config,
+        gate,
         shutdown.clone(),
     )
     .await

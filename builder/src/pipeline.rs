@@ -1,7 +1,9 @@
-//! One build request, start to digest: the gate, each stage in its container, the hand-off.
+//! One build request, start to digest: the gates, each stage in its container, the hand-off.
 //!
 //! The plan passes the core's gate first, and every stage must be the builder's (fetch or
-//! build): a run stage is refused before anything starts. A fetch writes a fresh cache folder,
+//! build): a run stage is refused before anything starts. Then the request's voucher: hubd
+//! signed it for this source, lockfile and these fetch hosts, for an agent whose grant covers
+//! them, and the source must resolve inside that agent's ACR. A fetch writes a fresh cache folder,
 //! which is stored by digest (like Nix's fixed-output fetches); the build mounts exactly that
 //! stored, re-verified cache read-only, the source read-only, and writes one artifact folder,
 //! stored by its blake3 digest. The first stage that fails ends the build.
@@ -13,8 +15,12 @@ use std::sync::Arc;
 
 use l3m_containers::{ArtifactError, ArtifactStore, Attachment, Binds, Driver, DriverError};
 use l3m_core::build::{
-    MountRole, Network, PlanRefusal, Stage, StageKind, StageOwner, check_plan, stage_allowed_for,
+    MountRole, Network, PlanRefusal, Stage, StageKind, StageOwner, build_within, check_plan,
+    stage_allowed_for,
 };
+use l3m_core::names::AgentName;
+use l3m_core::refs::paths::acr_in_forest;
+use l3m_wire::build::gate::{Unvouched, VoucherGate};
 use l3m_wire::build::{BuildReply, BuildRequest};
 use l3m_wire::reply::{ErrorCode, RemoteError};
 
@@ -24,8 +30,8 @@ use crate::egress::{Egress, EgressError};
 /// listed fetch hosts resolve.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The folder every request's source and lockfile paths are relative to (a sequencer
-    /// host's forest); nothing outside it is ever mounted.
+    /// The forest of a sequencer host (`HUB/forest`): a request's source and lockfile are
+    /// relative to its vouched agent's ACR under it; nothing outside that ACR is ever mounted.
     pub source_root: PathBuf,
     /// The hub's artifact cache.
     pub store: ArtifactStore,
@@ -39,6 +45,9 @@ pub enum BuildError {
     /// The plan broke a rule of the core's gate.
     #[error(transparent)]
     Plan(#[from] PlanRefusal),
+    /// The request carries no good voucher for exactly this build.
+    #[error(transparent)]
+    Unvouched(#[from] Unvouched),
     /// The plan holds a stage the builder does not run.
     #[error("stage {stage}: the builder does not run {kind} stages (ask the runner, by digest)")]
     NotMyStage {
@@ -80,6 +89,7 @@ impl BuildError {
     /// The typed refusal a caller gets on the wire.
     pub fn to_remote(&self) -> RemoteError {
         let code = match self {
+            BuildError::Unvouched(e) => return e.to_remote(),
             BuildError::Plan(_) | BuildError::NotMyStage { .. } => ErrorCode::Refused,
             BuildError::Path { .. } | BuildError::Missing { .. } => ErrorCode::Invalid,
             BuildError::Artifact(ArtifactError::Missing { .. }) => ErrorCode::NotFound,
@@ -92,8 +102,8 @@ impl BuildError {
     }
 }
 
-/// Resolves `rel` under `root`: relative, no `..`, existing, and still under `root` once
-/// symlinks are resolved.
+/// Resolves `rel` under `root` (an agent's ACR): relative, no `..`, existing, and still under
+/// `root` once symlinks are resolved (a link out to another agent's checkout is refused).
 pub fn under_root(root: &Path, rel: &str, what: &'static str) -> Result<PathBuf, BuildError> {
     let bad = |reason: &str| BuildError::Path {
         what,
@@ -110,21 +120,22 @@ pub fn under_root(root: &Path, rel: &str, what: &'static str) -> Result<PathBuf,
     }
     let root = root
         .canonicalize()
-        .map_err(|e| bad(&format!("source root: {e}")))?;
+        .map_err(|e| bad(&format!("the agent's ACR under the source root: {e}")))?;
     let full = root
         .join(p)
         .canonicalize()
         .map_err(|e| bad(&e.to_string()))?;
     if !full.starts_with(&root) || !full.is_dir() {
-        return Err(bad("resolves outside the source root or is not a folder"));
+        return Err(bad("resolves outside the agent's ACR or is not a folder"));
     }
     Ok(full)
 }
 
-/// Carries out one build request.
+/// Carries out one build request, if `gate` takes its voucher.
 pub async fn build(
     driver: &Driver,
     config: &Config,
+    gate: &VoucherGate,
     req: &BuildRequest,
 ) -> Result<BuildReply, BuildError> {
     check_plan(&req.plan)?;
@@ -139,11 +150,23 @@ pub async fn build(
             kind: s.kind,
         });
     }
-    let source = under_root(&config.source_root, &req.source, "source")?;
+    let voucher = gate
+        .admit(req.vouched.as_ref(), |v| {
+            build_within(&v.cover, &req.source, req.lockfile.as_deref(), &req.plan)
+        })
+        .await?;
+    let agent = AgentName::parse(&voucher.agent).map_err(|e| BuildError::Path {
+        what: "the voucher's agent",
+        path: voucher.agent.clone(),
+        reason: e.to_string(),
+    })?;
+    tracing::info!(agent = %agent, by = %voucher.by, source = %req.source, "build vouched");
+    let acr = config.source_root.join(acr_in_forest(&agent));
+    let source = under_root(&acr, &req.source, "source")?;
     let lockfile = req
         .lockfile
         .as_deref()
-        .map(|l| under_root(&config.source_root, l, "lockfile"))
+        .map(|l| under_root(&acr, l, "lockfile"))
         .transpose()?;
     let mut reply = BuildReply {
         stages: Vec::new(),

@@ -12,18 +12,20 @@ use bollard::Docker;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use l3m_containers::test_support::busybox_image;
 use l3m_containers::{LABEL_OWNER, LABEL_SITE};
+use l3m_core::build::Cover;
 use l3m_core::build::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind};
+use l3m_core::grant::AcrPath;
 use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD};
 use l3m_wire::bus::{NatsAuth, NatsBus};
 use l3m_wire::envelope::Limits as WireLimits;
 use l3m_wire::subjects::{HubId, Operation, Service, Subjects};
-use l3m_wire::test_support::NatsServer;
+use l3m_wire::test_support::{NatsServer, VoucherIssuer};
 
 fn start_builder(nats: &NatsServer, hub: &str, root: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_builder"))
         .args(["--hub-id", hub, "--nats", nats.url()])
         .arg("--source-root")
-        .arg(root.join("src"))
+        .arg(root.join("forest"))
         .arg("--cache")
         .arg(root.join("cache"))
         .stdin(Stdio::null())
@@ -67,8 +69,14 @@ async fn a_builder_killed_mid_stage_leaves_no_container_after_the_next_start() {
         .subsec_nanos();
     let hub = format!("reap{}x{nanos}", std::process::id());
     let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("src/project")).unwrap();
+    std::fs::create_dir_all(root.path().join("forest/reaper/self/workspace/project")).unwrap();
     let nats = NatsServer::start().unwrap();
+    // hubd's part: the voucher key the builder reads at start, and the voucher it takes.
+    let hubd_bus = NatsBus::connect(nats.url(), NatsAuth::Anonymous)
+        .await
+        .unwrap();
+    let subjects = Subjects::new(HubId::parse(&hub).unwrap());
+    let hubd = VoucherIssuer::serve(&hubd_bus, &subjects).await;
     let docker = Docker::connect_with_local_defaults()
         .unwrap()
         .negotiate_version()
@@ -94,14 +102,22 @@ async fn a_builder_killed_mid_stage_leaves_no_container_after_the_next_start() {
         plan: Plan {
             stages: vec![stage],
         },
-        source: "project".into(),
+        source: "workspace/project".into(),
         lockfile: None,
+        vouched: Some(hubd.vouch(
+            "reaper",
+            Cover::Build {
+                source: AcrPath::parse("workspace/project").unwrap(),
+                lockfile: None,
+                hosts: Default::default(),
+            },
+            u64::MAX,
+        )),
     };
     let client = NatsBus::connect(nats.url(), NatsAuth::Anonymous)
         .await
         .unwrap();
-    let subject = Subjects::new(HubId::parse(&hub).unwrap())
-        .request(Service::Builder, &Operation::parse(OP_BUILD).unwrap());
+    let subject = subjects.request(Service::Builder, &Operation::parse(OP_BUILD).unwrap());
     // The builder may not be subscribed yet: the call is retried until a container appears.
     let call = tokio::spawn(async move {
         loop {

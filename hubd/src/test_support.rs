@@ -36,8 +36,11 @@ pub struct TestHub {
     pub dir: tempfile::TempDir,
     /// The nats-server hubd serves on.
     pub nats: NatsServer,
-    /// A connection to it (anonymous: the test server has no users).
+    /// A connection to it for the test's own requests (anonymous when the test server has no
+    /// users; the `sequencer` user with [`TestHub::start_as_users`]).
     pub bus: Arc<dyn Bus>,
+    /// The connection hubd serves on (the same as `bus`, or the `hubd` user's).
+    hubd_bus: Arc<dyn Bus>,
     /// [`HUB_ID`], parsed.
     pub hub_id: HubId,
     /// The hub's subjects.
@@ -60,18 +63,39 @@ impl TestHub {
     /// [`TestHub::start`] with the hub folder made in `dir` (a benchmark's folder away from
     /// recently deleted files, say).
     pub async fn start_in(dir: tempfile::TempDir, bound: Grant, nats_config: &str) -> TestHub {
-        let options = || HubOptions {
-            durability: Durability::Relaxed,
-            ..HubOptions::default()
-        };
-        let root = dir.path().join("HUB");
-        drop(init_hub(&root, options(), human(), bound, 1).unwrap());
         let nats = NatsServer::start_with(nats_config).unwrap();
         let bus: Arc<dyn Bus> = Arc::new(
             NatsBus::connect(nats.url(), NatsAuth::Anonymous)
                 .await
                 .unwrap(),
         );
+        TestHub::make(dir, bound, nats, Arc::clone(&bus), bus).await
+    }
+
+    /// A hub served over a nats-server enforcing deploy/nats.conf: hubd connects as its user
+    /// `hubd`, and [`TestHub::bus`] (and every session [`TestHub::client`] opens) as
+    /// `sequencer`, so other services under test can join as their own users.
+    pub async fn start_as_users(bound: Grant) -> TestHub {
+        let nats = NatsServer::start_with(&l3m_wire::test_support::deployed_nats_conf()).unwrap();
+        let hubd: Arc<dyn Bus> = Arc::new(l3m_wire::test_support::connect_as(&nats, "hubd").await);
+        let clients: Arc<dyn Bus> =
+            Arc::new(l3m_wire::test_support::connect_as(&nats, "sequencer").await);
+        TestHub::make(tempfile::tempdir().unwrap(), bound, nats, hubd, clients).await
+    }
+
+    /// Makes the hub in `dir` and serves it on `hubd_bus`; `bus` is what the test speaks on.
+    async fn make(
+        dir: tempfile::TempDir,
+        bound: Grant,
+        nats: NatsServer,
+        hubd_bus: Arc<dyn Bus>,
+        bus: Arc<dyn Bus>,
+    ) -> TestHub {
+        let options = HubOptions {
+            durability: Durability::Relaxed,
+            ..HubOptions::default()
+        };
+        drop(init_hub(dir.path().join("HUB"), options, human(), bound, 1).unwrap());
         let hub_id = HubId::parse(HUB_ID).unwrap();
         let mut hub = TestHub {
             state: None,
@@ -79,6 +103,7 @@ impl TestHub {
             dir,
             nats,
             bus,
+            hubd_bus,
             subjects: Subjects::new(hub_id.clone()),
             hub_id,
             shutdown: CancellationToken::new(),
@@ -107,7 +132,7 @@ impl TestHub {
         };
         self.shutdown = CancellationToken::new();
         let started = crate::service::start(
-            Arc::clone(&self.bus),
+            Arc::clone(&self.hubd_bus),
             hub,
             self.hub_id.clone(),
             self.shutdown.clone(),

@@ -2,20 +2,23 @@
 //!
 //! The runner owns the execute half of W^X builds (DESIGN §8). It serves one request,
 //! `runner.run` ([`l3m_wire::build`]): an artifact named by its blake3 digest and one run
-//! stage. It copies the stored artifact to a private folder and hashes the copy — a changed
+//! stage, with hubd's voucher that the agent's grant covers a run of exactly that artifact
+//! ([`l3m_wire::build::gate`]). It copies the stored artifact to a private folder and hashes the copy — a changed
 //! byte is a refusal, not a run, and the bytes mounted are the bytes checked — mounts it
 //! read-only with no network, and gives the stage one fresh `out/` as
 //! its only writable place. The `out/` is stored by digest like an artifact and comes back as
 //! that digest and a listing.
 //!
-//! **Must never** fetch or build (such stages are refused before anything starts), write an
-//! artifact or source, or publish a request to another service (its NATS user cannot).
+//! **Must never** fetch or build (such stages are refused before anything starts), run
+//! without a voucher, write an artifact or source, or ask any service but hubd's build policy
+//! (its NATS user cannot).
 
 use std::sync::Arc;
 
 use l3m_containers::{ArtifactError, ArtifactStore, Binds, Driver, DriverError, artifact};
-use l3m_core::build::{MountRole, Plan, PlanRefusal, StageKind, check_plan};
+use l3m_core::build::{MountRole, Plan, PlanRefusal, StageKind, check_plan, run_within};
 use l3m_wire::WireError;
+use l3m_wire::build::gate::{Unvouched, VoucherGate};
 use l3m_wire::build::{OP_RUN, RunReply, RunRequest};
 use l3m_wire::bus::Bus;
 use l3m_wire::reply::{ErrorCode, RemoteError};
@@ -29,6 +32,9 @@ pub enum RunError {
     /// The stage broke a rule of the core's gate.
     #[error(transparent)]
     Plan(#[from] PlanRefusal),
+    /// The request carries no good voucher for a run of exactly this artifact.
+    #[error(transparent)]
+    Unvouched(#[from] Unvouched),
     /// The stage is not a run stage.
     #[error("stage {stage}: the runner does not run {kind} stages (ask the builder)")]
     NotMyStage {
@@ -49,6 +55,7 @@ impl RunError {
     /// The typed refusal a caller gets on the wire.
     pub fn to_remote(&self) -> RemoteError {
         let code = match self {
+            RunError::Unvouched(e) => return e.to_remote(),
             RunError::Plan(_) | RunError::NotMyStage { .. } => ErrorCode::Refused,
             RunError::Artifact(ArtifactError::Changed { .. }) => ErrorCode::Refused,
             RunError::Artifact(ArtifactError::Missing { .. }) => ErrorCode::NotFound,
@@ -58,10 +65,11 @@ impl RunError {
     }
 }
 
-/// Carries out one run request against the artifact cache `store`.
+/// Carries out one run request against the artifact cache `store`, if `gate` takes its voucher.
 pub async fn run(
     driver: &Driver,
     store: &ArtifactStore,
+    gate: &VoucherGate,
     req: &RunRequest,
 ) -> Result<RunReply, RunError> {
     let stage = &req.stage;
@@ -74,6 +82,12 @@ pub async fn run(
     check_plan(&Plan {
         stages: vec![stage.clone()],
     })?;
+    let voucher = gate
+        .admit(req.vouched.as_ref(), |v| {
+            run_within(&v.cover, &req.artifact)
+        })
+        .await?;
+    tracing::info!(agent = %voucher.agent, by = %voucher.by, artifact = %req.artifact.as_str(), "run vouched");
     let artifact = store.checked_copy(&req.artifact)?;
     let out = match store.scratch("out") {
         Ok(out) => out,
@@ -104,13 +118,15 @@ pub async fn run(
     })
 }
 
-/// Subscribes to the run op of `subjects`' hub and serves it until `shutdown`; returns once
-/// the subscription is live, with the serving task.
+/// Subscribes to the run op of `subjects`' hub and serves it until `shutdown`, taking only
+/// requests whose voucher `gate` admits; returns once the subscription is live, with the
+/// serving task.
 pub async fn serve(
     bus: &dyn Bus,
     subjects: &Subjects,
     driver: Driver,
     store: ArtifactStore,
+    gate: Arc<VoucherGate>,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, WireError> {
     let subject = subjects.request(Service::Runner, &Operation::parse(OP_RUN)?);
@@ -119,13 +135,13 @@ pub async fn serve(
         ..ServeOptions::default()
     };
     let server = TypedServer::<RunRequest, RunReply>::bind(bus, &subject, options).await?;
-    let state = Arc::new((driver, store));
+    let state = Arc::new((driver, store, gate));
     Ok(tokio::spawn(server.run(
         move |req: TypedRequest<RunRequest>| {
             let state = Arc::clone(&state);
             async move {
-                let (driver, store) = &*state;
-                run(driver, store, &req.body).await.map_err(|e| {
+                let (driver, store, gate) = &*state;
+                run(driver, store, gate, &req.body).await.map_err(|e| {
                     tracing::info!(error = %e, "run refused");
                     e.to_remote()
                 })

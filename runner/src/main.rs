@@ -7,6 +7,8 @@ use std::sync::Arc;
 use clap::Parser;
 use l3m_containers::{ArtifactStore, Driver, Identity};
 use l3m_core::build::StageOwner;
+use l3m_core::clock::SystemClock;
+use l3m_wire::build::gate::VoucherGate;
 use l3m_wire::bus::{Bus, NatsArgs};
 use l3m_wire::subjects::{HubId, Subjects};
 use tokio_util::sync::CancellationToken;
@@ -18,9 +20,12 @@ use tokio_util::sync::CancellationToken;
 /// a refusal),
 /// mounts them read-only with no network, and gives the run one fresh out/ as its only
 /// writable place; the out/ comes back as a digest and a listing. It never fetches, builds, or
-/// writes source or artifacts. At start it removes every container a killed predecessor left
-/// (by label), then serves `runner.run` on NATS until interrupted. Exit codes: 0 after a clean
-/// shutdown, 1 if it cannot start, 2 on bad usage.
+/// writes source or artifacts. Every request must carry hubd's voucher that the agent's grant
+/// covers a run of exactly that artifact; the runner learns hubd's voucher key and the image
+/// ids the hub's settings pin from hubd at start (`hubd.read-build-policy`, so start hubd
+/// first). It removes every container a killed predecessor left (by label), then serves
+/// `runner.run` on NATS until interrupted. Exit codes: 0 after a clean shutdown, 1 if it cannot
+/// start, 2 on bad usage.
 #[derive(Debug, Parser)]
 #[command(name = "runner", version)]
 struct Cli {
@@ -30,8 +35,9 @@ struct Cli {
     /// The artifact cache (HUB/cache/artifacts) the builder stores into.
     #[arg(long)]
     cache: PathBuf,
-    /// Allow only this image, by its engine id (`sha256:…`, as deploy/images/build prints it).
-    /// Repeatable. Without any, a plan may name any local image.
+    /// Allow this image too, by its engine id (`sha256:…`, as deploy/images/build prints it),
+    /// besides those the hub's settings pin (`[builds] images`). Repeatable. With neither, a
+    /// stage may name any local image.
     #[arg(long = "image", value_name = "ID")]
     images: Vec<String>,
     #[command(flatten)]
@@ -69,11 +75,20 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), String> {
     let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
     let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| e.to_string())?);
+    let subjects = Subjects::new(hub.clone());
+    let gate = Arc::new(VoucherGate::new(
+        Arc::clone(&bus),
+        subjects.clone(),
+        Arc::new(SystemClock),
+    ));
+    let policy = gate.policy().await.map_err(|e| e.to_string())?;
     let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Runner, hub.as_str()))
         .await
         .map_err(|e| e.to_string())?;
-    if !cli.images.is_empty() {
-        driver = driver.pin_images(cli.images.clone());
+    let images: Vec<String> = cli.images.into_iter().chain(policy.images).collect();
+    if !images.is_empty() {
+        tracing::info!(?images, "only these images may run");
+        driver = driver.pin_images(images);
     }
     let reaped = driver.reap().await.map_err(|e| e.to_string())?;
     tracing::info!(reaped, "removed what a previous runner left");
@@ -81,9 +96,10 @@ async fn run(cli: Cli) -> Result<(), String> {
     let shutdown = CancellationToken::new();
     let task = runner::serve(
         bus.as_ref(),
-        &Subjects::new(hub),
+        &subjects,
         driver,
         store,
+        gate,
         shutdown.clone(),
     )
     .await

@@ -14,7 +14,7 @@ use l3m_core::grant::HostPattern;
 use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest};
 use l3m_wire::reply::ErrorCode;
 use l3m_wire::subjects::Service;
-use site::{PKG_HOST, Site};
+use site::{PKG_HOST, PROJECT, Site};
 
 fn mount(role: MountRole, target: &str, writable: bool) -> Mount {
     Mount {
@@ -102,13 +102,15 @@ fn run(pkg_ip: &str) -> Stage {
     stage("run", StageKind::Run, script, mounts, Network::None)
 }
 
+/// The build of the project, without a voucher yet ([`Site::vouched_build`] adds maker's).
 fn build_request(site: &Site) -> BuildRequest {
     BuildRequest {
         plan: Plan {
             stages: vec![fetch(&site.pkg_ip), build(&site.pkg_ip)],
         },
-        source: "project".into(),
-        lockfile: Some("project/lock".into()),
+        source: PROJECT.into(),
+        lockfile: Some(format!("{PROJECT}/lock")),
+        vouched: None,
     }
 }
 
@@ -126,8 +128,9 @@ fn assert_no_probe(log: &str, probes: &[&str]) {
 async fn fetch_build_and_run_by_digest_end_to_end_with_every_probe_stopped() {
     let site = Site::start("e2e").await;
     let source_before = hash_tree(&site.source()).unwrap();
+    let request = site.vouched_build(build_request(&site)).await;
     let reply: BuildReply = site
-        .call(Service::Builder, OP_BUILD, &build_request(&site))
+        .call(Service::Builder, OP_BUILD, &request)
         .await
         .unwrap();
     let [fetched, built] = &reply.stages[..] else {
@@ -162,11 +165,15 @@ async fn fetch_build_and_run_by_digest_end_to_end_with_every_probe_stopped() {
     assert_eq!(hash_tree(&site.store.path_of(&cache)).unwrap(), cache);
     let artifact = reply.artifact.clone().unwrap();
 
-    let request = RunRequest {
+    let run_request = RunRequest {
         artifact: artifact.clone(),
         stage: run(&site.pkg_ip),
+        vouched: Some(site.run_voucher(&artifact).await),
     };
-    let ran: RunReply = site.call(Service::Runner, OP_RUN, &request).await.unwrap();
+    let ran: RunReply = site
+        .call(Service::Runner, OP_RUN, &run_request)
+        .await
+        .unwrap();
     let run_log = log(&ran.outcome);
     assert!(
         ran.outcome.succeeded(),
@@ -199,6 +206,18 @@ async fn fetch_build_and_run_by_digest_end_to_end_with_every_probe_stopped() {
         artifact,
         "artifact unchanged"
     );
+    // Each voucher is taken once: the same requests again are refused before anything starts.
+    let again = site
+        .call::<_, BuildReply>(Service::Builder, OP_BUILD, &request)
+        .await
+        .unwrap_err();
+    assert!(again.message.contains("taken before"), "{again:?}");
+    let again = site
+        .call::<_, RunReply>(Service::Runner, OP_RUN, &run_request)
+        .await
+        .unwrap_err();
+    assert_eq!(again.code, ErrorCode::Refused);
+    assert!(again.message.contains("taken before"), "{again:?}");
     assert_eq!(site.leftovers().await, 0, "no container or network is left");
     site.close().await;
 }
@@ -206,8 +225,9 @@ async fn fetch_build_and_run_by_digest_end_to_end_with_every_probe_stopped() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_artifact_changed_after_hashing_is_refused_not_run() {
     let site = Site::start("changed").await;
+    let request = site.vouched_build(build_request(&site)).await;
     let reply: BuildReply = site
-        .call(Service::Builder, OP_BUILD, &build_request(&site))
+        .call(Service::Builder, OP_BUILD, &request)
         .await
         .unwrap();
     let artifact = reply.artifact.clone().unwrap();
@@ -221,6 +241,7 @@ async fn an_artifact_changed_after_hashing_is_refused_not_run() {
     bytes[0] ^= 1;
     std::fs::write(&app, &bytes).unwrap();
     let request = RunRequest {
+        vouched: Some(site.run_voucher(&artifact).await),
         artifact,
         stage: run(&site.pkg_ip),
     };
@@ -256,6 +277,7 @@ async fn the_builder_refuses_a_run_stage_and_the_runner_a_build_stage() {
     let request = RunRequest {
         artifact: l3m_core::build::ArtifactDigest::from_bytes([7; 32]),
         stage: build(&site.pkg_ip),
+        vouched: None,
     };
     let err = site
         .call::<_, RunReply>(Service::Runner, OP_RUN, &request)
@@ -287,18 +309,125 @@ async fn a_plan_that_breaks_a_rule_is_refused_naming_stage_and_rule() {
     let named =
         err.message.contains("stage 0 (fetch)") && err.message.contains("fetch-mounts-private");
     assert!(named, "{}", err.message);
+    // A folder of other's workspace that links into maker's: other's voucher names it, and
+    // the builder, resolving it under other's ACR, finds it leads out.
+    let other_acr = site
+        .hub
+        .acr(&l3m_core::names::AgentName::parse("other").unwrap());
+    std::os::unix::fs::symlink(site.source(), other_acr.join("workspace/link")).unwrap();
     let mut req = build_request(&site);
-    req.source = "../".into();
+    req.plan.stages.remove(0);
+    req.source = "workspace/link".into();
+    req.lockfile = None;
+    req.vouched = Some(
+        site.other
+            .vouch_build(site::build_cover(&req))
+            .await
+            .unwrap(),
+    );
     let err = site
         .call::<_, BuildReply>(Service::Builder, OP_BUILD, &req)
         .await
         .unwrap_err();
-    assert_eq!(
-        err.code,
-        ErrorCode::Invalid,
-        "a source outside the root: {err:?}"
+    assert_eq!(err.code, ErrorCode::Invalid, "{err:?}");
+    assert!(
+        err.message.contains("outside the agent's ACR"),
+        "{}",
+        err.message
     );
     assert_eq!(site.leftovers().await, 0);
+    site.close().await;
+}
+
+async fn build_err(site: &Site, req: BuildRequest) -> l3m_wire::reply::RemoteError {
+    site.call::<_, BuildReply>(Service::Builder, OP_BUILD, &req)
+        .await
+        .unwrap_err()
+}
+
+async fn run_err(
+    site: &Site,
+    artifact: &l3m_core::build::ArtifactDigest,
+    vouched: Option<l3m_wire::hubd::build_voucher::BuildVouched>,
+) -> l3m_wire::reply::RemoteError {
+    let req = RunRequest {
+        artifact: artifact.clone(),
+        stage: run(&site.pkg_ip),
+        vouched,
+    };
+    site.call::<_, RunReply>(Service::Runner, OP_RUN, &req)
+        .await
+        .unwrap_err()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_build_or_run_without_a_voucher_for_exactly_it_is_refused_before_anything_starts() {
+    let site = Site::start("vouchers").await;
+    let refused = |err: &l3m_wire::reply::RemoteError, needle: &str| {
+        assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+        assert!(
+            err.message.contains(needle),
+            "{needle:?} in {}",
+            err.message
+        );
+    };
+    // No voucher at all.
+    refused(
+        &build_err(&site, build_request(&site)).await,
+        "carries no voucher",
+    );
+    // Another axis: player's run voucher.
+    let artifact = l3m_core::build::ArtifactDigest::from_bytes([7; 32]);
+    let mut req = build_request(&site);
+    req.vouched = Some(site.run_voucher(&artifact).await);
+    refused(&build_err(&site, req).await, "the voucher covers a run of");
+    // Another source: maker's voucher for its whole workspace, asked for the project.
+    let mut whole = build_request(&site);
+    whole.source = "workspace".into();
+    let vouched = site.vouched_build(whole).await.vouched;
+    let mut req = build_request(&site);
+    req.vouched = vouched;
+    refused(
+        &build_err(&site, req).await,
+        "the voucher covers a build of workspace,",
+    );
+    // A fetch reaching a host the voucher does not list.
+    let mut req = site.vouched_build(build_request(&site)).await;
+    req.plan.stages[0].network = Network::Hosts(vec![
+        HostPattern::parse(PKG_HOST).unwrap(),
+        HostPattern::parse("evil.test").unwrap(),
+    ]);
+    refused(&build_err(&site, req).await, "reaching evil.test");
+    // A voucher edited after hubd signed it.
+    let mut req = site.vouched_build(build_request(&site)).await;
+    if let Some(v) = req.vouched.as_mut() {
+        v.voucher.agent = "other".into();
+    }
+    refused(
+        &build_err(&site, req).await,
+        "not signed by this hub's hubd",
+    );
+    // An agent without `build` gets no voucher from hubd in the first place.
+    let no = site
+        .player
+        .vouch_build(site::build_cover(&build_request(&site)))
+        .await
+        .unwrap_err();
+    assert!(no.to_string().contains("does not confer `build`"), "{no}");
+
+    // The runner: no voucher, a build voucher, a voucher for another artifact.
+    refused(&run_err(&site, &artifact, None).await, "carries no voucher");
+    let build_voucher = site.vouched_build(build_request(&site)).await.vouched;
+    refused(
+        &run_err(&site, &artifact, build_voucher).await,
+        "the voucher covers a build of",
+    );
+    let other = l3m_core::build::ArtifactDigest::from_bytes([8; 32]);
+    refused(
+        &run_err(&site, &artifact, Some(site.run_voucher(&other).await)).await,
+        "the voucher covers a run of",
+    );
+    assert_eq!(site.leftovers().await, 0, "nothing was started");
     site.close().await;
 }
 
@@ -306,13 +435,18 @@ async fn a_plan_that_breaks_a_rule_is_refused_naming_stage_and_rule() {
 async fn neither_the_builder_nor_the_runner_can_ask_another_service() {
     use l3m_wire::bus::Bus;
     let site = Site::start("nats").await;
+    // Each may ask hubd its build policy (the site's start did, for both), and nothing else.
     for (user, forbidden) in [
-        ("builder", "l3m.main.runner.run"),
-        ("builder", "l3m.main.hubd.append-log"),
-        ("runner", "l3m.main.builder.build"),
-        ("runner", "l3m.main.hubd.append-log"),
+        ("builder", "l3m.t.runner.run"),
+        ("builder", "l3m.t.hubd.append-log"),
+        ("builder", "l3m.t.hubd.open-session"),
+        ("builder", "l3m.t.hubd.vouch-build"),
+        ("runner", "l3m.t.builder.build"),
+        ("runner", "l3m.t.hubd.append-log"),
+        ("runner", "l3m.t.hubd.open-session"),
+        ("runner", "l3m.t.hubd.vouch-build"),
     ] {
-        let bus = site::connect(&site.nats, user).await;
+        let bus = site::connect(site.nats(), user).await;
         let mut errors = bus.server_errors();
         bus.publish(forbidden, bytes::Bytes::new()).await.unwrap();
         let patience = std::time::Duration::from_secs(20);
@@ -337,7 +471,7 @@ async fn neither_the_builder_nor_the_runner_can_ask_another_service() {
 async fn a_c_project_compiles_with_make_and_gcc_and_its_binary_runs_by_digest() {
     let toolchain = l3m_containers::test_support::toolchain_image();
     let site = Site::start("gcc").await;
-    let project = site.root.path().join("src/cproject");
+    let project = site.source().with_file_name("cproject");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(
         project.join("Makefile"),
@@ -367,9 +501,11 @@ async fn a_c_project_compiles_with_make_and_gcc_and_its_binary_runs_by_digest() 
         plan: Plan {
             stages: vec![compile],
         },
-        source: "cproject".into(),
+        source: "workspace/cproject".into(),
         lockfile: None,
+        vouched: None,
     };
+    let request = site.vouched_build(request).await;
     let reply: BuildReply = site
         .call(Service::Builder, OP_BUILD, &request)
         .await
@@ -387,8 +523,10 @@ async fn a_c_project_compiles_with_make_and_gcc_and_its_binary_runs_by_digest() 
         "-c".into(),
         "/artifact/app > /out/result".into(),
     ];
+    let artifact = reply.artifact.clone().unwrap();
     let request = RunRequest {
-        artifact: reply.artifact.clone().unwrap(),
+        vouched: Some(site.run_voucher(&artifact).await),
+        artifact,
         stage: run_it,
     };
     let ran: RunReply = site.call(Service::Runner, OP_RUN, &request).await.unwrap();

@@ -1,8 +1,9 @@
-//! One build site for a test: a real nats-server with deploy/nats.conf's users, the builder
-//! and the runner serving under their own users, a package source in a container network the
-//! test made, and a source root with a small project.
+//! One build site for a test: a real nats-server with deploy/nats.conf's users, a real hubd
+//! with two agents (`maker` may build its workspace and fetch from the package host; `player`
+//! may run), the builder and the runner serving under their own users, a package source in a
+//! container network the test made, and a small project in maker's workspace.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,20 +12,24 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+use hubd::test_support::TestHub;
 use l3m_containers::test_support::{busybox_image, fresh_site};
 use l3m_containers::{ArtifactStore, Driver, Identity};
-use l3m_core::build::StageOwner;
-use l3m_wire::bus::NatsBus;
+use l3m_core::build::{ArtifactDigest, Cover, StageOwner};
+use l3m_core::clock::SystemClock;
+use l3m_core::duty::Duty;
+use l3m_core::grant::{AcrPath, Grant, HostPattern, SpawnRequest};
+use l3m_core::names::AgentName;
+use l3m_wire::build::BuildRequest;
+use l3m_wire::build::gate::VoucherGate;
+use l3m_wire::bus::{Bus, NatsBus};
+use l3m_wire::client::HubClient;
 use l3m_wire::envelope::{Limits, Message};
+use l3m_wire::hubd::build_voucher::BuildVouched;
 use l3m_wire::reply::Reply;
-use l3m_wire::subjects::{HubId, Operation, Service, Subjects};
+use l3m_wire::subjects::{Operation, Service, Subjects};
 use l3m_wire::test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
-
-/// The deployed authorization file with its password references replaced.
-fn nats_config() -> String {
-    l3m_wire::test_support::deployed_nats_conf()
-}
 
 /// Connects to `server` as one of deploy/nats.conf's users.
 pub async fn connect(server: &NatsServer, user: &str) -> NatsBus {
@@ -34,13 +39,32 @@ pub async fn connect(server: &NatsServer, user: &str) -> NatsBus {
 /// The host name the fetch stage's grant lists.
 pub const PKG_HOST: &str = "pkgs.test";
 
+/// The project's folder in maker's ACR, as requests and vouchers name it.
+pub const PROJECT: &str = "workspace/project";
+
+/// The grant of the agent that builds: its workspace, the package host, `build`.
+pub fn maker_grant() -> Grant {
+    Grant {
+        files: BTreeSet::from([AcrPath::parse("workspace").unwrap()]),
+        net: BTreeSet::from([HostPattern::parse(PKG_HOST).unwrap()]),
+        build: true,
+        ..Grant::default()
+    }
+}
+
 /// A running site.
 pub struct Site {
-    pub nats: NatsServer,
-    pub client: NatsBus,
+    pub hub: TestHub,
+    /// maker's sequencer's session: asks for build vouchers.
+    pub maker: HubClient,
+    /// player's sequencer's session: asks for run vouchers.
+    pub player: HubClient,
+    /// A second builder like maker, with its own workspace.
+    pub other: HubClient,
     pub subjects: Subjects,
     pub store: ArtifactStore,
-    pub root: tempfile::TempDir,
+    /// Holds the package source's files and the artifact cache for as long as the site runs.
+    _root: tempfile::TempDir,
     pub pkg_ip: String,
     pub site: String,
     docker: Docker,
@@ -53,12 +77,45 @@ impl Site {
     pub async fn start(test: &str) -> Site {
         let image = busybox_image();
         let site = fresh_site(test);
-        let nats = NatsServer::start_with(&nats_config()).unwrap();
-        let hub = HubId::parse("main").unwrap();
-        let subjects = Subjects::new(hub);
         let root = tempfile::tempdir().unwrap();
-        // The project: source, lockfile, and the package source's files.
-        let project = root.path().join("src/project");
+        let hub = TestHub::start_as_users(Grant {
+            run: true,
+            ..maker_grant()
+        })
+        .await;
+        let subjects = hub.subjects.clone();
+        let human = hub.human_client().await;
+        for (name, grant) in [
+            ("maker", maker_grant()),
+            (
+                "player",
+                Grant {
+                    run: true,
+                    ..Grant::default()
+                },
+            ),
+            ("other", maker_grant()),
+        ] {
+            human
+                .spawn(SpawnRequest {
+                    child: AgentName::parse(name).unwrap(),
+                    grant,
+                    loan: Default::default(),
+                    driven: false,
+                    persona: None,
+                    fork: None,
+                })
+                .await
+                .unwrap();
+        }
+        let sequencer = |name: &str| Duty::Sequencer {
+            agent: AgentName::parse(name).unwrap(),
+        };
+        let maker = hub.client(sequencer("maker")).await;
+        let player = hub.client(sequencer("player")).await;
+        let other = hub.client(sequencer("other")).await;
+        // The project, in maker's workspace: source, lockfile, and the package source's files.
+        let project = hub.acr(&AgentName::parse("maker").unwrap()).join(PROJECT);
         std::fs::create_dir_all(project.join("lock")).unwrap();
         std::fs::write(project.join("app.sh"), "#!/bin/sh\nGREETER=built\n").unwrap();
         std::fs::write(project.join("lock/deps.lock"), "greeting.sh\n").unwrap();
@@ -126,49 +183,64 @@ impl Site {
         )]);
         let store = ArtifactStore::open(root.path().join("cache")).unwrap();
         let shutdown = CancellationToken::new();
-        // The builder and the runner, each under its own NATS user.
-        let builder_bus = connect(&nats, "builder").await;
+        // The builder and the runner, each under its own NATS user, each reading hubd's build
+        // policy (the voucher key) at start as their binaries do.
+        let gate = |bus: &Arc<dyn Bus>| {
+            Arc::new(VoucherGate::new(
+                Arc::clone(bus),
+                subjects.clone(),
+                Arc::new(SystemClock),
+            ))
+        };
+        let builder_bus: Arc<dyn Bus> = Arc::new(connect(&hub.nats, "builder").await);
+        let builder_gate = gate(&builder_bus);
+        builder_gate.policy().await.unwrap();
         let builder_driver =
             Driver::connect(Identity::of_this_process(StageOwner::Builder, site.clone()))
                 .await
                 .unwrap();
         builder_driver.reap().await.unwrap();
         let config = builder::Config {
-            source_root: root.path().join("src"),
+            source_root: hub.root().join("forest"),
             store: store.clone(),
             resolve: Arc::new(resolve),
         };
         builder::serve(
-            &builder_bus,
+            builder_bus.as_ref(),
             &subjects,
             builder_driver,
             config,
+            builder_gate,
             shutdown.clone(),
         )
         .await
         .unwrap();
-        let runner_bus = connect(&nats, "runner").await;
+        let runner_bus: Arc<dyn Bus> = Arc::new(connect(&hub.nats, "runner").await);
+        let runner_gate = gate(&runner_bus);
+        runner_gate.policy().await.unwrap();
         let runner_driver =
             Driver::connect(Identity::of_this_process(StageOwner::Runner, site.clone()))
                 .await
                 .unwrap();
         runner_driver.reap().await.unwrap();
         runner::serve(
-            &runner_bus,
+            runner_bus.as_ref(),
             &subjects,
             runner_driver,
             store.clone(),
+            runner_gate,
             shutdown.clone(),
         )
         .await
         .unwrap();
-        let client = connect(&nats, "cli").await;
         Site {
-            nats,
-            client,
+            hub,
+            maker,
+            player,
+            other,
             subjects,
             store,
-            root,
+            _root: root,
             pkg_ip,
             site,
             docker,
@@ -178,7 +250,26 @@ impl Site {
         }
     }
 
-    /// Sends `req` to `service`'s `op` as the cli user.
+    /// `req` with maker's voucher for exactly it (its source, lockfile and fetch hosts).
+    pub async fn vouched_build(&self, mut req: BuildRequest) -> BuildRequest {
+        req.vouched = Some(self.maker.vouch_build(build_cover(&req)).await.unwrap());
+        req
+    }
+
+    /// player's voucher for a run of `artifact`.
+    pub async fn run_voucher(&self, artifact: &ArtifactDigest) -> BuildVouched {
+        let cover = Cover::Run {
+            artifact: artifact.clone(),
+        };
+        self.player.vouch_build(cover).await.unwrap()
+    }
+
+    /// The NATS server.
+    pub fn nats(&self) -> &NatsServer {
+        &self.hub.nats
+    }
+
+    /// Sends `req` to `service`'s `op` as the sequencer user, as an agent's tool would.
     pub async fn call<Req: Message, Resp: Message>(
         &self,
         service: Service,
@@ -190,7 +281,7 @@ impl Site {
             .request(service, &Operation::parse(op).unwrap());
         let limits = Limits::default();
         l3m_wire::typed::call(
-            &self.client,
+            self.hub.bus.as_ref(),
             &subject,
             req,
             Duration::from_secs(120),
@@ -217,14 +308,35 @@ impl Site {
             + self.docker.list_networks(Some(n)).await.unwrap().len()
     }
 
+    /// The project's folder in maker's ACR.
     pub fn source(&self) -> PathBuf {
-        self.root.path().join("src/project")
+        self.hub
+            .acr(&AgentName::parse("maker").unwrap())
+            .join(PROJECT)
     }
 
     /// Stops the services and removes the package source (dropping does too).
     pub async fn close(self) {
         self.shutdown.cancel();
         remove_package_source(&self.docker, &self.pkg_container, &self.pkg_network).await;
+    }
+}
+
+/// The cover a build request asks for: its source, lockfile and every host its stages reach.
+pub fn build_cover(req: &BuildRequest) -> Cover {
+    let hosts = req
+        .plan
+        .stages
+        .iter()
+        .flat_map(|s| match &s.network {
+            l3m_core::build::Network::Hosts(h) => h.clone(),
+            l3m_core::build::Network::None => vec![],
+        })
+        .collect();
+    Cover::Build {
+        source: AcrPath::parse(&req.source).unwrap(),
+        lockfile: req.lockfile.as_deref().map(|l| AcrPath::parse(l).unwrap()),
+        hosts,
     }
 }
 

@@ -55,6 +55,9 @@ pub enum ServiceError {
         /// Why not, and who may.
         reason: &'static str,
     },
+    /// A build or run voucher was asked for what the agent's grant does not cover.
+    #[error(transparent)]
+    Uncovered(#[from] l3m_core::build::Uncovered),
     /// A name in the request does not parse.
     #[error("{what} {input:?} is not a valid name: {error}")]
     BadName {
@@ -221,7 +224,8 @@ impl ServiceError {
             | ServiceError::UnknownPersona { .. }
             | ServiceError::ChildOutside { .. }
             | ServiceError::ForkWider { .. }
-            | ServiceError::NotFastForward { .. } => ErrorCode::Refused,
+            | ServiceError::NotFastForward { .. }
+            | ServiceError::Uncovered(_) => ErrorCode::Refused,
             ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
             ServiceError::Ledger(_) => ErrorCode::Refused,
             ServiceError::BadName { .. }
@@ -262,6 +266,7 @@ impl ServiceError {
             ServiceError::Ledger(LedgerError::Spawn { refusal, .. }) => refusal.axis(),
             ServiceError::ChildOutside { widening, .. } => Some(widening.axis),
             ServiceError::ForkWider { widening, .. } => Some(widening.axis),
+            ServiceError::Uncovered(l3m_core::build::Uncovered::Axis { axis, .. }) => Some(*axis),
             _ => None,
         }
     }

@@ -70,6 +70,14 @@ pub async fn vouch(state: Arc<State>, req: Vouch) -> Result<Vouched, ServiceErro
     state.vouch(req)
 }
 
+/// `hubd.vouch-build`.
+pub async fn vouch_build(
+    state: Arc<State>,
+    req: l3m_wire::hubd::build_voucher::VouchBuild,
+) -> Result<l3m_wire::hubd::build_voucher::BuildVouched, ServiceError> {
+    state.vouch_build(req)
+}
+
 /// `hubd.list-credentials`.
 pub async fn list_credentials(
     state: Arc<State>,

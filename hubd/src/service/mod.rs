@@ -41,6 +41,7 @@ use l3m_wire::WireError;
 use l3m_wire::bus::Bus;
 use l3m_wire::envelope::Message;
 use l3m_wire::health::HealthRequest;
+use l3m_wire::hubd::build_voucher::ReadBuildPolicy;
 use l3m_wire::hubd::session::OpenSession;
 use l3m_wire::hubd::{InSession, Op};
 use l3m_wire::subjects::{HubId, Service, Subjects};
@@ -186,6 +187,8 @@ pub async fn start(
         .bind(Op::ListCredentials, handlers::list_credentials)
         .await?;
     binder.bind(Op::Vouch, handlers::vouch).await?;
+    binder.bind(Op::VouchBuild, handlers::vouch_build).await?;
+    binder.bind_build_policy().await?;
     binder.bind_health().await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
@@ -248,6 +251,18 @@ impl Binder {
             Op::OpenSession,
             |state: Arc<State>, request: TypedRequest<OpenSession>| async move {
                 state.open_session(request.body, request.reply.as_deref())
+            },
+        )
+        .await
+    }
+
+    /// Serves `hubd.read-build-policy` outside any session: the builder and the runner hold
+    /// none, and it tells only a public key and image ids.
+    async fn bind_build_policy(&mut self) -> Result<(), RunError> {
+        self.serve(
+            Op::ReadBuildPolicy,
+            |state: Arc<State>, _: TypedRequest<ReadBuildPolicy>| async move {
+                Ok::<_, ServiceError>(state.build_policy())
             },
         )
         .await

@@ -25,6 +25,7 @@ use super::lease::Leases;
 
 mod acr;
 mod airmail;
+mod builds;
 mod cards;
 mod credentials;
 mod log;

@@ -7,6 +7,7 @@ mod airmail;
 mod authority;
 mod bad_input;
 mod blessing;
+mod build_voucher;
 mod credentials;
 mod health;
 mod lease;

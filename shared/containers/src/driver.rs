@@ -58,6 +58,9 @@ pub enum DriverError {
     },
 }
 
+/// How long after the deadline the log stream may take to end once the container is killed.
+const LOG_GRACE: Duration = Duration::from_secs(5);
+
 fn engine(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> DriverError {
     move |source| DriverError::Engine { op, source }
 }
@@ -216,19 +219,33 @@ impl Driver {
             .map_err(engine("start container"))?;
         let limit = usize::try_from(stage.limits.log_bytes).unwrap_or(usize::MAX);
         let deadline = Duration::from_millis(stage.limits.deadline_ms);
-        let both = futures_util::future::join(self.wait(id), self.collect_logs(id, limit));
-        let (exit, (log, log_dropped)) = match tokio::time::timeout(deadline, both).await {
-            Ok((exit, logs)) => (exit?, logs?),
-            Err(_) => {
-                tracing::warn!(stage = %stage.name, "deadline passed: killing");
-                let kill = KillContainerOptionsBuilder::default()
-                    .signal("KILL")
-                    .build();
-                // A container that exited in the meantime cannot be killed; removal follows anyway.
-                let _ = self.docker.kill_container(id, Some(kill)).await;
-                (StageExit::Deadline, (Vec::new(), 0))
+        let (mut log, mut log_dropped) = (Vec::new(), 0u64);
+        let waited = async {
+            match tokio::time::timeout(deadline, self.wait(id)).await {
+                Ok(exit) => exit,
+                Err(_) => {
+                    tracing::warn!(stage = %stage.name, "deadline passed: killing");
+                    let kill = KillContainerOptionsBuilder::default()
+                        .signal("KILL")
+                        .build();
+                    // A container that exited in the meantime cannot be killed; removal
+                    // follows anyway.
+                    let _ = self.docker.kill_container(id, Some(kill)).await;
+                    Ok(StageExit::Deadline)
+                }
             }
         };
+        // The log stream ends when the container stops (after a kill too); what it delivered
+        // until then is kept even if the engine never closes it.
+        let logs = tokio::time::timeout(
+            deadline + LOG_GRACE,
+            self.collect_logs(id, limit, &mut log, &mut log_dropped),
+        );
+        let (exit, logs) = futures_util::future::join(waited, logs).await;
+        let exit = exit?;
+        if let Ok(read) = logs {
+            read?;
+        }
         let exit = if exit != StageExit::Deadline && self.oom_killed(id).await? {
             StageExit::OutOfMemory
         } else {
@@ -264,15 +281,21 @@ impl Driver {
         }
     }
 
-    /// Follows stdout and stderr until the container ends, keeping at most `limit` bytes.
-    async fn collect_logs(&self, id: &str, limit: usize) -> Result<(Vec<u8>, u64), DriverError> {
+    /// Follows stdout and stderr until the container ends, keeping at most `limit` bytes in
+    /// `kept` and counting the rest in `dropped` (both hold what was read if this is cut short).
+    async fn collect_logs(
+        &self,
+        id: &str,
+        limit: usize,
+        kept: &mut Vec<u8>,
+        dropped: &mut u64,
+    ) -> Result<(), DriverError> {
         let opts = LogsOptionsBuilder::default()
             .follow(true)
             .stdout(true)
             .stderr(true)
             .build();
         let mut stream = self.docker.logs(id, Some(opts));
-        let (mut kept, mut dropped) = (Vec::new(), 0u64);
         while let Some(chunk) = stream.next().await {
             let bytes = match chunk.map_err(engine("read logs"))? {
                 LogOutput::StdOut { message }
@@ -282,9 +305,9 @@ impl Driver {
             };
             let room = limit.saturating_sub(kept.len()).min(bytes.len());
             kept.extend_from_slice(&bytes[..room]);
-            dropped += (bytes.len() - room) as u64;
+            *dropped += (bytes.len() - room) as u64;
         }
-        Ok((kept, dropped))
+        Ok(())
     }
 
     async fn oom_killed(&self, id: &str) -> Result<bool, DriverError> {

@@ -124,13 +124,23 @@ async fn a_run_container_has_no_capability_no_privilege_no_network_and_a_read_on
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn outliving_the_deadline_kills_and_removes() {
+async fn outliving_the_deadline_kills_and_removes_and_keeps_the_logs() {
     let d = driver(StageOwner::Runner, "deadline").await;
     let out = tempfile::tempdir().unwrap();
-    let mut s = stage(StageKind::Run, "sleep 600", vec![out_mount()]);
+    let mut s = stage(
+        StageKind::Run,
+        "echo started; i=0; while [ $i -lt 500 ]; do echo line $i; i=$((i+1)); done; sleep 600",
+        vec![out_mount()],
+    );
     s.limits.deadline_ms = 1_500;
-    let (exit, _) = run(&d, &s, &Binds::from([(MountRole::Out, out.path().into())])).await;
+    s.limits.log_bytes = 64;
+    let (exit, log) = run(&d, &s, &Binds::from([(MountRole::Out, out.path().into())])).await;
     assert_eq!(exit, StageExit::Deadline);
+    assert!(
+        log.starts_with("started\nline 0\n"),
+        "what it printed before the deadline: {log}"
+    );
+    assert!(log.len() <= 64, "bounded: {log}");
     assert_eq!(labelled(&d).await, 0);
 }
 

@@ -208,8 +208,13 @@ pub mod paths {
 
     /// The agent context root: `forest/<a>/<b>/self/`, nested by name.
     pub fn acr(agent: &AgentName) -> PathBuf {
-        let mut p = PathBuf::from(FOREST_DIR);
-        p.extend(agent.segments());
+        PathBuf::from(FOREST_DIR).join(acr_in_forest(agent))
+    }
+
+    /// The agent context root relative to the forest, `<a>/<b>/self`: where the builder finds an
+    /// agent's source under its source root (a host's forest).
+    pub fn acr_in_forest(agent: &AgentName) -> PathBuf {
+        let mut p: PathBuf = agent.segments().collect();
         p.push("self");
         p
     }

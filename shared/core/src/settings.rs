@@ -4,7 +4,9 @@
 //! serves; so parsing checks the whole file is well-formed TOML with a known schema, and types
 //! the parts l3m uses: `[remotes]`, where each push remote a grant may name points; and
 //! `offices`, the other hubs airmail reaches, each pinned by its certificate's fingerprint:
-//! `offices = [{ name = "south", addr = "south.example:4433", cert-sha256 = "<64 hex>" }]`.
+//! `offices = [{ name = "south", addr = "south.example:4433", cert-sha256 = "<64 hex>" }]`; and
+//! `[builds] images = ["sha256:<64 hex>", ...]`, the engine ids of the only images the builder
+//! and the runner may start (what `deploy/images/build` prints).
 //!
 //! ```
 //! use l3m_core::settings::Settings;
@@ -17,7 +19,7 @@
 //! # Ok::<(), l3m_core::settings::SettingsError>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -34,6 +36,9 @@ pub struct Settings {
     pub remotes: BTreeMap<RemoteName, String>,
     /// The other hubs airmail reaches, by name.
     pub offices: BTreeMap<OfficeName, Office>,
+    /// The engine ids (`sha256:` and 64 hex digits) of the images build stages may use; empty
+    /// when the settings pin none.
+    pub images: BTreeSet<String>,
 }
 
 /// Another hub, as a human pinned it: where its postman listens and the SHA-256 of its
@@ -79,6 +84,15 @@ pub enum SettingsError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// An image id under `[builds] images` is not an engine id.
+    #[error(
+        "settings.toml's [builds] images names {id:?}, which is not an engine id (`sha256:` and \
+         64 hex digits, as deploy/images/build prints it)"
+    )]
+    Image {
+        /// The id as written.
+        id: String,
+    },
     /// An office entry is not usable; the reason says which field and what to write.
     #[error("settings.toml's office {name:?}: {reason}")]
     Office {
@@ -97,6 +111,15 @@ struct Raw {
     remotes: BTreeMap<String, String>,
     #[serde(default)]
     offices: Vec<RawOffice>,
+    #[serde(default)]
+    builds: RawBuilds,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBuilds {
+    #[serde(default)]
+    images: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -151,7 +174,23 @@ impl Settings {
                 return Err(bad("is named twice".into()));
             }
         }
-        Ok(Settings { remotes, offices })
+        let images = raw
+            .builds
+            .images
+            .into_iter()
+            .map(|id| {
+                if is_image_id(&id) {
+                    Ok(id)
+                } else {
+                    Err(SettingsError::Image { id })
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Settings {
+            remotes,
+            offices,
+            images,
+        })
     }
 
     /// The URL of the push remote `name`, if the settings give one.
@@ -161,6 +200,16 @@ impl Settings {
             .find(|(remote, _)| remote.as_str() == name)
             .map(|(_, url)| url.as_str())
     }
+}
+
+/// Whether `id` is an engine image id: `sha256:` and 64 lowercase hex digits.
+pub fn is_image_id(id: &str) -> bool {
+    id.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// Checks an office's `host:port`: a host (a name or an IP literal, `[...]` for IPv6) and a
@@ -227,6 +276,17 @@ mod tests {
     }
 
     #[test]
+    fn build_images_are_pinned_by_engine_id() {
+        let id = format!("sha256:{}", "ab".repeat(32));
+        let text = format!("schema = 1\n[builds]\nimages = [\"{id}\"]\n");
+        let settings = Settings::parse(&text).unwrap();
+        assert_eq!(settings.images, BTreeSet::from([id.clone()]));
+        let upper = text.replace("ab", "AB");
+        assert!(Settings::parse(&upper).is_err(), "ids are lowercase");
+        assert!(!is_image_id(&id[..70]));
+    }
+
+    #[test]
     fn bad_settings_are_refused_naming_what_is_wrong() {
         let cases = [
             ("schema = 1\nremotes = 3\n", "not valid"),
@@ -243,6 +303,11 @@ mod tests {
                 "whitespace",
             ),
             ("schema = 1\n[remotes]\no = \"fd::3\"\n", "`<helper>::`"),
+            (
+                "schema = 1\n[builds]\nimages = [\"l3m/busybox\"]\n",
+                "\"l3m/busybox\", which is not an engine id",
+            ),
+            ("schema = 1\n[builds]\nimage = []\n", "not valid"),
         ];
         for (text, needle) in cases {
             let error = Settings::parse(text).unwrap_err().to_string();

@@ -555,3 +555,88 @@ proptest! {
         prop_assert!(admit_root_spawn(&parent_grant, &spawn_req("bob", build, run)).is_ok());
     }
 }
+
+// Vouchers: hubd signs only what the agent's own grant covers; the builder and the runner take
+// only requests within what was signed.
+
+use l3m_core::build::{Cover, Uncovered, build_within, grant_covers, run_within};
+use l3m_core::grant::AcrPath;
+use std::collections::BTreeSet;
+
+fn build_cover(source: &str, hosts: &[&str]) -> Cover {
+    Cover::Build {
+        source: AcrPath::parse(source).unwrap(),
+        lockfile: None,
+        hosts: hosts
+            .iter()
+            .map(|h| HostPattern::parse(h).unwrap())
+            .collect(),
+    }
+}
+
+#[test]
+fn hubd_vouches_only_for_what_the_grant_covers_naming_what_it_does_not() {
+    let agent = AgentName::parse("alice").unwrap();
+    let grant = Grant {
+        files: BTreeSet::from([AcrPath::parse("workspace").unwrap()]),
+        net: BTreeSet::from([HostPattern::parse("*.debian.org").unwrap()]),
+        build: true,
+        ..Grant::default()
+    };
+    let cover = build_cover("workspace/app", &["deb.debian.org"]);
+    assert_eq!(grant_covers(&grant, &agent, &cover), Ok(()));
+    let refusal = |cover: &Cover| grant_covers(&grant, &agent, cover).unwrap_err().to_string();
+    assert!(refusal(&build_cover("agent/app", &[])).contains("`agent/app` lies outside"));
+    assert!(refusal(&build_cover("workspace", &["evil.test"])).contains("`evil.test`"));
+    let run = Cover::Run {
+        artifact: ArtifactDigest::from_bytes([1; 32]),
+    };
+    assert!(refusal(&run).contains("does not confer `run`"));
+    let no_build = Grant {
+        build: false,
+        run: true,
+        ..grant.clone()
+    };
+    assert!(grant_covers(&no_build, &agent, &run).is_ok());
+    let err = grant_covers(&no_build, &agent, &cover).unwrap_err();
+    assert_eq!(
+        err,
+        Uncovered::Axis {
+            agent: "alice".into(),
+            axis: Axis::Build
+        }
+    );
+}
+
+proptest! {
+    /// A request within its voucher is exactly the vouched source, lockfile and artifact, with
+    /// every host a fetch reaches within a vouched one; changing any of them refuses it, and a
+    /// voucher of one axis never buys the other.
+    #[test]
+    fn a_request_is_taken_only_within_its_voucher(
+        other_source in any::<bool>(),
+        other_lockfile in any::<bool>(),
+        other_host in any::<bool>(),
+        byte in 1u8..255,
+    ) {
+        let cover = build_cover("workspace/app", &["deb.example"]);
+        let mut plan = good_plan();
+        plan.stages.truncate(2);
+        if other_host {
+            plan.stages[0].network = Network::Hosts(vec![HostPattern::parse("evil.example").unwrap()]);
+        }
+        let source = if other_source { "workspace/other" } else { "workspace/app" };
+        let lockfile = other_lockfile.then_some("workspace/app/lock");
+        let decision = build_within(&cover, source, lockfile, &plan);
+        prop_assert_eq!(decision.is_ok(), !(other_source || other_lockfile || other_host));
+        if let Err(e) = decision {
+            prop_assert!(e.to_string().contains("the voucher covers a build of workspace/app"), "{}", e);
+        }
+        let artifact = ArtifactDigest::from_bytes([byte; 32]);
+        let run = Cover::Run { artifact: artifact.clone() };
+        prop_assert!(run_within(&run, &artifact).is_ok());
+        prop_assert!(run_within(&run, &ArtifactDigest::from_bytes([0; 32])).is_err());
+        prop_assert!(run_within(&cover, &artifact).is_err());
+        prop_assert!(build_within(&run, "workspace/app", None, &plan).is_err());
+    }
+}

@@ -274,6 +274,22 @@ impl HubClient {
         .await
     }
 
+    /// hubd's voucher that this session's agent may have `cover` (one build or one run) carried
+    /// out by the builder or the runner; refused unless the agent's grant covers it.
+    pub async fn vouch_build(
+        &self,
+        cover: l3m_core::build::Cover,
+    ) -> Result<crate::hubd::build_voucher::BuildVouched, ClientError> {
+        self.call(
+            Op::VouchBuild,
+            &crate::hubd::build_voucher::VouchBuild {
+                capability: self.cap(),
+                cover,
+            },
+        )
+        .await
+    }
+
     /// The duty this session holds.
     pub fn duty(&self) -> &Duty {
         &self.duty

@@ -9,6 +9,9 @@
 //! [`deployed_nats_conf`] is deploy/nats.conf with test passwords, so a test's server enforces
 //! the deployed permissions, and [`connect_as`] connects as one of its users.
 //!
+//! [`VoucherIssuer`] plays hubd's part in build and run vouchers for a builder or runner under
+//! test without a hub.
+//!
 //! [`bench_dir`] gives a benchmark a working folder that earlier runs' deletions do not slow.
 
 use std::io::Read;
@@ -354,6 +357,94 @@ pub async fn connect_as(server: &NatsServer, user: &str) -> crate::bus::NatsBus 
     crate::bus::NatsBus::connect(server.url(), auth)
         .await
         .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+}
+
+/// hubd's half of build vouchers without a hub, for tests and benchmarks of the builder and the
+/// runner that need no grant: a signing key whose public half it serves on
+/// `hubd.read-build-policy`, and the vouchers it signs when asked. [`VoucherIssuer::rotate`]
+/// changes the key, as a hubd restart does.
+#[derive(Debug)]
+pub struct VoucherIssuer {
+    signer: std::sync::Mutex<crate::credential::LifetimeSigner>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl VoucherIssuer {
+    /// An issuer with a fresh key, serving its policy on `bus` for `subjects`' hub until the
+    /// bus closes.
+    pub async fn serve(
+        bus: &dyn crate::bus::Bus,
+        subjects: &crate::subjects::Subjects,
+    ) -> std::sync::Arc<VoucherIssuer> {
+        use crate::hubd::build_voucher::{BuildPolicy, ReadBuildPolicy};
+        use crate::typed::{ServeOptions, TypedRequest, TypedServer};
+        let issuer = std::sync::Arc::new(VoucherIssuer {
+            signer: std::sync::Mutex::new(
+                crate::credential::LifetimeSigner::generate()
+                    .unwrap_or_else(|e| panic!("a voucher key: {e}")),
+            ),
+            next: std::sync::atomic::AtomicU64::new(0),
+        });
+        let subject = crate::hubd::Op::ReadBuildPolicy.subject(subjects);
+        let server = TypedServer::<ReadBuildPolicy, BuildPolicy>::bind(
+            bus,
+            &subject,
+            ServeOptions::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("serving the build policy: {e}"));
+        let serving = std::sync::Arc::clone(&issuer);
+        tokio::spawn(server.run(
+            move |_: TypedRequest<ReadBuildPolicy>| {
+                let voucher_key = serving
+                    .signer
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .public();
+                async move {
+                    Ok(BuildPolicy {
+                        voucher_key,
+                        images: vec![],
+                    })
+                }
+            },
+            tokio_util::sync::CancellationToken::new(),
+        ));
+        issuer
+    }
+
+    /// Signs a voucher for `cover` to `agent`, good until `expires_ms`, with a nonce of its own.
+    pub fn vouch(
+        &self,
+        agent: &str,
+        cover: l3m_core::build::Cover,
+        expires_ms: u64,
+    ) -> crate::hubd::build_voucher::BuildVouched {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let voucher = crate::hubd::build_voucher::BuildVoucher {
+            agent: agent.into(),
+            by: format!("sequencer:{agent}"),
+            cover,
+            expires_ms,
+            nonce: format!("{n:016x}"),
+        };
+        let signature = self
+            .signer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .sign(&voucher.statement());
+        crate::hubd::build_voucher::BuildVouched { voucher, signature }
+    }
+
+    /// Changes the key, as a restarted hubd does.
+    pub fn rotate(&self) {
+        *self
+            .signer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            crate::credential::LifetimeSigner::generate()
+                .unwrap_or_else(|e| panic!("a voucher key: {e}"));
+    }
 }
 
 #[cfg(test)]

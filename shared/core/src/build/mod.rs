@@ -7,6 +7,7 @@
 //! the stage and the [`PlanRule`] it broke, so the caller can fix exactly that.
 //!
 //! # Layout
+//! - [`authority`]: what a build or run voucher covers, and the checks on both sides of it.
 //! - [`bless`]: a human's pin of a Makefile target's inputs, and the check before a blessed run.
 //! - [`tame`]: tame make, a restricted Makefile lowered to commands the harness writes.
 //! - [`plan`]: stages, mounts, networks and limits as data.
@@ -14,6 +15,7 @@
 //! - [`outcome`]: how a stage ended.
 //! - [`digest`]: the content address of an artifact and the canonical listing it hashes.
 
+pub mod authority;
 pub mod bless;
 pub mod check;
 pub mod digest;
@@ -21,6 +23,7 @@ pub mod outcome;
 pub mod plan;
 pub mod tame;
 
+pub use authority::{Cover, Uncovered, build_within, grant_covers, run_within};
 pub use bless::{BlessError, Blessing, blessed_inputs, check_blessing, check_target};
 pub use check::{
     PlanRefusal, PlanRule, check_plan, docker_plan_rw_mount_is_its_out_dir,

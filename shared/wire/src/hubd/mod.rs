@@ -20,6 +20,7 @@
 //! - [`notify`]: the announcement published after every ref write.
 //! - [`persona`]: publishing an upstream persona (humans only) and pulling it into a wearer.
 //! - [`settings`]: reading the hub's settings; replacing them (humans only).
+//! - [`build_voucher`]: hubd's word that a grant covers one build or run; the builder's policy.
 //! - [`blessing`]: pinning a build target's inputs (humans only) and reading the pin.
 //! - [`cards`]: raising (the agent's sequencer), answering (humans only) and reading review cards.
 //! - [`pack`]: fetching an agent's branches and pushing commits back, as packs in chunks.
@@ -27,6 +28,7 @@
 
 pub mod authority;
 pub mod blessing;
+pub mod build_voucher;
 pub mod cards;
 pub mod credential;
 pub mod lease;
@@ -96,6 +98,7 @@ in_session!(
     blessing::Bless,
     blessing::ReadBlessing,
     session::Vouch,
+    build_voucher::VouchBuild,
     tree::Spawn,
     tree::Retire,
     tree::Collect,
@@ -183,11 +186,15 @@ pub enum Op {
     FetchPack,
     /// [`pack::PushPack`].
     PushPack,
+    /// [`build_voucher::VouchBuild`].
+    VouchBuild,
+    /// [`build_voucher::ReadBuildPolicy`].
+    ReadBuildPolicy,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 37] = [
+    pub const ALL: [Op; 39] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -225,6 +232,8 @@ impl Op {
         Op::ReadCards,
         Op::FetchPack,
         Op::PushPack,
+        Op::VouchBuild,
+        Op::ReadBuildPolicy,
     ];
 
     /// The operation's subject token.
@@ -267,6 +276,8 @@ impl Op {
             Op::ReadCards => "read-cards",
             Op::FetchPack => "fetch-pack",
             Op::PushPack => "push-pack",
+            Op::VouchBuild => "vouch-build",
+            Op::ReadBuildPolicy => "read-build-policy",
         }
     }
 

@@ -6,16 +6,25 @@
 //! anyone: the builder cannot ask for a run, the runner cannot ask for a build, and neither can
 //! reach hubd to write a ref. Artifacts never travel in a message: only their blake3 digests do.
 //!
+//!
+//! Neither trusts its caller: each request carries hubd's voucher
+//! ([`crate::hubd::build_voucher`]) that the agent's grant covers it, and [`gate`] checks it
+//! before anything starts.
+//!
 //! # Format
-//! A [`BuildRequest`] (`builder.build`): `{ plan, source, lockfile }` → a [`BuildReply`]
-//! (`builder.build-reply`): `{ stages: [outcome], cache, artifact }`.
-//! A [`RunRequest`] (`runner.run`): `{ artifact, stage }` → a [`RunReply`]
-//! (`runner.run-reply`): `{ outcome, out, listing }`.
+//! A [`BuildRequest`] (`builder.build`): `{ plan, source, lockfile, vouched }` → a
+//! [`BuildReply`] (`builder.build-reply`): `{ stages: [outcome], cache, artifact }`.
+//! A [`RunRequest`] (`runner.run`): `{ artifact, stage, vouched }` → a [`RunReply`]
+//! (`runner.run-reply`): `{ outcome, out, listing }`. `vouched` is a
+//! [`BuildVouched`]; a request without one is refused.
+
+pub mod gate;
 
 use l3m_core::build::{ArtifactDigest, Plan, Stage, StageOutcome, TreeEntry};
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::Message;
+use crate::hubd::build_voucher::BuildVouched;
 
 /// The builder's op.
 pub const OP_BUILD: &str = "build";
@@ -27,11 +36,14 @@ pub const OP_RUN: &str = "run";
 pub struct BuildRequest {
     /// The stages (fetch, then build); a run stage in it is refused.
     pub plan: Plan,
-    /// The source folder, relative to the builder's source root (a checkout on its host).
+    /// The source folder, relative to the vouched agent's ACR (which the builder finds under
+    /// its source root, a host's forest).
     pub source: String,
-    /// The folder of lockfiles a fetch may read, relative to the same root; the fetch never
+    /// The folder of lockfiles a fetch may read, relative to the same ACR; the fetch never
     /// sees anything else of the source.
     pub lockfile: Option<String>,
+    /// hubd's voucher for exactly this build.
+    pub vouched: Option<BuildVouched>,
 }
 
 impl Message for BuildRequest {
@@ -60,6 +72,8 @@ pub struct RunRequest {
     pub artifact: ArtifactDigest,
     /// The run stage; any other kind is refused.
     pub stage: Stage,
+    /// hubd's voucher for a run of exactly this artifact.
+    pub vouched: Option<BuildVouched>,
 }
 
 impl Message for RunRequest {
