@@ -304,12 +304,15 @@ async fn approve_everything_cannot_carry_a_call_out_of_the_sandbox() {
 async fn a_missing_dead_or_garbling_reviewer_runs_nothing_and_the_model_is_told_why() {
     let hub = hub_with_agent().await;
     let touch = json!(["-c", "echo x > never.txt"]);
-    let proposer = Server::start(anthropic_turns(&[
+    let mut turns = anthropic_turns(&[
         Turn::Shell("g1", shell(touch.clone(), "needed")),
         Turn::Shell("g2", shell(touch.clone(), "needed")),
         Turn::Text("giving up"),
-    ]))
-    .await;
+    ]);
+    // The second proposal waits until the reviewer (started after the first) serves.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    turns[1] = Answer::Gated(gate.clone(), Box::new(turns[1].clone()));
+    let proposer = Server::start(turns).await;
     // First nobody serves reviews (the reviewer crashed); then one answers garbage.
     let reviewer_model = Server::start(verdicts_openai(&["Looks fine to me, go ahead!"])).await;
     let config = config("anthropic", &proposer, 2, 5);
@@ -319,6 +322,24 @@ async fn a_missing_dead_or_garbling_reviewer_runs_nothing_and_the_model_is_told_
     let task = tokio::spawn(run_agent(run, CancellationToken::new()));
     wait_log(&hub, "demo", 60, |log| !results(log).is_empty()).await;
     let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
+    // It answers health only once its review server is bound.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while l3m_wire::health::gather(
+        hub.bus.as_ref(),
+        &hub.subjects,
+        l3m_wire::subjects::Service::Reviewer,
+        Duration::from_millis(200),
+    )
+    .await
+    .unwrap()
+    .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reviewer never served"
+        );
+    }
+    gate.notify_one();
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(120), task)
             .await

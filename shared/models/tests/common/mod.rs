@@ -54,6 +54,9 @@ pub enum Answer {
     StallAfter(Vec<String>),
     /// Never answers at all.
     Hang,
+    /// Waits until the test opens the gate (`notify_one`), then gives the answer: holds a
+    /// reply back until what the test starts meanwhile is ready.
+    Gated(Arc<tokio::sync::Notify>, Box<Answer>),
 }
 
 impl Answer {
@@ -120,6 +123,13 @@ async fn handle(
         body,
     });
     let answer = fake.answers.lock().unwrap().pop_front();
+    let answer = match answer {
+        Some(Answer::Gated(gate, answer)) => {
+            gate.notified().await;
+            Some(*answer)
+        }
+        other => other,
+    };
     let sse = |body: Body| {
         Response::builder()
             .header("content-type", "text/event-stream")
@@ -159,6 +169,7 @@ async fn handle(
             std::future::pending::<()>().await;
             unreachable!()
         }
+        Some(Answer::Gated(..)) => unreachable!("opened above"),
     }
 }
 
