@@ -104,7 +104,7 @@ impl<'a, 'e: 'a> BeforeStmtFuncDyn<'a, 'e> for Steps {
 }
 
 /// Runs `main(input)` of the program in `source` with at most `steps` statements. Its class
-/// functions reach the parent through the link [`globals::connect`] installed.
+/// functions reach the parent through the link `globals::connect` installed.
 pub fn run(file: &str, source: &str, input: Value, steps: u64) -> Result<Value, RunError> {
     let stop = |rule, line, detail: String| RunError {
         file: file.to_owned(),

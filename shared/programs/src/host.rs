@@ -4,7 +4,7 @@
 //! A [`ProgramTool`] is a [`Tool`] like any built-in: the tool table offers it only when the
 //! tokens cover its footprint, and hands its [`Tool::call`] a [`Granted`] holding exactly its
 //! footprint's classes. The call starts the evaluator ([`Evaluator`]), answers each effect the
-//! program asks for through that `Granted` ([`crate::answer`]), and kills the evaluator when its
+//! program asks for through that `Granted` (`answer`), and kills the evaluator when its
 //! deadline passes. The evaluator gets the program's source and input, never a token.
 
 use std::io::{BufReader, Read};

@@ -29,7 +29,7 @@
 //! - [`decl`]: [`ProgramDecl`], file names, the surface check.
 //! - [`types`]: the name check over what the seal gathered.
 //! - [`protocol`]: the JSON lines between parent and evaluator.
-//! - [`host`]: the parent: [`host::check_file`], [`host::ProgramTool`], [`host::Evaluator`].
+//! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`], [`host::Evaluator`].
 //! - [`limits`]: the OS limits the evaluator sets on itself.
 //! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
 #![forbid(unsafe_code)]
