@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "host")]
 mod answer;
 #[cfg(feature = "eval")]
 pub mod child;
@@ -43,6 +44,7 @@ pub mod decl;
 pub mod evaluate;
 #[cfg(feature = "eval")]
 pub mod globals;
+#[cfg(feature = "host")]
 pub mod host;
 pub mod limits;
 pub mod protocol;
