@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use l3m_core::duty::Duty;
 use l3m_core::log::{Record, RecordBody, Verdict};
 use l3m_core::review::card::{CardLine, parse_card_line};
 use l3m_core::review::{Conclusion, ReviewTally, conclude};
@@ -22,7 +21,7 @@ use l3m_wire::hubd::tree::AgentLife;
 use l3m_wire::reply::ErrorCode;
 use model_server::{Answer, Server, anthropic_stream, openai_stream};
 use sequencer::model::provider_factory;
-use sequencer::{Config, Exit, HostControl, Supervisor, TaskLauncher, run_agent, supervise};
+use sequencer::{Config, Exit, run_agent, supervise};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -741,26 +740,10 @@ async fn a_stalemate_sleeps_and_the_answer_at_its_card_wakes_the_agent() {
     let config = config("anthropic", &proposer, 1, 30);
     let env: sequencer::model::EnvLookup = Arc::new(|_| Some("k".into()));
     let shutdown = CancellationToken::new();
-    let launcher = TaskLauncher {
-        bus: hub.bus.clone(),
-        hub: hub.hub_id.clone(),
-        credential: hub.key_for(&Duty::Host { subtree: None }),
-        hub_root: hub.root(),
-        config: config.clone(),
-        provider_factory: provider_factory(config, hub.root(), env),
-        holder: "embedded".into(),
-        shutdown: shutdown.clone(),
-    };
-    let host = Duty::Host { subtree: None };
-    let sup = Supervisor {
-        host: HostControl {
-            client: hub.client(host.clone()).await,
-            credential: hub.key_for(&host),
-            hub_root: hub.root(),
-            subtree: None,
-        },
-        launcher: Arc::new(launcher),
-    };
+    let factory = provider_factory(config.clone(), hub.root(), env);
+    let sup = hub
+        .task_supervisor(config, factory, "embedded", &shutdown)
+        .await;
     let task = tokio::spawn(supervise(sup, shutdown.clone()));
     // The letter wakes it; it proposes, the reviewer stalls, a card is raised; then it sleeps.
     let id = card_id(&wait_for_card(&hub, "demo").await);

@@ -4,16 +4,14 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use l3m_core::duty::Duty;
 use l3m_core::log::RecordBody;
 use l3m_wire::control::{self, ControlReply, ControlRequest, Controlled, Target};
 use l3m_wire::subjects::{Operation, Service};
-use sequencer::{HostControl, Supervisor, TaskLauncher, supervise};
+use sequencer::supervise;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,20 +24,14 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
         Duration::ZERO,
     );
     let shutdown = CancellationToken::new();
-    let launcher = TaskLauncher {
-        bus: hub.bus.clone(),
-        hub: hub.hub_id.clone(),
-        credential: hub.key_for(&Duty::Host { subtree: None }),
-        hub_root: hub.root(),
-        config: config("idle_exit_secs = 1"),
-        provider_factory: factory_of(provider.clone()),
-        holder: "embedded".into(),
-        shutdown: shutdown.clone(),
-    };
-    let sup = Supervisor {
-        host: host_control(&hub, None).await,
-        launcher: Arc::new(launcher),
-    };
+    let sup = hub
+        .task_supervisor(
+            config("idle_exit_secs = 1"),
+            factory_of(provider.clone()),
+            "embedded",
+            &shutdown,
+        )
+        .await;
     let task = tokio::spawn(supervise(sup, shutdown.clone()));
     tokio::time::sleep(Duration::from_millis(300)).await;
     hub.letter("demo", "one").await;
@@ -73,20 +65,14 @@ async fn a_dead_hosts_agent_is_taken_over_when_its_lease_lapses() {
         .unwrap();
     let provider = counting("[[turn]]\ntext = \"taken over\"\n", Duration::ZERO);
     let shutdown = CancellationToken::new();
-    let launcher = TaskLauncher {
-        bus: hub.bus.clone(),
-        hub: hub.hub_id.clone(),
-        credential: hub.key_for(&Duty::Host { subtree: None }),
-        hub_root: hub.root(),
-        config: config(""),
-        provider_factory: factory_of(provider.clone()),
-        holder: "live-host:2".into(),
-        shutdown: shutdown.clone(),
-    };
-    let sup = Supervisor {
-        host: host_control(&hub, None).await,
-        launcher: Arc::new(launcher),
-    };
+    let sup = hub
+        .task_supervisor(
+            config(""),
+            factory_of(provider.clone()),
+            "live-host:2",
+            &shutdown,
+        )
+        .await;
     let task = tokio::spawn(supervise(sup, shutdown.clone()));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The letter arrives while the dead host still holds the lease: nobody may wake the agent.
@@ -105,19 +91,6 @@ async fn a_dead_hosts_agent_is_taken_over_when_its_lease_lapses() {
     check_log(&hub.log("demo").await);
     shutdown.cancel();
     task.await.unwrap().unwrap();
-}
-
-/// What the host of `subtree` holds, as `l3m up` gives its supervisor.
-async fn host_control(hub: &TestHub, subtree: Option<&str>) -> HostControl {
-    let duty = Duty::Host {
-        subtree: subtree.map(agent),
-    };
-    HostControl {
-        client: hub.client(duty.clone()).await,
-        credential: hub.key_for(&duty),
-        hub_root: hub.root(),
-        subtree: subtree.map(agent),
-    }
 }
 
 /// The host rewinds an asleep agent on the human's voucher — under its own credential, never
@@ -156,7 +129,7 @@ async fn the_host_rewinds_an_asleep_agent_on_a_vouched_request_only() {
         - 1;
 
     let stop = CancellationToken::new();
-    sequencer::serve_host(host_control(&hub, None).await, stop.clone())
+    sequencer::serve_host(hub.host_control(None).await, stop.clone())
         .await
         .unwrap();
     let human = hub.human().await;
@@ -234,7 +207,7 @@ async fn the_host_rewinds_an_asleep_agent_on_a_vouched_request_only() {
     stop.cancel();
 
     let narrow = CancellationToken::new();
-    sequencer::serve_host(host_control(&hub, Some("other")).await, narrow.clone())
+    sequencer::serve_host(hub.host_control(Some("other")).await, narrow.clone())
         .await
         .unwrap();
     let outside = ask(ControlRequest::Forecast { to: 0 }).await.unwrap_err();

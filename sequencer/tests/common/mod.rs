@@ -17,7 +17,8 @@ use l3m_core::log::{Record, RecordBody};
 use l3m_core::names::AgentName;
 use l3m_wire::client::HubClient;
 use sequencer::model::{ModelError, ModelReply, ModelRequest, Provider, Scripted};
-use sequencer::{AgentRun, Config, ProviderFactory};
+use sequencer::{AgentRun, Config, HostControl, ProviderFactory, Supervisor, TaskLauncher};
+use tokio_util::sync::CancellationToken;
 
 /// hubd's shared test hub, with the sequencer tests' own steps (spawning, letters, runs).
 pub struct TestHub {
@@ -117,6 +118,47 @@ impl TestHub {
             config,
             provider_factory: factory,
             holder: format!("test:{name}"),
+        }
+    }
+}
+
+impl TestHub {
+    /// What the host of `subtree` (the whole hub for `None`) holds, as `l3m up` gives its
+    /// supervisor.
+    pub async fn host_control(&self, subtree: Option<&str>) -> HostControl {
+        let duty = Duty::Host {
+            subtree: subtree.map(agent),
+        };
+        HostControl {
+            client: self.client(duty.clone()).await,
+            credential: self.key_for(&duty),
+            hub_root: self.root(),
+            subtree: subtree.map(agent),
+        }
+    }
+
+    /// A supervisor of the whole hub whose sequencers run as tasks here, with `config` and
+    /// `factory`, taking leases as `holder`, until `shutdown`.
+    pub async fn task_supervisor(
+        &self,
+        config: Config,
+        factory: ProviderFactory,
+        holder: &str,
+        shutdown: &CancellationToken,
+    ) -> Supervisor {
+        let launcher = TaskLauncher {
+            bus: self.bus.clone(),
+            hub: self.hub_id.clone(),
+            credential: self.key_for(&Duty::Host { subtree: None }),
+            hub_root: self.root(),
+            config,
+            provider_factory: factory,
+            holder: holder.into(),
+            shutdown: shutdown.clone(),
+        };
+        Supervisor {
+            host: self.host_control(None).await,
+            launcher: Arc::new(launcher),
         }
     }
 }
