@@ -265,7 +265,7 @@ impl HubClient {
     ) -> Result<crate::hubd::session::Vouched, ClientError> {
         self.call(
             Op::Vouch,
-            &crate::hubd::session::Vouch {
+            crate::hubd::session::Vouch {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 action: action.to_owned(),
@@ -282,7 +282,7 @@ impl HubClient {
     ) -> Result<crate::hubd::build_voucher::BuildVouched, ClientError> {
         self.call(
             Op::VouchBuild,
-            &crate::hubd::build_voucher::VouchBuild {
+            crate::hubd::build_voucher::VouchBuild {
                 capability: self.cap(),
                 cover,
             },
@@ -307,10 +307,20 @@ impl HubClient {
 
     /// Sends `request` sealed in the current session; when hubd says the session ended, opens a
     /// new one and sends it once more (hubd did nothing for the first).
-    async fn call<Req: Message + InSession + Clone, Resp: Message>(
+    async fn call<Req: Message + InSession, Resp: Message>(
         &self,
         op: Op,
-        request: &Req,
+        mut request: Req,
+    ) -> Result<Resp, ClientError> {
+        self.call_mut(op, &mut request).await
+    }
+
+    /// [`HubClient::call`] for a request the caller sends again (the chunks of a pack): the
+    /// capability it carries is set to the session each send is sealed in.
+    async fn call_mut<Req: Message + InSession, Resp: Message>(
+        &self,
+        op: Op,
+        request: &mut Req,
     ) -> Result<Resp, ClientError> {
         let session = self.session.get();
         match self.call_in(&session, op, request).await {
@@ -322,20 +332,20 @@ impl HubClient {
         }
     }
 
-    async fn call_in<Req: Message + InSession + Clone, Resp: Message>(
+    /// Sends `request` sealed in `session`, carrying that session's capability.
+    async fn call_in<Req: Message + InSession, Resp: Message>(
         &self,
         session: &Keyed,
         op: Op,
-        request: &Req,
+        request: &mut Req,
     ) -> Result<Resp, ClientError> {
-        let mut request = request.clone();
         *request.capability_mut() = session.capability.clone();
         let subject = op.subject(&self.subjects);
         let n = session.next.fetch_add(1, Ordering::Relaxed);
         let reply = crate::typed::call_sealed(
             self.bus.as_ref(),
             &subject,
-            &request,
+            &*request,
             self.timeout,
             &self.limits,
             (&session.key, n),
@@ -375,7 +385,7 @@ impl HubClient {
             .collect::<Result<Vec<_>, _>>()?;
         self.call(
             Op::AppendLog,
-            &AppendLog {
+            AppendLog {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 expected_tip: expected_tip.map(str::to_owned),
@@ -396,7 +406,7 @@ impl HubClient {
         let range: crate::hubd::log::LogRange = self
             .call(
                 op,
-                &ReadLog {
+                ReadLog {
                     capability: self.cap(),
                     agent: agent.to_string(),
                     from,
@@ -462,7 +472,7 @@ impl HubClient {
     ) -> Result<UndoAppended, ClientError> {
         self.call(
             Op::AppendUndo,
-            &AppendUndo {
+            AppendUndo {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 expected_tip: expected_tip.map(str::to_owned),
@@ -486,7 +496,7 @@ impl HubClient {
             from,
             to,
         };
-        self.call(Op::ReadUndo, &request).await
+        self.call(Op::ReadUndo, request).await
     }
 
     /// Appends one card line to `agent`'s cards chain: a sequencer raises its own agent's
@@ -501,7 +511,7 @@ impl HubClient {
             agent: agent.to_string(),
             line,
         };
-        self.call(Op::AppendCard, &request).await
+        self.call(Op::AppendCard, request).await
     }
 
     /// Reads `agent`'s whole cards chain, page by page.
@@ -515,7 +525,7 @@ impl HubClient {
                 from,
                 to: from.saturating_add(record_format::PAGE_LINES),
             };
-            let page: crate::hubd::cards::CardRange = self.call(Op::ReadCards, &request).await?;
+            let page: crate::hubd::cards::CardRange = self.call(Op::ReadCards, request).await?;
             if page.lines.is_empty() {
                 return Ok(lines);
             }
@@ -565,7 +575,7 @@ impl HubClient {
     ) -> Result<AirmailDelivered, ClientError> {
         self.call(
             Op::DeliverAirmail,
-            &DeliverAirmail {
+            DeliverAirmail {
                 capability: self.cap(),
                 office: office.to_owned(),
                 letters,
@@ -585,7 +595,7 @@ impl HubClient {
             office: office.to_owned(),
             bounces,
         };
-        self.call(Op::ReturnBounces, &request).await
+        self.call(Op::ReturnBounces, request).await
     }
 
     /// How far this hub's outboxes were carried to `office` (the postman's duty).
@@ -594,7 +604,7 @@ impl HubClient {
             capability: self.cap(),
             office: office.to_owned(),
         };
-        self.call(Op::ReadCursor, &request).await
+        self.call(Op::ReadCursor, request).await
     }
 
     /// Moves `office`'s cursor to `positions` if it is still at `expected` (the postman's duty).
@@ -610,14 +620,14 @@ impl HubClient {
             positions,
             expected: expected.map(str::to_owned),
         };
-        self.call(Op::MoveCursor, &request).await
+        self.call(Op::MoveCursor, request).await
     }
 
     /// Reads `agent`'s grant and budget account.
     pub async fn read_grant(&self, agent: &AgentName) -> Result<GrantView, ClientError> {
         self.call(
             Op::ReadGrant,
-            &ReadGrant {
+            ReadGrant {
                 capability: self.cap(),
                 agent: agent.to_string(),
             },
@@ -629,7 +639,7 @@ impl HubClient {
     pub async fn read_settings(&self) -> Result<SettingsView, ClientError> {
         self.call(
             Op::ReadSettings,
-            &ReadSettings {
+            ReadSettings {
                 capability: self.cap(),
             },
         )
@@ -644,7 +654,7 @@ impl HubClient {
     ) -> Result<SettingsUpdated, ClientError> {
         self.call(
             Op::UpdateSettings,
-            &UpdateSettings {
+            UpdateSettings {
                 capability: self.cap(),
                 text: text.to_owned(),
                 expected_tip: expected_tip.to_owned(),
@@ -664,7 +674,7 @@ impl HubClient {
             agent: agent.clone(),
             blessing,
         };
-        self.call(Op::Bless, &request).await
+        self.call(Op::Bless, request).await
     }
 
     /// What is pinned for `agent`'s `target`, if anything.
@@ -678,7 +688,7 @@ impl HubClient {
             agent: agent.clone(),
             target: target.to_owned(),
         };
-        self.call(Op::ReadBlessing, &request).await
+        self.call(Op::ReadBlessing, request).await
     }
 
     /// Replaces `agent`'s grant; only its issuer may, and never wider than the issuer's own.
@@ -689,7 +699,7 @@ impl HubClient {
     ) -> Result<Regranted, ClientError> {
         self.call(
             Op::Regrant,
-            &Regrant {
+            Regrant {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 grant,
@@ -702,7 +712,7 @@ impl HubClient {
     pub async fn spawn(&self, request: SpawnRequest) -> Result<Spawned, ClientError> {
         self.call(
             Op::Spawn,
-            &Spawn {
+            Spawn {
                 capability: self.cap(),
                 request,
             },
@@ -714,7 +724,7 @@ impl HubClient {
     pub async fn retire(&self, agent: &AgentName) -> Result<Retired, ClientError> {
         self.call(
             Op::Retire,
-            &Retire {
+            Retire {
                 capability: self.cap(),
                 agent: agent.to_string(),
             },
@@ -726,7 +736,7 @@ impl HubClient {
     pub async fn collect(&self, agent: &AgentName) -> Result<Collected, ClientError> {
         self.call(
             Op::Collect,
-            &Collect {
+            Collect {
                 capability: self.cap(),
                 agent: agent.to_string(),
             },
@@ -745,7 +755,7 @@ impl HubClient {
             let page: AgentTree = self
                 .call(
                     Op::ListAgents,
-                    &ListAgents {
+                    ListAgents {
                         capability: self.cap(),
                         after: after.take(),
                     },
@@ -770,7 +780,7 @@ impl HubClient {
     ) -> Result<LetterSent, ClientError> {
         self.call(
             Op::SendLetter,
-            &SendLetter {
+            SendLetter {
                 capability: self.cap(),
                 to: to.to_owned(),
                 subject: subject.map(str::to_owned),
@@ -834,7 +844,7 @@ impl HubClient {
                     agent,
                     from,
                 };
-                self.call(op, &request).await?
+                self.call(op, request).await?
             }
             _ => {
                 let request = ReadInbox {
@@ -842,7 +852,7 @@ impl HubClient {
                     agent,
                     from,
                 };
-                self.call(op, &request).await?
+                self.call(op, request).await?
             }
         };
         let entries = lines
@@ -873,7 +883,7 @@ impl HubClient {
     ) -> Result<AirmailStaged, ClientError> {
         self.call(
             Op::StageAirmail,
-            &StageAirmail {
+            StageAirmail {
                 capability: self.cap(),
                 to: to.to_owned(),
                 subject: subject.map(str::to_owned),
@@ -887,7 +897,7 @@ impl HubClient {
     pub async fn mark_read(&self, letter: &str) -> Result<MarkedRead, ClientError> {
         self.call(
             Op::MarkRead,
-            &MarkRead {
+            MarkRead {
                 capability: self.cap(),
                 letter: letter.to_owned(),
             },
@@ -904,7 +914,7 @@ impl HubClient {
     ) -> Result<LeaseHeld, ClientError> {
         self.call(
             Op::AcquireLease,
-            &AcquireLease {
+            AcquireLease {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 holder: holder.to_owned(),
@@ -923,7 +933,7 @@ impl HubClient {
     ) -> Result<LeaseHeld, ClientError> {
         self.call(
             Op::RenewLease,
-            &RenewLease {
+            RenewLease {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 token,
@@ -940,7 +950,7 @@ impl HubClient {
     ) -> Result<LeaseReleased, ClientError> {
         self.call(
             Op::ReleaseLease,
-            &ReleaseLease {
+            ReleaseLease {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 token,
@@ -1017,7 +1027,7 @@ impl HubClient {
     ) -> Result<crate::hubd::persona::PersonaPublished, ClientError> {
         self.call(
             Op::PublishPersona,
-            &crate::hubd::persona::PublishPersona {
+            crate::hubd::persona::PublishPersona {
                 capability: self.cap(),
                 persona: persona.to_string(),
                 source,
@@ -1033,7 +1043,7 @@ impl HubClient {
     ) -> Result<crate::hubd::persona::PersonaPulled, ClientError> {
         self.call(
             Op::PullPersona,
-            &crate::hubd::persona::PullPersona {
+            crate::hubd::persona::PullPersona {
                 capability: self.cap(),
                 agent: agent.to_string(),
             },
@@ -1053,7 +1063,7 @@ impl HubClient {
         let issued: crate::hubd::credential::CredentialIssued = self
             .call(
                 Op::IssueCredential,
-                &crate::hubd::credential::IssueCredential {
+                crate::hubd::credential::IssueCredential {
                     capability: self.cap(),
                     id: credential.id.to_string(),
                     scope: credential.scope.clone(),
@@ -1073,7 +1083,7 @@ impl HubClient {
     ) -> Result<crate::hubd::credential::CredentialRevoked, ClientError> {
         self.call(
             Op::RevokeCredential,
-            &crate::hubd::credential::RevokeCredential {
+            crate::hubd::credential::RevokeCredential {
                 capability: self.cap(),
                 id: id.to_owned(),
             },
@@ -1088,7 +1098,7 @@ impl HubClient {
         let listed: crate::hubd::credential::Credentials = self
             .call(
                 Op::ListCredentials,
-                &crate::hubd::credential::ListCredentials {
+                crate::hubd::credential::ListCredentials {
                     capability: self.cap(),
                 },
             )

@@ -49,14 +49,14 @@ impl HubClient {
             offset: 0,
             pack: None,
         };
-        let first: PackChunk = self.call(op, &request).await?;
+        let first: PackChunk = self.call_mut(op, &mut request).await?;
         check_chunk(&first, 0, first.total)?;
         let (work, persona, name, total) = (first.work, first.persona, first.pack, first.total);
         let mut pack = first.bytes;
         request.pack = name.clone();
         while (pack.len() as u64) < total {
             request.offset = pack.len() as u64;
-            let chunk: PackChunk = self.call(op, &request).await?;
+            let chunk: PackChunk = self.call_mut(op, &mut request).await?;
             if chunk.pack != name || chunk.work != work || chunk.persona != persona {
                 return Err(bad_chunk(request.offset, "it belongs to another pack"));
             }
@@ -95,14 +95,17 @@ impl HubClient {
         };
         let mut chunks = pack.chunks(CHUNK_BYTES).peekable();
         if chunks.peek().is_none() {
-            return self.call(Op::PushPack, &request).await;
+            return self.call(Op::PushPack, request).await;
         }
         let mut offset = 0u64;
         let mut pushed = None;
         for chunk in chunks {
             request.offset = offset;
             request.bytes = chunk.to_vec();
-            pushed = Some(self.call::<_, Pushed>(Op::PushPack, &request).await?);
+            pushed = Some(
+                self.call_mut::<_, Pushed>(Op::PushPack, &mut request)
+                    .await?,
+            );
             offset += chunk.len() as u64;
         }
         pushed.ok_or_else(|| bad_chunk(0, "no chunk was sent"))
