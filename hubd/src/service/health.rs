@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use l3m_core::clock::now_ms;
 use l3m_wire::health::{Check, Health};
+use l3m_wire::subjects::Service;
 
 use super::state::State;
 
@@ -73,7 +73,6 @@ impl State {
 
     /// hubd's health answer: whether its store answers, and its gauges.
     pub fn health(&self) -> Health {
-        let (host, pid) = l3m_wire::health::this_process();
         let ledger = l3m_core::refs::LEDGER;
         let read = self.hub().len(ledger).and_then(|len| {
             self.hub()
@@ -101,21 +100,17 @@ impl State {
                 refused: a.refused + c.refused,
                 busy_us: a.busy_us + c.busy_us,
             });
-        Health {
-            service: "hubd".into(),
-            host,
-            pid,
-            version: env!("CARGO_PKG_VERSION").into(),
-            started_ms: self.started_ms(),
-            now_ms: now_ms(),
-            checks: vec![store],
-            gauges: BTreeMap::from([
+        Health::of(
+            Service::Hubd,
+            self.started_ms(),
+            vec![store],
+            BTreeMap::from([
                 ("sessions_open".into(), gauges.sessions_open),
                 ("leases_held".into(), gauges.leases_held),
                 ("agents_live".into(), gauges.agents_live),
                 ("requests_total".into(), totals.requests),
                 ("refused_total".into(), totals.refused),
             ]),
-        }
+        )
     }
 }

@@ -71,7 +71,8 @@ pub struct Health {
 }
 
 impl Health {
-    /// The answer of `service`, started at `started_ms`, from this process now.
+    /// The answer of `service`, started at `started_ms`, from this process now (its version is
+    /// the workspace's, which every l3m binary shares).
     pub fn of(
         service: Service,
         started_ms: u64,

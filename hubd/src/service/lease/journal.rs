@@ -51,6 +51,16 @@ pub enum Entry {
     },
 }
 
+impl Entry {
+    /// The line that says `agent`'s lease `token` ended (`None`: whatever lease it had).
+    pub fn end(agent: &AgentName, token: Option<u64>) -> Entry {
+        Entry::End {
+            agent: agent.to_string(),
+            token,
+        }
+    }
+}
+
 /// Why the journal could not be kept.
 #[derive(Debug, thiserror::Error)]
 #[error("the lease journal {path}: {action} failed: {source}")]
@@ -160,7 +170,11 @@ impl Journal {
             .map_err(|e| self.error("append", e))?;
         self.lines += 1;
         if self.lines > 4 * table.len() + 64 {
-            self.rewrite(table)?;
+            // The line is durable: a failed rewrite leaves a longer journal, not a lost change,
+            // so it must not undo what the caller is about to be told happened.
+            if let Err(e) = self.rewrite(table) {
+                tracing::warn!(error = %e, "the lease journal was not rewritten; it stays longer");
+            }
         }
         Ok(())
     }
@@ -244,11 +258,9 @@ mod tests {
             .record(&Table::granted(&alice(), &lease), &table)
             .unwrap();
         table.release(&alice(), lease.token);
-        let end = Entry::End {
-            agent: "alice".into(),
-            token: Some(lease.token),
-        };
-        journal.record(&end, &table).unwrap();
+        journal
+            .record(&Entry::end(&alice(), Some(lease.token)), &table)
+            .unwrap();
         drop(journal);
         let mut file = OpenOptions::new()
             .append(true)
@@ -286,11 +298,9 @@ mod tests {
                 .record(&Table::granted(&alice(), &lease), &table)
                 .unwrap();
             table.release(&alice(), lease.token);
-            let end = Entry::End {
-                agent: "alice".into(),
-                token: Some(lease.token),
-            };
-            journal.record(&end, &table).unwrap();
+            journal
+                .record(&Entry::end(&alice(), Some(lease.token)), &table)
+                .unwrap();
         }
         let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
         assert!(

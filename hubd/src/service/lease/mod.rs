@@ -315,13 +315,7 @@ impl Leases {
     pub fn forget(&self, agents: &[AgentName]) -> Result<(), ServiceError> {
         self.change(|t| {
             t.forget(agents);
-            let ends = agents
-                .iter()
-                .map(|a| Entry::End {
-                    agent: a.to_string(),
-                    token: None,
-                })
-                .collect();
+            let ends = agents.iter().map(|a| Entry::end(a, None)).collect();
             Ok(((), ends))
         })
     }
@@ -401,10 +395,7 @@ impl State {
         let agent = self.lease_subject(capability, agent, "release")?;
         self.leases().change(|t| {
             let ends = match t.live_or_lapsed(&agent) {
-                Some(lease) if lease.token == token => vec![Entry::End {
-                    agent: agent.to_string(),
-                    token: Some(token),
-                }],
+                Some(lease) if lease.token == token => vec![Entry::end(&agent, Some(token))],
                 _ => Vec::new(),
             };
             t.release(&agent, token);
