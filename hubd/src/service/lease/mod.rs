@@ -292,6 +292,15 @@ impl Leases {
         f(&self.lock().0)
     }
 
+    /// Changes the table with `f` where the change journals nothing (a renewal: a restart
+    /// grants a whole TTL anyway), so there is nothing to roll back and no copy to keep.
+    fn update<T>(
+        &self,
+        f: impl FnOnce(&mut Table) -> Result<T, LeaseError>,
+    ) -> Result<T, ServiceError> {
+        Ok(f(&mut self.lock().0)?)
+    }
+
     /// Changes the table with `f`, which also says what to journal; the change stands only once
     /// its lines are durable (on a failed write the table is as it was).
     fn change<T>(
@@ -381,7 +390,7 @@ impl State {
         let agent = self.lease_subject(capability, agent, "renew")?;
         let lease = self
             .leases()
-            .change(|t| Ok((t.renew(&agent, token, Instant::now())?, Vec::new())))?;
+            .update(|t| t.renew(&agent, token, Instant::now()))?;
         Ok(held(&agent, &lease))
     }
 
