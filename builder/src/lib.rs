@@ -25,6 +25,8 @@ pub mod pipeline;
 use std::sync::Arc;
 
 use l3m_containers::Driver;
+use l3m_containers::service::{Meter, Serving};
+use l3m_core::build::StageOwner;
 use l3m_wire::WireError;
 use l3m_wire::build::gate::VoucherGate;
 use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD};
@@ -36,8 +38,8 @@ use tokio_util::sync::CancellationToken;
 pub use pipeline::{BuildError, Config};
 
 /// Subscribes to the build op of `subjects`' hub and serves it until `shutdown`, taking only
-/// requests whose voucher `gate` admits. Returns once the subscription is live with the task
-/// that serves it, so a caller can send at once.
+/// requests whose voucher `gate` admits, and answers the builder's health requests. Returns
+/// once both subscriptions are live, so a caller can send at once.
 pub async fn serve(
     bus: &dyn Bus,
     subjects: &Subjects,
@@ -45,7 +47,7 @@ pub async fn serve(
     config: Config,
     gate: Arc<VoucherGate>,
     shutdown: CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>, WireError> {
+) -> Result<Serving, WireError> {
     let subject = subjects.request(Service::Builder, &Operation::parse(OP_BUILD)?);
     // Stages are heavy: a few at a time, the rest wait in the subscription's queue.
     let options = ServeOptions {
@@ -53,20 +55,31 @@ pub async fn serve(
         ..ServeOptions::default()
     };
     let server = TypedServer::<BuildRequest, BuildReply>::bind(bus, &subject, options).await?;
-    let state = Arc::new((driver, config, gate));
-    Ok(tokio::spawn(server.run(
+    let meter = Arc::new(Meter::new(StageOwner::Builder));
+    let health = meter
+        .serve(bus, subjects, driver.clone(), shutdown.clone())
+        .await?;
+    let state = Arc::new((driver, config, gate, Arc::clone(&meter)));
+    let building = server.run(
         move |req: TypedRequest<BuildRequest>| {
             let state = Arc::clone(&state);
             async move {
-                let (driver, config, gate) = &*state;
+                let (driver, config, gate, meter) = &*state;
+                let taken = meter.take();
                 pipeline::build(driver, config, gate, &req.body)
                     .await
                     .map_err(|e| {
+                        taken.refused();
                         tracing::info!(error = %e, "build refused");
                         e.to_remote()
                     })
             }
         },
         shutdown,
-    )))
+    );
+    let task = tokio::spawn(async move {
+        building.await;
+        let _ = health.await;
+    });
+    Ok(Serving { task, meter })
 }

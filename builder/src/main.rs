@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use builder::Config;
 use clap::Parser;
-use l3m_containers::{ArtifactStore, Driver, Identity};
+use l3m_containers::ArtifactStore;
+use l3m_containers::service;
 use l3m_core::build::StageOwner;
-use l3m_core::clock::SystemClock;
-use l3m_wire::build::gate::VoucherGate;
-use l3m_wire::bus::{Bus, NatsArgs};
-use l3m_wire::subjects::{HubId, Subjects};
+use l3m_daemon::metrics::{self, MetricsArgs};
+use l3m_wire::bus::NatsArgs;
 use tokio_util::sync::CancellationToken;
 
 /// Runs the fetch and build stages of a build in containers, through the Docker API.
@@ -26,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 /// that the agent's grant covers exactly that build; the builder learns hubd's voucher key and
 /// the image ids the hub's settings pin from hubd at start (`hubd.read-build-policy`, so start
 /// hubd first). It removes every container and network a killed predecessor left (by label),
-/// then serves `builder.build` on NATS until interrupted. Exit codes: 0 after a clean
+/// then serves `builder.build` (and its health) on NATS until SIGINT or SIGTERM. Exit codes: 0 after a clean
 /// shutdown, 1 if it cannot start, 2 on bad usage.
 #[derive(Debug, Parser)]
 #[command(name = "builder", version)]
@@ -48,6 +47,8 @@ struct Cli {
     images: Vec<String>,
     #[command(flatten)]
     nats: NatsArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     /// Resolve a fetch host to an address before DNS, e.g. `deb.mirror=10.0.0.5:80`
     /// (an air-gapped mirror). Repeatable. The host must still be listed by the stage.
     #[arg(long, value_name = "HOST=ADDR", value_parser = parse_resolve)]
@@ -63,71 +64,31 @@ fn parse_resolve(s: &str) -> Result<(String, SocketAddr), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("builder: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("builder: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    l3m_daemon::run("builder", run(Cli::parse()))
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
-    let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
-    let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| e.to_string())?);
-    let subjects = Subjects::new(hub.clone());
-    let gate = Arc::new(VoucherGate::new(
-        Arc::clone(&bus),
-        subjects.clone(),
-        Arc::new(SystemClock),
-    ));
-    let policy = gate.policy().await.map_err(|e| e.to_string())?;
-    let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Builder, hub.as_str()))
-        .await
-        .map_err(|e| e.to_string())?;
-    let images: Vec<String> = cli.images.into_iter().chain(policy.images).collect();
-    if !images.is_empty() {
-        tracing::info!(?images, "only these images may run");
-        driver = driver.pin_images(images);
-    }
-    let reaped = driver.reap().await.map_err(|e| e.to_string())?;
-    tracing::info!(reaped, "removed what a previous builder left");
+    let started = service::start(StageOwner::Builder, &cli.hub_id, &cli.nats, cli.images).await?;
     let config = Config {
         source_root: cli.source_root,
         store: ArtifactStore::open(cli.cache).map_err(|e| e.to_string())?,
         resolve: Arc::new(cli.resolve.into_iter().collect::<HashMap<_, _>>()),
     };
     let shutdown = CancellationToken::new();
-    let task = builder::serve(
-        bus.as_ref(),
-        &subjects,
-        driver,
+    let serving = builder::serve(
+        started.bus.as_ref(),
+        &started.subjects,
+        started.driver,
         config,
-        gate,
+        started.gate,
         shutdown.clone(),
     )
     .await
     .map_err(|e| e.to_string())?;
+    let meter = serving.meter;
+    metrics::serve_if_asked(&cli.metrics, move || meter.health(), shutdown.clone()).await?;
     tracing::info!("serving builder.build");
-    let _ = tokio::signal::ctrl_c().await;
+    l3m_daemon::stopped().await;
     shutdown.cancel();
-    task.await.map_err(|e| e.to_string())
+    serving.task.await.map_err(|e| e.to_string())
 }

@@ -72,11 +72,8 @@ struct ServeArgs {
     /// is chosen, a WAL left by an earlier run is replayed first.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
     durability: DurabilityArg,
-    /// Serve Prometheus metrics (`/metrics`) and the health answer (`/healthz`, JSON; 503 when
-    /// a check fails) over HTTP here, e.g. 127.0.0.1:9464. Counts only; keep it on loopback
-    /// or a monitoring network.
-    #[arg(long, value_name = "ADDR")]
-    metrics: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    metrics: l3m_daemon::metrics::MetricsArgs,
 }
 
 /// Make a hub whole and durable after a crash, without serving it: replay what hubd's WAL
@@ -110,24 +107,16 @@ impl From<DurabilityArg> for Durability {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let outcome = match Cli::parse().command {
-        Command::Init(args) => init(args),
-        Command::Serve(args) => serve(args).await,
-        Command::Recover(args) => recover(args),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("hubd: {error}");
-            ExitCode::FAILURE
+fn main() -> ExitCode {
+    let work = async {
+        match Cli::parse().command {
+            Command::Init(args) => init(args),
+            Command::Serve(args) => serve(args).await,
+            Command::Recover(args) => recover(args),
         }
-    }
+        .map_err(|e| e.to_string())
+    };
+    l3m_daemon::run("hubd", work)
 }
 
 fn read_grant(path: &Path) -> Result<GrantFile, String> {
@@ -196,18 +185,13 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let bus: Arc<dyn Bus> = Arc::new(args.nats.connect().await?);
     let shutdown = CancellationToken::new();
     let started = service::start(bus, hub, hub_id, shutdown.clone()).await?;
-    if let Some(addr) = args.metrics {
-        let bound = hubd::metrics::serve(addr, started.state(), shutdown.clone())
-            .await
-            .map_err(|e| format!("serving metrics on {addr}: {e}"))?;
-        tracing::info!(%bound, "metrics served");
-    }
+    let endpoint = hubd::metrics::Endpoint::of(&started.state());
+    l3m_daemon::metrics::serve_if_asked(&args.metrics, endpoint, shutdown.clone()).await?;
     tracing::info!(hub = %args.hub.display(), "hubd serving");
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            tracing::info!("ctrl-c: finishing requests in flight");
-        }
+        l3m_daemon::stopped().await;
+        tracing::info!("stopping: finishing requests in flight");
         stop.cancel();
     });
     started.serve().await;

@@ -95,9 +95,14 @@ pub enum CarryError {
 }
 
 /// Serves on `endpoint` until `shutdown`: accepts the offices' links and delivers what they
-/// carry, and carries this hub's staged letters to them.
-pub async fn serve(carrier: Arc<Carrier>, endpoint: quinn::Endpoint, shutdown: CancellationToken) {
-    let board = Arc::new(Board::new(&carrier));
+/// carry, and carries this hub's staged letters to them, keeping each link's state on `board`
+/// (made with [`Board::new`] from the same carrier; its health answer and metrics read it).
+pub async fn serve(
+    carrier: Arc<Carrier>,
+    board: Arc<Board>,
+    endpoint: quinn::Endpoint,
+    shutdown: CancellationToken,
+) {
     let status = status::serve(
         Arc::clone(&carrier),
         endpoint.clone(),

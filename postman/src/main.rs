@@ -33,8 +33,9 @@ enum Command {
     /// Carry letters until interrupted: accept the pinned offices' links and hand what they
     /// carry to this hub's hubd; read this hub's outboxes and carry their letters to the
     /// offices. Offices are read from the hub's settings at start (restart after
-    /// `l3m office add`). Logs go to stderr (`RUST_LOG`).
-    Serve(ServeArgs),
+    /// `l3m office add`). Logs go to stderr (`RUST_LOG`; `L3M_LOG_FORMAT=json` for JSON lines).
+    /// Stops on SIGINT or SIGTERM.
+    Serve(Box<ServeArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -47,6 +48,8 @@ struct ServeArgs {
     hub_id: String,
     #[command(flatten)]
     nats: NatsArgs,
+    #[command(flatten)]
+    metrics: l3m_daemon::metrics::MetricsArgs,
     /// Where to listen for the offices' links (UDP).
     #[arg(long, default_value = "0.0.0.0:4433")]
     listen: std::net::SocketAddr,
@@ -76,37 +79,13 @@ struct IdentityArgs {
 }
 
 fn main() -> ExitCode {
-    let Cli { command } = Cli::parse();
-    let outcome = match command {
-        Command::Identity(args) => identity(&args),
-        Command::Serve(args) => serve(args),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("postman: {e}");
-            ExitCode::FAILURE
-        }
+    match Cli::parse().command {
+        Command::Identity(args) => l3m_daemon::run("postman", async move { identity(&args) }),
+        Command::Serve(args) => l3m_daemon::run("postman", serve(*args)),
     }
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(serve_on(args))
-}
-
-async fn serve_on(args: ServeArgs) -> Result<(), String> {
+async fn serve(args: ServeArgs) -> Result<(), String> {
     use std::sync::Arc;
 
     use l3m_core::duty::Duty;
@@ -174,8 +153,17 @@ async fn serve_on(args: ServeArgs) -> Result<(), String> {
         poll: std::time::Duration::from_millis(args.poll_ms.max(1)),
     });
     let stop = tokio_util::sync::CancellationToken::new();
-    let serving = tokio::spawn(postman::carry::serve(carrier, endpoint, stop.clone()));
-    let _interrupted = tokio::signal::ctrl_c().await;
+    let board = Arc::new(postman::status::Board::new(&carrier));
+    let shown = Arc::clone(&board);
+    l3m_daemon::metrics::serve_if_asked(&args.metrics, move || shown.health(), stop.clone())
+        .await?;
+    let serving = tokio::spawn(postman::carry::serve(
+        carrier,
+        board,
+        endpoint,
+        stop.clone(),
+    ));
+    l3m_daemon::stopped().await;
     stop.cancel();
     serving
         .await

@@ -46,7 +46,8 @@ async fn start_postman(
         poll: Duration::from_millis(100),
     });
     let stop = CancellationToken::new();
-    tokio::spawn(carry::serve(carrier, endpoint, stop.clone()));
+    let board = Arc::new(postman::status::Board::new(&carrier));
+    tokio::spawn(carry::serve(carrier, board, endpoint, stop.clone()));
     stop
 }
 

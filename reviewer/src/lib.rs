@@ -52,19 +52,28 @@ pub async fn serve(
     reviewer: Arc<Reviewer>,
     shutdown: CancellationToken,
 ) -> Result<(), WireError> {
+    serve_counting(bus, subjects, reviewer, Arc::new(Rounds::new()), shutdown).await
+}
+
+/// [`serve`], counting on `rounds` (which the process's metrics endpoint also reads).
+pub async fn serve_counting(
+    bus: &dyn Bus,
+    subjects: &Subjects,
+    reviewer: Arc<Reviewer>,
+    rounds: Arc<Rounds>,
+    shutdown: CancellationToken,
+) -> Result<(), WireError> {
     let op = Operation::parse(OP_REVIEW)?;
     let subject = subjects.request(Service::Reviewer, &op);
     let server =
         TypedServer::<ReviewAsk, ReviewAnswer>::bind(bus, &subject, ServeOptions::default())
             .await?;
-    let rounds = Arc::new(Rounds::default());
     let report = Arc::clone(&rounds);
-    let started_ms = l3m_core::clock::now_ms();
     let health = l3m_wire::health::serve(
         bus,
         subjects,
         Service::Reviewer,
-        move || report.health(started_ms),
+        move || report.health(),
         shutdown.clone(),
     );
     let reviewing = server.run(
@@ -91,17 +100,33 @@ pub async fn serve(
     health
 }
 
-/// The rounds this reviewer answered and failed, for its health answer.
-#[derive(Debug, Default)]
-struct Rounds {
+/// The rounds this reviewer answered and failed: its health answer and its metrics.
+#[derive(Debug)]
+pub struct Rounds {
+    started_ms: u64,
     answered: AtomicU64,
     failed: AtomicU64,
 }
 
+impl Default for Rounds {
+    fn default() -> Rounds {
+        Rounds::new()
+    }
+}
+
 impl Rounds {
+    /// No rounds yet, for a reviewer starting now.
+    pub fn new() -> Rounds {
+        Rounds {
+            started_ms: l3m_core::clock::now_ms(),
+            answered: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
+    }
+
     /// Well while it serves: a failed round (the model's garbage, a timeout) is the proposer's
     /// to handle and is counted, not a sickness of the reviewer.
-    fn health(&self, started_ms: u64) -> l3m_wire::health::Health {
+    pub fn health(&self) -> l3m_wire::health::Health {
         let gauges = std::collections::BTreeMap::from([
             (
                 "rounds_answered_total".to_owned(),
@@ -112,6 +137,6 @@ impl Rounds {
                 self.failed.load(Ordering::Relaxed),
             ),
         ]);
-        l3m_wire::health::Health::of(Service::Reviewer, started_ms, Vec::new(), gauges)
+        l3m_wire::health::Health::of(Service::Reviewer, self.started_ms, Vec::new(), gauges)
     }
 }

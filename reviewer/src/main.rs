@@ -1,6 +1,7 @@
 //! `reviewer`: a thin shell over the library — reads the `[review]` and `[models.*]` tables of
 //! `l3m.toml`, connects to NATS as its own user, and serves review requests until stopped.
-//! Exit codes: 0 stopped, 2 bad arguments or configuration, 1 a failure while serving.
+//! Exit codes: 0 stopped (SIGINT or SIGTERM), 2 bad arguments or configuration, 1 a failure
+//! while serving.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,6 +9,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use l3m_core::review::ReviewConfig;
+use l3m_daemon::Stop;
+use l3m_daemon::metrics::{self, MetricsArgs};
 use l3m_models::{ModelConfig, build};
 use l3m_wire::bus::{Bus, ConnectError, NatsArgs};
 use l3m_wire::subjects::{HubId, Subjects};
@@ -40,6 +43,8 @@ struct Cli {
     hub_id: String,
     #[command(flatten)]
     nats: NatsArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 /// The parts of l3m.toml the reviewer reads; other tables are someone else's.
@@ -50,30 +55,24 @@ struct File {
     models: std::collections::BTreeMap<String, ModelConfig>,
 }
 
-#[derive(Debug)]
-enum Failure {
-    Usage(String),
-    Run(String),
-}
-
-fn reviewer(config: &Path) -> Result<reviewer::Reviewer, Failure> {
+fn reviewer(config: &Path) -> Result<reviewer::Reviewer, Stop> {
     let text = std::fs::read_to_string(config)
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", config.display())))?;
+        .map_err(|e| Stop::usage(format!("cannot read {}: {e}", config.display())))?;
     let file: File =
-        toml::from_str(&text).map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+        toml::from_str(&text).map_err(|e| Stop::usage(format!("{}: {e}", config.display())))?;
     let review = file
         .review
-        .ok_or_else(|| Failure::Usage(format!("{} has no [review] table", config.display())))?;
-    review.check().map_err(|e| Failure::Usage(e.to_string()))?;
+        .ok_or_else(|| Stop::usage(format!("{} has no [review] table", config.display())))?;
+    review.check().map_err(|e| Stop::usage(e.to_string()))?;
     let mut model = file.models.get(&review.model).cloned().ok_or_else(|| {
-        Failure::Usage(format!(
+        Stop::usage(format!(
             "[review] names model {:?} but there is no [models.{}] table",
             review.model, review.model
         ))
     })?;
     model.resolve_paths(config.parent().unwrap_or(Path::new(".")));
-    let provider = build(&model, &|name| std::env::var(name).ok())
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let provider =
+        build(&model, &|name| std::env::var(name).ok()).map_err(|e| Stop::usage(e.to_string()))?;
     let max_tokens = model.max_tokens.unwrap_or(1024);
     reviewer::Reviewer::new(
         provider,
@@ -81,61 +80,37 @@ fn reviewer(config: &Path) -> Result<reviewer::Reviewer, Failure> {
         max_tokens,
         review.same_family,
     )
-    .map_err(|e| Failure::Usage(e.to_string()))
+    .map_err(|e| Stop::usage(e.to_string()))
 }
 
-async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Failure> {
+async fn run(cli: Cli) -> Result<(), Stop> {
     let reviewer = reviewer(&cli.config)?;
-    let hub = HubId::parse(&cli.hub_id).map_err(|e| Failure::Usage(e.to_string()))?;
+    let hub = HubId::parse(&cli.hub_id).map_err(|e| Stop::usage(e.to_string()))?;
     let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| match e {
-        ConnectError::PasswordUnset { .. } => Failure::Usage(e.to_string()),
-        ConnectError::Bus { .. } => Failure::Run(e.to_string()),
+        ConnectError::PasswordUnset { .. } => Stop::usage(e.to_string()),
+        ConnectError::Bus { .. } => Stop::failed(e.to_string()),
     })?);
+    let shutdown = CancellationToken::new();
+    let rounds = Arc::new(reviewer::Rounds::new());
+    let shown = Arc::clone(&rounds);
+    metrics::serve_if_asked(&cli.metrics, move || shown.health(), shutdown.clone()).await?;
     tracing::info!(family = %reviewer.family(), hub = %hub, "reviewer serving");
-    reviewer::serve(
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        l3m_daemon::stopped().await;
+        stop.cancel();
+    });
+    reviewer::serve_counting(
         bus.as_ref(),
         &Subjects::new(hub),
         Arc::new(reviewer),
+        rounds,
         shutdown,
     )
     .await
-    .map_err(|e| Failure::Run(e.to_string()))
+    .map_err(|e| Stop::failed(e.to_string()))
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("reviewer: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    let outcome = runtime.block_on(async move {
-        tokio::spawn(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            stop.cancel();
-        });
-        run(cli, shutdown).await
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(why)) => {
-            eprintln!("reviewer: {why}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Run(why)) => {
-            eprintln!("reviewer: {why}");
-            ExitCode::from(1)
-        }
-    }
+    l3m_daemon::run("reviewer", run(Cli::parse()))
 }

@@ -15,8 +15,11 @@
 
 use std::sync::Arc;
 
+use l3m_containers::service::{Meter, Serving};
 use l3m_containers::{ArtifactError, ArtifactStore, Binds, Driver, DriverError, artifact};
-use l3m_core::build::{MountRole, Plan, PlanRefusal, StageKind, check_plan, run_within};
+use l3m_core::build::{
+    MountRole, Plan, PlanRefusal, StageKind, StageOwner, check_plan, run_within,
+};
 use l3m_wire::WireError;
 use l3m_wire::build::gate::{Unvouched, VoucherGate};
 use l3m_wire::build::{OP_RUN, RunReply, RunRequest};
@@ -119,8 +122,8 @@ pub async fn run(
 }
 
 /// Subscribes to the run op of `subjects`' hub and serves it until `shutdown`, taking only
-/// requests whose voucher `gate` admits; returns once the subscription is live, with the
-/// serving task.
+/// requests whose voucher `gate` admits, and answers the runner's health requests; returns
+/// once both subscriptions are live.
 pub async fn serve(
     bus: &dyn Bus,
     subjects: &Subjects,
@@ -128,25 +131,36 @@ pub async fn serve(
     store: ArtifactStore,
     gate: Arc<VoucherGate>,
     shutdown: CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>, WireError> {
+) -> Result<Serving, WireError> {
     let subject = subjects.request(Service::Runner, &Operation::parse(OP_RUN)?);
     let options = ServeOptions {
         max_in_flight: 2,
         ..ServeOptions::default()
     };
     let server = TypedServer::<RunRequest, RunReply>::bind(bus, &subject, options).await?;
-    let state = Arc::new((driver, store, gate));
-    Ok(tokio::spawn(server.run(
+    let meter = Arc::new(Meter::new(StageOwner::Runner));
+    let health = meter
+        .serve(bus, subjects, driver.clone(), shutdown.clone())
+        .await?;
+    let state = Arc::new((driver, store, gate, Arc::clone(&meter)));
+    let running = server.run(
         move |req: TypedRequest<RunRequest>| {
             let state = Arc::clone(&state);
             async move {
-                let (driver, store, gate) = &*state;
+                let (driver, store, gate, meter) = &*state;
+                let taken = meter.take();
                 run(driver, store, gate, &req.body).await.map_err(|e| {
+                    taken.refused();
                     tracing::info!(error = %e, "run refused");
                     e.to_remote()
                 })
             }
         },
         shutdown,
-    )))
+    );
+    let task = tokio::spawn(async move {
+        running.await;
+        let _ = health.await;
+    });
+    Ok(Serving { task, meter })
 }

@@ -2,15 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
-use l3m_containers::{ArtifactStore, Driver, Identity};
+use l3m_containers::ArtifactStore;
+use l3m_containers::service;
 use l3m_core::build::StageOwner;
-use l3m_core::clock::SystemClock;
-use l3m_wire::build::gate::VoucherGate;
-use l3m_wire::bus::{Bus, NatsArgs};
-use l3m_wire::subjects::{HubId, Subjects};
+use l3m_daemon::metrics::{self, MetricsArgs};
+use l3m_wire::bus::NatsArgs;
 use tokio_util::sync::CancellationToken;
 
 /// Runs a built artifact by digest in a sealed container, through the Docker API.
@@ -24,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 /// covers a run of exactly that artifact; the runner learns hubd's voucher key and the image
 /// ids the hub's settings pin from hubd at start (`hubd.read-build-policy`, so start hubd
 /// first). It removes every container a killed predecessor left (by label), then serves
-/// `runner.run` on NATS until interrupted. Exit codes: 0 after a clean shutdown, 1 if it cannot
+/// `runner.run` (and its health) on NATS until SIGINT or SIGTERM. Exit codes: 0 after a clean shutdown, 1 if it cannot
 /// start, 2 on bad usage.
 #[derive(Debug, Parser)]
 #[command(name = "runner", version)]
@@ -42,70 +40,32 @@ struct Cli {
     images: Vec<String>,
     #[command(flatten)]
     nats: NatsArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("runner: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("runner: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    l3m_daemon::run("runner", run(Cli::parse()))
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
-    let hub = HubId::parse(&cli.hub_id).map_err(|e| e.to_string())?;
-    let bus: Arc<dyn Bus> = Arc::new(cli.nats.connect().await.map_err(|e| e.to_string())?);
-    let subjects = Subjects::new(hub.clone());
-    let gate = Arc::new(VoucherGate::new(
-        Arc::clone(&bus),
-        subjects.clone(),
-        Arc::new(SystemClock),
-    ));
-    let policy = gate.policy().await.map_err(|e| e.to_string())?;
-    let mut driver = Driver::connect(Identity::of_this_process(StageOwner::Runner, hub.as_str()))
-        .await
-        .map_err(|e| e.to_string())?;
-    let images: Vec<String> = cli.images.into_iter().chain(policy.images).collect();
-    if !images.is_empty() {
-        tracing::info!(?images, "only these images may run");
-        driver = driver.pin_images(images);
-    }
-    let reaped = driver.reap().await.map_err(|e| e.to_string())?;
-    tracing::info!(reaped, "removed what a previous runner left");
+    let started = service::start(StageOwner::Runner, &cli.hub_id, &cli.nats, cli.images).await?;
     let store = ArtifactStore::open(cli.cache).map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
-    let task = runner::serve(
-        bus.as_ref(),
-        &subjects,
-        driver,
+    let serving = runner::serve(
+        started.bus.as_ref(),
+        &started.subjects,
+        started.driver,
         store,
-        gate,
+        started.gate,
         shutdown.clone(),
     )
     .await
     .map_err(|e| e.to_string())?;
+    let meter = serving.meter;
+    metrics::serve_if_asked(&cli.metrics, move || meter.health(), shutdown.clone()).await?;
     tracing::info!("serving runner.run");
-    let _ = tokio::signal::ctrl_c().await;
+    l3m_daemon::stopped().await;
     shutdown.cancel();
-    task.await.map_err(|e| e.to_string())
+    serving.task.await.map_err(|e| e.to_string())
 }

@@ -8,9 +8,9 @@ use std::sync::{Mutex, PoisonError};
 use l3m_wire::health::{Check, Health};
 use l3m_wire::subjects::Service;
 
-/// What one supervisor has done since it started.
+/// What one supervisor has done since it started: its health answer and its metrics.
 #[derive(Debug, Default)]
-pub(crate) struct HostMeter {
+pub struct HostMeter {
     started_ms: u64,
     woken: AtomicU64,
     failed: AtomicU64,
@@ -19,7 +19,7 @@ pub(crate) struct HostMeter {
 
 impl HostMeter {
     /// A meter of a supervisor starting now.
-    pub(crate) fn new() -> HostMeter {
+    pub fn new() -> HostMeter {
         HostMeter {
             started_ms: l3m_core::clock::now_ms(),
             ..HostMeter::default()
@@ -45,7 +45,7 @@ impl HostMeter {
     }
 
     /// The health answer: well unless the last wake failed (and none succeeded since).
-    pub(crate) fn health(&self) -> Health {
+    pub fn health(&self) -> Health {
         let check = match &*self.last_failure() {
             None => Check {
                 name: "waking".into(),

@@ -63,7 +63,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
 pub use control::{HostControl, rewind_offline, serve_host};
-pub use supervise::{Launcher, ProcessLauncher, Supervisor, TaskLauncher, supervise};
+pub use health::HostMeter;
+pub use supervise::{
+    Launcher, ProcessLauncher, Supervisor, TaskLauncher, supervise, supervise_metered,
+};
 
 /// Builds the provider for a model label of the configuration.
 pub type ProviderFactory =

@@ -13,14 +13,15 @@ use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
 use l3m_core::names::AgentName;
 use l3m_core::refs::paths;
+use l3m_daemon::Stop;
 use l3m_wire::bus::{Bus, ConnectError, NatsArgs};
 use l3m_wire::client::HubClient;
 use l3m_wire::credential::KeyFile;
 use l3m_wire::subjects::HubId;
 use sequencer::model::provider_factory;
 use sequencer::{
-    AgentRun, Config, Exit, HostControl, ProcessLauncher, ProviderFactory, SequencerError,
-    Supervisor,
+    AgentRun, Config, Exit, HostControl, HostMeter, ProcessLauncher, ProviderFactory,
+    SequencerError, Supervisor,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +31,8 @@ use tokio_util::sync::CancellationToken;
 /// journals them, folds the Log into what is owed, appends by compare-and-swap and only then
 /// starts model calls and tools. A second sequencer for the same agent refuses to start and
 /// names the holder of the lease. `sequencer supervise` starts a `sequencer run` for every
-/// asleep agent that has unread mail. Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=info).
+/// asleep agent that has unread mail. Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug),
+/// and L3M_LOG_FORMAT=json for JSON lines.
 ///
 /// Exit codes: 0 idle or stopped, 2 bad usage, 3 lease held by another, 4 out of fuel, 1 other.
 #[derive(Debug, Parser)]
@@ -85,30 +87,20 @@ struct SuperviseArgs {
     /// agent the credential covers].
     #[arg(long)]
     subtree: Option<String>,
+    #[command(flatten)]
+    metrics: l3m_daemon::metrics::MetricsArgs,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+fn main() -> ExitCode {
+    l3m_daemon::run("sequencer", start(Cli::parse()))
+}
+
+/// Runs the command until it ends or the process is asked to stop (SIGINT, SIGTERM).
+async fn start(cli: Cli) -> Result<(), Stop> {
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-        match &mut term {
-            Ok(term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        l3m_daemon::stopped().await;
         stop.cancel();
     });
     let outcome = match cli.command {
@@ -116,27 +108,14 @@ async fn main() -> ExitCode {
         Command::Supervise(args) => supervise(args, shutdown).await.map(|()| Exit::Shutdown),
     };
     match outcome {
-        Ok(Exit::OutOfFuel) => {
-            eprintln!("sequencer: the agent is out of fuel");
-            ExitCode::from(4)
-        }
-        Ok(Exit::LeaseLost) => {
-            eprintln!("sequencer: the lease was lost to another sequencer");
-            ExitCode::from(1)
-        }
-        Ok(_) => ExitCode::SUCCESS,
-        Err(Failure::Usage(e)) => {
-            eprintln!("sequencer: {e}");
-            ExitCode::from(2)
-        }
+        Ok(Exit::OutOfFuel) => Err(Stop::with_code(4, "the agent is out of fuel")),
+        Ok(Exit::LeaseLost) => Err(Stop::failed("the lease was lost to another sequencer")),
+        Ok(_) => Ok(()),
+        Err(Failure::Usage(e)) => Err(Stop::usage(e)),
         Err(Failure::Run(e @ SequencerError::LeaseHeld { .. })) => {
-            eprintln!("sequencer: {e}");
-            ExitCode::from(3)
+            Err(Stop::with_code(3, e.to_string()))
         }
-        Err(Failure::Run(e)) => {
-            eprintln!("sequencer: {e}");
-            ExitCode::from(1)
-        }
+        Err(Failure::Run(e)) => Err(Stop::failed(e.to_string())),
     }
 }
 
@@ -303,5 +282,10 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
             args: pass,
         }),
     };
-    Ok(sequencer::supervise(sup, shutdown).await?)
+    let meter = Arc::new(HostMeter::new());
+    let shown = Arc::clone(&meter);
+    l3m_daemon::metrics::serve_if_asked(&args.metrics, move || shown.health(), shutdown.clone())
+        .await
+        .map_err(Failure::Usage)?;
+    Ok(sequencer::supervise_metered(sup, meter, shutdown).await?)
 }

@@ -155,9 +155,17 @@ impl std::fmt::Debug for Supervisor {
 /// Wakes asleep agents with unread mail, and serves the host's control subjects (a rewind or
 /// forecast of an asleep agent), until `shutdown`.
 pub async fn supervise(sup: Supervisor, shutdown: CancellationToken) -> Result<(), SequencerError> {
+    supervise_metered(sup, Arc::new(HostMeter::new()), shutdown).await
+}
+
+/// [`supervise`], counting on `meter` (which the process's metrics endpoint also reads).
+pub async fn supervise_metered(
+    sup: Supervisor,
+    meter: Arc<HostMeter>,
+    shutdown: CancellationToken,
+) -> Result<(), SequencerError> {
     crate::serve_host(sup.host.clone(), shutdown.clone()).await?;
     let client = &sup.host.client;
-    let meter = Arc::new(HostMeter::new());
     let report = Arc::clone(&meter);
     let (bus, subjects) = (Arc::clone(client.bus()), client.subjects().clone());
     let health_shutdown = shutdown.clone();

@@ -428,6 +428,27 @@ async fn a_build_or_run_without_a_voucher_for_exactly_it_is_refused_before_anyth
         "the voucher covers a run of",
     );
     assert_eq!(site.leftovers().await, 0, "nothing was started");
+
+    // Each refusal is counted in the service's health answer, which the CLI's user may ask.
+    let cli = site::connect(site.nats(), "cli").await;
+    for (service, refusals) in [(Service::Builder, 5), (Service::Runner, 3)] {
+        let answers = l3m_wire::health::gather(
+            &cli,
+            &site.subjects,
+            service,
+            std::time::Duration::from_secs(2),
+        )
+        .await
+        .unwrap();
+        let [health] = answers.as_slice() else {
+            panic!("one {service} answers: {answers:?}")
+        };
+        assert!(health.ok(), "the engine answers: {health:?}");
+        assert!(health.checks.iter().any(|c| c.name == "engine" && c.ok));
+        assert_eq!(health.gauges["refused_total"], refusals, "{health:?}");
+        assert_eq!(health.gauges["requests_total"], refusals, "{health:?}");
+        assert_eq!(health.gauges["requests_running"], 0, "{health:?}");
+    }
     site.close().await;
 }
 

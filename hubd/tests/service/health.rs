@@ -63,9 +63,9 @@ async fn health_and_metrics_follow_what_hubd_holds_and_serves() {
     assert!(after.gauges["requests_total"] > before.gauges["requests_total"]);
 
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let addr = hubd::metrics::serve(
+    let addr = l3m_daemon::metrics::serve(
         "127.0.0.1:0".parse().unwrap(),
-        f.hub.state(),
+        hubd::metrics::Endpoint::of(&f.hub.state()),
         shutdown.clone(),
     )
     .await
@@ -77,11 +77,15 @@ async fn health_and_metrics_follow_what_hubd_holds_and_serves() {
     assert!(body.contains("l3m_hubd_leases_held 1\n"), "{body}");
     assert!(body.contains("l3m_hubd_agents_live 1\n"), "{body}");
     assert!(
-        body.contains("l3m_hubd_requests_total{op=\"spawn\"} 1\n"),
+        body.contains("l3m_hubd_check_ok{check=\"store\"} 1\n"),
         "{body}"
     );
     assert!(
-        body.contains("l3m_hubd_requests_total{op=\"acquire-lease\"} 1\n"),
+        body.contains("l3m_hubd_op_requests_total{op=\"spawn\"} 1\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("l3m_hubd_op_requests_total{op=\"acquire-lease\"} 1\n"),
         "{body}"
     );
     let (status, body) = tokio::task::spawn_blocking(move || get(addr, "/healthz"))

@@ -16,6 +16,7 @@
 //! - [`spec`]: a stage and its bound host folders → the engine's create request (pure).
 //! - [`driver`]: connecting (version negotiated), reaping, running a stage to its outcome.
 //! - [`artifact`]: hashing a folder (blake3 over the core's manifest), storing and verifying.
+//! - `service` (feature `service`): how the builder and the runner start and show their health.
 //!
 //! [`Stage`]: l3m_core::build::Stage
 #![forbid(unsafe_code)]
@@ -23,6 +24,8 @@
 
 pub mod artifact;
 pub mod driver;
+#[cfg(feature = "service")]
+pub mod service;
 pub mod spec;
 #[cfg(feature = "test-support")]
 pub mod test_support;

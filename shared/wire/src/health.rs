@@ -181,6 +181,19 @@ pub async fn serve(
     report: impl Fn() -> Health + Send + Sync + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), WireError> {
+    bind(bus, subjects, service, report, shutdown).await?.await;
+    Ok(())
+}
+
+/// [`serve`] in two steps: subscribes now (so a request sent once this returns is heard) and
+/// gives back the future that answers until `shutdown`.
+pub async fn bind(
+    bus: &dyn Bus,
+    subjects: &Subjects,
+    service: Service,
+    report: impl Fn() -> Health + Send + Sync + 'static,
+    shutdown: CancellationToken,
+) -> Result<impl std::future::Future<Output = ()> + Send + 'static, WireError> {
     let server = crate::typed::TypedServer::<HealthRequest, Health>::bind(
         bus,
         &subject(subjects, service)?,
@@ -188,16 +201,13 @@ pub async fn serve(
     )
     .await?;
     let report = std::sync::Arc::new(report);
-    server
-        .run(
-            move |_| {
-                let report = std::sync::Arc::clone(&report);
-                async move { Ok(report()) }
-            },
-            shutdown,
-        )
-        .await;
-    Ok(())
+    Ok(server.run(
+        move |_| {
+            let report = std::sync::Arc::clone(&report);
+            async move { Ok(report()) }
+        },
+        shutdown,
+    ))
 }
 
 #[cfg(test)]

@@ -161,8 +161,10 @@ pub(super) async fn open_south(
             limits,
             poll: Duration::from_millis(500),
         });
+        let board = Arc::new(postman::status::Board::new(&carrier));
         carrying.push(tokio::spawn(postman::carry::serve(
             carrier,
+            board,
             endpoint,
             postmen.clone(),
         )));
