@@ -21,12 +21,16 @@ use l3m_ring::undo::MemoryUndo;
 use l3m_tools::{Tool, ToolError, ToolOutput};
 use serde_json::Value;
 
-/// The evaluator built with this package, limited to 3 s and 192 MiB, 100 000 statements.
+/// The evaluator built with this package, limited to 3 s and 192 MiB, 10 000 statements.
+///
+/// The step budget is small so a loop trips it long before the deadline even in a debug build
+/// on a loaded two-core machine (where 100 000 statements once took longer than 3 s, and the
+/// step bomb was stopped by the deadline instead of by its own rule).
 pub fn evaluator() -> Evaluator {
     let mut e = Evaluator::new(PathBuf::from(env!("CARGO_BIN_EXE_l3m-program")));
     e.deadline = Duration::from_secs(3);
     e.limits.cpu_secs = 3;
-    e.steps = 100_000;
+    e.steps = 10_000;
     e
 }
 
