@@ -224,6 +224,7 @@ async fn boot_holding(
     .await?;
     initial.extend(session.resume_cards().await?);
     crate::control::serve(client, hub_root, agent, tx, tasks.clone()).await?;
+    serve_health(client, &session.meter, tasks.clone()).await?;
     let first = match session.pass(initial).await? {
         Next::Continue => None,
         Next::Stop(exit) => Some(exit),
@@ -301,4 +302,28 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Answers this sequencer's health requests (`l3m.<hub>.sequencer.health`, every running
+/// sequencer answering) from `meter` until `shutdown`; returns once the subscription is live.
+async fn serve_health(
+    client: &HubClient,
+    meter: &Arc<crate::health::RunMeter>,
+    shutdown: CancellationToken,
+) -> Result<(), SequencerError> {
+    let report = Arc::clone(meter);
+    let answering = l3m_wire::health::bind(
+        client.bus().as_ref(),
+        client.subjects(),
+        l3m_wire::subjects::Service::Sequencer,
+        move || report.health(),
+        shutdown,
+    )
+    .await
+    .map_err(|source| SequencerError::Bus {
+        what: "answering health".into(),
+        source,
+    })?;
+    tokio::spawn(answering);
+    Ok(())
 }

@@ -1,10 +1,13 @@
-//! The sequencer host's health answer (`l3m.<hub>.host.health`): how its waking goes, for
-//! `l3m status` and an operator's probe ([`l3m_wire::health`]).
+//! Health answers for `l3m status` and an operator's probe ([`l3m_wire::health`]): the
+//! sequencer host's (`l3m.<hub>.host.health`: how its waking goes) and each running
+//! sequencer's (`l3m.<hub>.sequencer.health`: its agent, its appends, its model calls).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
+use l3m_core::names::AgentName;
 use l3m_wire::health::{Check, Health};
 use l3m_wire::subjects::Service;
 
@@ -72,9 +75,117 @@ impl HostMeter {
     }
 }
 
+/// What one running sequencer has done since it booted: its health answer.
+#[derive(Debug)]
+pub(crate) struct RunMeter {
+    agent: AgentName,
+    started_ms: u64,
+    appends: AtomicU64,
+    records: AtomicU64,
+    append_us: AtomicU64,
+    running: AtomicU64,
+    calls_failed: AtomicU64,
+    last_call_failure: Mutex<Option<String>>,
+}
+
+impl RunMeter {
+    /// A meter of `agent`'s sequencer booting now.
+    pub(crate) fn new(agent: AgentName) -> RunMeter {
+        RunMeter {
+            agent,
+            started_ms: l3m_core::clock::now_ms(),
+            appends: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            append_us: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            calls_failed: AtomicU64::new(0),
+            last_call_failure: Mutex::new(None),
+        }
+    }
+
+    fn last_call_failure(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.last_call_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One compare-and-swap appended `records` records and took `took`.
+    pub(crate) fn appended(&self, records: usize, took: Duration) {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.records.fetch_add(records as u64, Ordering::Relaxed);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.append_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// Model calls and tools running now.
+    pub(crate) fn running(&self, activities: usize) {
+        self.running.store(activities as u64, Ordering::Relaxed);
+    }
+
+    /// A model call ended without a reply (`error`), or with one (`None`).
+    pub(crate) fn call_ended(&self, error: Option<&str>) {
+        if error.is_some() {
+            self.calls_failed.fetch_add(1, Ordering::Relaxed);
+        }
+        *self.last_call_failure() = error.map(str::to_owned);
+    }
+
+    /// The health answer: well unless its last model call failed (and none answered since);
+    /// its agent named in the check; its appends, their records and time, what runs.
+    pub fn health(&self) -> Health {
+        let check = match &*self.last_call_failure() {
+            None => Check {
+                name: "model".into(),
+                ok: true,
+                detail: format!("{}: the last model call (if any) answered", self.agent),
+            },
+            Some(error) => Check {
+                name: "model".into(),
+                ok: false,
+                detail: format!("{}: the last model call failed: {error}", self.agent),
+            },
+        };
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        let gauges = BTreeMap::from([
+            ("appends_total".to_owned(), load(&self.appends)),
+            ("records_appended_total".to_owned(), load(&self.records)),
+            ("append_micros_total".to_owned(), load(&self.append_us)),
+            ("activities_running".to_owned(), load(&self.running)),
+            (
+                "model_calls_failed_total".to_owned(),
+                load(&self.calls_failed),
+            ),
+        ]);
+        Health::of(Service::Sequencer, self.started_ms, vec![check], gauges)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_model_call_makes_the_sequencer_unwell_until_one_answers() {
+        let meter = RunMeter::new(AgentName::parse("alice/main/worker").unwrap());
+        meter.appended(3, Duration::from_micros(1500));
+        meter.appended(1, Duration::from_micros(500));
+        meter.running(2);
+        let well = meter.health();
+        assert!(well.ok(), "{well:?}");
+        assert!(well.checks[0].detail.starts_with("alice/main/worker:"));
+        assert_eq!(well.gauges["appends_total"], 2);
+        assert_eq!(well.gauges["records_appended_total"], 4);
+        assert_eq!(well.gauges["append_micros_total"], 2000);
+        assert_eq!(well.gauges["activities_running"], 2);
+        meter.call_ended(Some("429 too many requests"));
+        let unwell = meter.health();
+        assert!(!unwell.ok());
+        assert!(unwell.checks[0].detail.contains("429"), "{unwell:?}");
+        assert_eq!(unwell.gauges["model_calls_failed_total"], 1);
+        meter.call_ended(None);
+        assert!(meter.health().ok());
+        assert_eq!(meter.health().gauges["model_calls_failed_total"], 1);
+    }
 
     #[test]
     fn a_failed_wake_makes_the_host_unwell_until_the_next_one_succeeds() {

@@ -228,12 +228,33 @@ async fn a_letter_is_journaled_while_a_slow_tool_runs() {
             == 2
     })
     .await;
+    // The running sequencer answers health on the bus: its agent, its appends, the tool.
+    let health = l3m_wire::health::ask(
+        hub.hub.bus.as_ref(),
+        &hub.hub.subjects,
+        l3m_wire::subjects::Service::Sequencer,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(health.ok(), "{health:?}");
+    assert!(health.checks[0].detail.starts_with("demo:"), "{health:?}");
+    assert!(health.gauges["appends_total"] >= 2, "{health:?}");
+    assert!(
+        health.gauges["records_appended_total"] >= health.gauges["appends_total"],
+        "{health:?}"
+    );
     let log = hub.log("demo").await;
     assert!(
         !log.iter()
             .any(|r| matches!(r.body, RecordBody::ToolResult { .. })),
         "the letter was journaled before the slow tool finished: {:?}",
         kinds(&log)
+    );
+    assert_eq!(
+        health.gauges["activities_running"], 1,
+        "the slow tool ran when health was asked: {health:?}"
     );
     assert_eq!(task.await.unwrap().unwrap(), Exit::Idle);
     let log = hub.log("demo").await;

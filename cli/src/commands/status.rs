@@ -1,6 +1,6 @@
 //! `l3m status`: the whole site from one place — hubd's health, every other process that
-//! answers (sequencer hosts, postmen, reviewers, builders, runners: each its host, pid, health
-//! and counts), which host runs which agents, and the postman's links.
+//! answers (sequencer hosts, running sequencers, postmen, reviewers, builders, runners: each
+//! its host, pid, health and counts), which host runs which agents, and the postman's links.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,8 +23,9 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(3);
 const GATHER_WITHIN: Duration = Duration::from_millis(700);
 
 /// The services that may run as several processes, each asked with [`health::gather`].
-const GATHERED: [Service; 5] = [
+const GATHERED: [Service; 6] = [
     Service::Host,
+    Service::Sequencer,
     Service::Postman,
     Service::Reviewer,
     Service::Builder,

@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
+use crate::health::RunMeter;
 use crate::model::{ModelRequest, Provider, ToolSpec};
 use crate::toolbox::{Outcome, Toolbox};
 use crate::{Exit, SequencerError, now_ms};
@@ -115,6 +116,8 @@ pub(crate) struct Session {
     buffer: PassBuffer,
     /// The token estimate and the compaction under way.
     gauge: compact::Gauge,
+    /// What this run has done, for its health answer.
+    pub meter: Arc<RunMeter>,
 }
 
 /// How a pass ended.
@@ -137,6 +140,7 @@ impl Session {
         grant: GrantView,
     ) -> Session {
         let specs = tools.specs();
+        let meter = Arc::new(RunMeter::new(agent.clone()));
         Session {
             client,
             agent,
@@ -155,6 +159,7 @@ impl Session {
             running: Running::default(),
             buffer: PassBuffer::default(),
             gauge: compact::Gauge::default(),
+            meter,
             grant,
             review: None,
         }
@@ -299,6 +304,13 @@ impl Session {
     pub async fn pass(&mut self, inputs: Vec<Input>) -> Result<Next, SequencerError> {
         let mut stop = None;
         for input in inputs {
+            if let Input::Signal(signal) = &input {
+                match signal {
+                    Signal::ModelReply { .. } => self.meter.call_ended(None),
+                    Signal::ModelFailed { error, .. } => self.meter.call_ended(Some(error)),
+                    _ => {}
+                }
+            }
             if let Some(exit) = self.take_input(input) {
                 stop = Some(exit);
                 break;
@@ -318,6 +330,8 @@ impl Session {
         }
         self.append().await?;
         self.start(&planned);
+        self.meter
+            .running(self.running.calls.len() + self.running.running_tools.len());
         self.raise_cards().await;
         for (reply, answer) in self.buffer.replies.drain(..) {
             let _gone = reply.send(answer);
@@ -340,12 +354,14 @@ impl Session {
             return Ok(());
         }
         let records = std::mem::take(&mut self.buffer.staged);
+        let started = std::time::Instant::now();
         match self
             .client
             .append_log(&self.agent, self.log.tip.as_deref(), &records)
             .await
         {
             Ok(appended) => {
+                self.meter.appended(records.len(), started.elapsed());
                 self.log.tip = Some(appended.tip);
                 Ok(())
             }
