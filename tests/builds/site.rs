@@ -324,20 +324,11 @@ impl Site {
 
 /// The cover a build request asks for: its source, lockfile and every host its stages reach.
 pub fn build_cover(req: &BuildRequest) -> Cover {
-    let hosts = req
-        .plan
-        .stages
-        .iter()
-        .flat_map(|s| match &s.network {
-            l3m_core::build::Network::Hosts(h) => h.clone(),
-            l3m_core::build::Network::None => vec![],
-        })
-        .collect();
-    Cover::Build {
-        source: AcrPath::parse(&req.source).unwrap(),
-        lockfile: req.lockfile.as_deref().map(|l| AcrPath::parse(l).unwrap()),
-        hosts,
-    }
+    Cover::of_build(
+        AcrPath::parse(&req.source).unwrap(),
+        req.lockfile.as_deref().map(|l| AcrPath::parse(l).unwrap()),
+        &req.plan,
+    )
 }
 
 async fn remove_package_source(docker: &Docker, container: &str, network: &str) {

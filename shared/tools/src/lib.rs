@@ -28,6 +28,7 @@
 //! - [`net`]: the `fetch_url` tool.
 //! - [`hub`]: `send_letter` and `spawn_agent`, which reach hubd through the sequencer's outlet.
 //! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
+//! - [`build`]: `build` and `run`, W^X builds through the builder and the runner.
 //!
 //! # Example
 //! ```
@@ -43,6 +44,7 @@
 #![deny(missing_docs)]
 
 mod args;
+pub mod build;
 pub mod clock;
 pub mod edit;
 pub mod files;
@@ -77,5 +79,7 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(hub::SendLetter),
         Box::new(hub::SpawnAgent),
         Box::new(shell::RunShell),
+        Box::new(build::BuildTool),
+        Box::new(build::RunTool),
     ]
 }
