@@ -72,7 +72,10 @@ impl SessionOutlet {
             service: name,
             reason: match e {
                 WireError::Timeout { after, .. } => {
-                    format!("no answer within {}s; the stages may still be running", after.as_secs())
+                    format!(
+                        "no answer within {}s; the stages may still be running",
+                        after.as_secs()
+                    )
                 }
                 other => other.to_string(),
             },

@@ -8,11 +8,11 @@ use std::time::Duration;
 use l3m_containers::hash_tree;
 use l3m_containers::test_support::busybox_image;
 use l3m_core::budget::Fuel;
+use l3m_core::duty::Duty;
 use l3m_core::effects::EffectClass;
 use l3m_core::grant::{Grant, SpawnRequest};
 use l3m_core::log::{Record, RecordBody};
 use l3m_core::names::AgentName;
-use l3m_core::duty::Duty;
 use sequencer::model::{Provider, Script, Scripted};
 use sequencer::{AgentRun, Config, Exit, run_agent};
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,10 @@ async fn spawn(site: &Site, name: &str, grant: Grant) {
         })
         .await
         .unwrap();
-    human.send_letter(name, None, "build and run it").await.unwrap();
+    human
+        .send_letter(name, None, "build and run it")
+        .await
+        .unwrap();
 }
 
 /// Runs `name`'s sequencer with `script` as its model until it is idle; returns its Log.
@@ -79,8 +82,19 @@ async fn run_scripted(site: &Site, name: &str, script: &str) -> Vec<Record> {
     human.read_log_from(&agent, 0).await.unwrap().records
 }
 
-/// The Log's tool results: output, whether an error, the refusing boundary, the effects' classes.
-fn results(log: &[Record]) -> Vec<(String, bool, Option<String>, Vec<(EffectClass, String)>)> {
+/// One tool result of the Log, as these tests look at it.
+#[derive(Debug)]
+struct ToolResult {
+    output: String,
+    is_error: bool,
+    /// The refusing boundary, if refused.
+    boundary: Option<String>,
+    /// The classes and targets of its effects.
+    effects: Vec<(EffectClass, String)>,
+}
+
+/// The Log's tool results, in order.
+fn results(log: &[Record]) -> Vec<ToolResult> {
     log.iter()
         .filter_map(|r| match &r.body {
             RecordBody::ToolResult {
@@ -89,15 +103,15 @@ fn results(log: &[Record]) -> Vec<(String, bool, Option<String>, Vec<(EffectClas
                 refusal,
                 effects,
                 ..
-            } => Some((
-                output.clone(),
-                *is_error,
-                refusal.as_ref().map(|r| r.boundary.clone()),
-                effects
+            } => Some(ToolResult {
+                output: output.clone(),
+                is_error: *is_error,
+                boundary: refusal.as_ref().map(|r| r.boundary.clone()),
+                effects: effects
                     .iter()
                     .map(|e| (e.class.clone(), e.target.clone()))
                     .collect(),
-            )),
+            }),
             _ => None,
         })
         .collect()
@@ -166,10 +180,13 @@ text = "done"
     let offered = offered(&log);
     assert!(offered.iter().any(|t| t == "build") && offered.iter().any(|t| t == "run"));
     let results = results(&log);
-    let [(built, false, None, build_effects), (ran, false, None, run_effects)] = &results[..]
-    else {
-        panic!("two successful results: {results:#?}")
+    let [build, run] = &results[..] else {
+        panic!("two results: {results:#?}")
     };
+    for result in [build, run] {
+        assert!(!result.is_error && result.boundary.is_none(), "{result:#?}");
+    }
+    let (built, ran) = (&build.output, &run.output);
     assert!(built.contains("stage build: exited 0"), "{built}");
     assert!(built.contains("\nbuilt\n"), "the stage's log: {built}");
     assert!(
@@ -177,14 +194,19 @@ text = "done"
         "{built}"
     );
     assert!(
-        build_effects
+        build
+            .effects
             .iter()
             .any(|(c, t)| *c == EffectClass::Build && t.contains(digest.as_str())),
-        "the artifact is named as a lasting effect: {build_effects:?}"
+        "the artifact is named as a lasting effect: {:?}",
+        build.effects
     );
-    assert!(ran.contains("stage run: exited 0") && ran.contains("\nran\n"), "{ran}");
+    assert!(
+        ran.contains("stage run: exited 0") && ran.contains("\nran\n"),
+        "{ran}"
+    );
     assert!(ran.contains("  result ("), "the listing of out/: {ran}");
-    assert!(run_effects.iter().any(|(c, _)| *c == EffectClass::Run));
+    assert!(run.effects.iter().any(|(c, _)| *c == EffectClass::Run));
     let out = ran
         .lines()
         .find_map(|l| l.strip_prefix("out: "))
@@ -229,14 +251,12 @@ text = "done"
     );
     let results = results(&log);
     assert_eq!(results.len(), 2, "{results:#?}");
-    for ((output, is_error, boundary, effects), tool) in results.iter().zip(["build", "run"]) {
-        assert!(*is_error, "{output}");
-        assert!(
-            output.contains(&format!("no tool named {tool:?} is offered")),
-            "{output}"
-        );
-        assert_eq!(boundary.as_deref(), Some("tool-table"));
-        assert!(effects.is_empty());
+    for (result, tool) in results.iter().zip(["build", "run"]) {
+        assert!(result.is_error, "{result:#?}");
+        let named = format!("no tool named {tool:?} is offered");
+        assert!(result.output.contains(&named), "{result:#?}");
+        assert_eq!(result.boundary.as_deref(), Some("tool-table"));
+        assert!(result.effects.is_empty());
     }
     assert_eq!(site.leftovers().await, 0, "nothing was started");
     site.close().await;

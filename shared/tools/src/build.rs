@@ -254,7 +254,8 @@ impl Tool for RunTool {
         let args = Args::parse(&input, &self.input_schema())?;
         let artifact = ArtifactDigest::parse(args.string("artifact")?)
             .map_err(|e| bad("artifact", e.to_string()))?;
-        let command = command(&args, "command")?.ok_or_else(|| bad("command", "required".into()))?;
+        let command =
+            command(&args, "command")?.ok_or_else(|| bad("command", "required".into()))?;
         let deadline = args
             .opt_count("deadline_s", MAX_STAGE_SECONDS)?
             .unwrap_or(DEFAULT_STAGE_SECONDS);

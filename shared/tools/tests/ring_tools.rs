@@ -258,12 +258,14 @@ fn build_and_run_check_their_fields_and_the_tokens_before_the_outlet_sees_anythi
     use l3m_ring::effects::StageError;
 
     let hub = GitHub::new();
-    let offered = |table: &ToolTable| -> Vec<String> {
-        table.offered().map(|o| o.name.clone()).collect()
-    };
+    let offered =
+        |table: &ToolTable| -> Vec<String> { table.offered().map(|o| o.name.clone()).collect() };
     let without = ToolTable::build(builtin(), &hub.tokens().conferred()).unwrap();
     let names = offered(&without);
-    assert!(!names.iter().any(|n| n == "build" || n == "run"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "build" || n == "run"),
+        "{names:?}"
+    );
 
     let alice = l3m_core::names::AgentName::parse("alice").unwrap();
     let extra = l3m_ring::tokens::MintInput {
@@ -310,7 +312,10 @@ fn build_and_run_check_their_fields_and_the_tokens_before_the_outlet_sees_anythi
         json!({"source": "other-repo", "image": "img", "command": ["make"]}),
     )
     .unwrap_err();
-    assert!(matches!(&err, ToolError::Stage(StageError::Uncovered(_))), "{err}");
+    assert!(
+        matches!(&err, ToolError::Stage(StageError::Uncovered(_))),
+        "{err}"
+    );
     assert_eq!(err.refusal().unwrap().boundary, "build");
     let fetch = json!({"lockfile": "workspace/app/lock", "fetch_command": ["fetch"], "hosts": ["evil.test"]});
     let err = build(fetch).unwrap_err();
@@ -337,17 +342,30 @@ fn build_and_run_check_their_fields_and_the_tokens_before_the_outlet_sees_anythi
     )
     .unwrap_err();
     assert!(matches!(&err, ToolError::BadInput { field, .. } if field == "artifact"));
-    assert!(s.outlet.calls().is_empty(), "nothing refused reached the outlet");
+    assert!(
+        s.outlet.calls().is_empty(),
+        "nothing refused reached the outlet"
+    );
 
     // A covered build and a run reach the outlet; a builder or runner that is not running is
     // a typed error naming the service, not a crash.
     let fetch = json!({"lockfile": "workspace/app/lock", "fetch_command": ["fetch"], "hosts": ["pkgs.test"]});
     let err = build(fetch).unwrap_err();
     assert!(
-        matches!(&err, ToolError::Stage(StageError::Unreachable { service: "builder", .. })),
+        matches!(
+            &err,
+            ToolError::Stage(StageError::Unreachable {
+                service: "builder",
+                ..
+            })
+        ),
         "{err}"
     );
-    assert_eq!(err.refusal(), None, "unreachable is a failure, not a refusal");
+    assert_eq!(
+        err.refusal(),
+        None,
+        "unreachable is a failure, not a refusal"
+    );
     let digest = ArtifactDigest::from_bytes([7; 32]);
     let err = ran(
         &s,
@@ -355,9 +373,15 @@ fn build_and_run_check_their_fields_and_the_tokens_before_the_outlet_sees_anythi
         json!({"artifact": digest.as_str(), "image": "img", "command": ["/artifact/app"]}),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("the runner could not be reached"), "{err}");
+    assert!(
+        err.to_string().contains("the runner could not be reached"),
+        "{err}"
+    );
     assert_eq!(
         s.outlet.calls(),
-        ["build workspace/app".to_owned(), format!("run {}", digest.as_str())]
+        [
+            "build workspace/app".to_owned(),
+            format!("run {}", digest.as_str())
+        ]
     );
 }

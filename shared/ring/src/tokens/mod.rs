@@ -454,6 +454,8 @@ mod tests {
             "spawn": "drive",
             "wild": ["shell"],
             "git-push": {"origin": ["refs/heads/l3m/alice/main/"]},
+            "build": true,
+            "run": true,
         }));
         let remotes = BTreeMap::from([(
             RemoteName::parse("origin").unwrap(),
@@ -470,9 +472,23 @@ mod tests {
                 Axis::Net,
                 Axis::Mail,
                 Axis::Spawn,
-                Axis::Wild
+                Axis::Wild,
+                Axis::Build,
+                Axis::Run
             ])
         );
+        let build = t.build.as_ref().unwrap();
+        let cover = |source: &str| l3m_core::build::Cover::Build {
+            source: l3m_core::grant::AcrPath::parse(source).unwrap(),
+            lockfile: None,
+            hosts: [l3m_core::grant::HostPattern::parse("example.org").unwrap()].into(),
+        };
+        assert!(build.check(&cover("workspace/app")).is_ok());
+        assert!(
+            build.check(&cover("agent")).is_err(),
+            "outside the write roots"
+        );
+        assert_eq!(t.run.as_ref().unwrap().agent(), &alice);
         let git = t.git.as_ref().unwrap();
         assert!(git.may_write("refs/heads/l3m/alice/main/_/work") && !git.may_read("refs/x"));
         assert_eq!(

@@ -88,7 +88,10 @@ mod tests {
         Cover::Build {
             source: AcrPath::parse(source).unwrap(),
             lockfile: None,
-            hosts: hosts.iter().map(|h| HostPattern::parse(h).unwrap()).collect(),
+            hosts: hosts
+                .iter()
+                .map(|h| HostPattern::parse(h).unwrap())
+                .collect(),
         }
     }
 
