@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use l3m_core::build::{ArtifactDigest, Cover, Stage};
+use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
+use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::mail::Address;
 use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
@@ -95,7 +96,7 @@ impl SessionOutlet {
         self.client
             .vouch_build(cover)
             .await
-            .map_err(|e| StageError::Voucher(outlet_error(e)))
+            .map_err(|e| StageError::Hub(outlet_error(e)))
     }
 }
 
@@ -194,5 +195,19 @@ impl HubOutlet for SessionOutlet {
                 listing: reply.listing,
             })
         })
+    }
+
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError> {
+        let Duty::Sequencer { agent } = self.client.duty() else {
+            return Err(StageError::Hub(OutletError::Refused {
+                code: "invalid".into(),
+                reason: "blessings are read with an agent's sequencer session".into(),
+                axis: None,
+            }));
+        };
+        self.runtime
+            .block_on(self.client.read_blessing(agent, target))
+            .map(|view| view.blessing)
+            .map_err(|e| StageError::Hub(outlet_error(e)))
     }
 }

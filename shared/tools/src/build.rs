@@ -31,7 +31,7 @@ use crate::tool::{Tool, ToolError, ToolOutput, declare};
 pub const MAX_STAGE_SECONDS: usize = 600;
 
 /// The deadline of a stage whose call names none, in seconds.
-const DEFAULT_STAGE_SECONDS: usize = 120;
+pub(crate) const DEFAULT_STAGE_SECONDS: usize = 120;
 
 /// The most bytes of a stage's log kept by the container driver: a build's two logs and a
 /// run's listing stay well inside one tool result.
@@ -53,7 +53,7 @@ fn command_schema(what: &str) -> Value {
 }
 
 /// One stage over `mounts`, with the call's image and deadline.
-fn stage(
+pub(crate) fn stage(
     kind: StageKind,
     image: &str,
     command: Vec<String>,
@@ -77,7 +77,7 @@ fn stage(
     }
 }
 
-fn mount(role: MountRole, target: &str, writable: bool) -> Mount {
+pub(crate) fn mount(role: MountRole, target: &str, writable: bool) -> Mount {
     Mount {
         role,
         target: target.into(),
@@ -282,7 +282,7 @@ impl Tool for RunTool {
 }
 
 /// A stage's exit, time and log, as the model reads it.
-fn describe(outcome: &StageOutcome) -> String {
+pub(crate) fn describe(outcome: &StageOutcome) -> String {
     let exit = match outcome.exit {
         StageExit::Exited { code } => format!("exited {code}"),
         StageExit::OutOfMemory => "killed at its memory limit".to_owned(),

@@ -29,6 +29,7 @@
 //! - [`hub`]: `send_letter` and `spawn_agent`, which reach hubd through the sequencer's outlet.
 //! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
 //! - [`build`]: `build` and `run`, W^X builds through the builder and the runner.
+//! - [`make`]: `make`, a blessed Makefile target, only while its bytes are the blessed ones.
 //!
 //! # Example
 //! ```
@@ -50,6 +51,7 @@ pub mod edit;
 pub mod files;
 pub mod git;
 pub mod hub;
+pub mod make;
 pub mod net;
 pub mod search;
 pub mod shell;
@@ -81,5 +83,6 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(shell::RunShell),
         Box::new(build::BuildTool),
         Box::new(build::RunTool),
+        Box::new(make::MakeBlessed),
     ]
 }

@@ -141,7 +141,7 @@ fn offers_exactly_the_tools_the_grant_covers() {
             &[Axis::Spawn, Axis::Airmail],
             &["probe_airmail", "spawn_agent"],
         ),
-        (&[Axis::Build, Axis::Run], &["build", "run"]),
+        (&[Axis::Build, Axis::Run], &["build", "make", "run"]),
     ];
     for (grant, extra) in cases {
         let table = ToolTable::build(tools(&ran), &axes(grant)).unwrap();

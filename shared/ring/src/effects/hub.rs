@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use l3m_core::axis::Axis;
-use l3m_core::build::{ArtifactDigest, Stage};
+use l3m_core::build::{ArtifactDigest, Blessing, Stage};
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
 use l3m_core::log::Refusal;
 use l3m_core::mail::Address;
@@ -28,6 +28,8 @@ pub trait HubOutlet: Send + Sync {
     fn build(&self, ask: &BuildAsk) -> Result<Built, StageError>;
     /// Asks hubd to vouch for a run of `artifact`, then the runner to run `stage` over it.
     fn run(&self, artifact: &ArtifactDigest, stage: &Stage) -> Result<Ran, StageError>;
+    /// Reads from hubd what a human blessed for this session's agent's runs of `target`.
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError>;
 }
 
 /// Why the outlet could not carry a call to hubd, or hubd refused it.

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use l3m_core::axis::Axis;
-use l3m_core::build::{ArtifactDigest, Cover, Plan, Stage, StageOutcome, TreeEntry, Uncovered};
+use l3m_core::build::{
+    ArtifactDigest, BlessError, Blessing, Cover, Plan, Stage, StageOutcome, TreeEntry, Uncovered,
+};
 use l3m_core::grant::AcrPath;
 use l3m_core::log::Refusal;
 
@@ -50,9 +52,9 @@ pub enum StageError {
     /// The build boundary: the token does not cover the source, lockfile or a fetch host.
     #[error("refused by the build boundary: {0}")]
     Uncovered(#[from] Uncovered),
-    /// hubd would not vouch for it, or could not be reached.
-    #[error("no voucher: {0}")]
-    Voucher(OutletError),
+    /// hubd would not vouch for it or tell its blessing, or could not be reached.
+    #[error("hubd: {0}")]
+    Hub(OutletError),
     /// The builder or the runner refused the request (its voucher, plan or artifact check).
     #[error("the {service} refused ({code}): {reason}")]
     Refused {
@@ -71,6 +73,18 @@ pub enum StageError {
         /// What failed (no responders, a timeout after so many seconds, …).
         reason: String,
     },
+    /// The blessing boundary: no human blessed the target for this agent.
+    #[error(
+        "refused by the blessing boundary: target {target:?} is not blessed for this agent; a \
+         human must run `l3m bless AGENT {target}` first"
+    )]
+    NotBlessed {
+        /// The target asked for.
+        target: String,
+    },
+    /// The blessing boundary: the target is not plain, or the pinned bytes changed.
+    #[error("refused by the blessing boundary: {0}")]
+    Blessing(#[from] BlessError),
     /// No outlet was plugged into this session's effects.
     #[error(transparent)]
     Outlet(#[from] OutletError),
@@ -81,7 +95,10 @@ impl StageError {
     pub fn refusal(&self) -> Option<Refusal> {
         match self {
             StageError::Uncovered(_) => Some(Refusal::new("build", Some(Axis::Build))),
-            StageError::Voucher(e) | StageError::Outlet(e) => e.refusal(),
+            StageError::NotBlessed { .. } | StageError::Blessing(_) => {
+                Some(Refusal::new("blessing", Some(Axis::Build)))
+            }
+            StageError::Hub(e) | StageError::Outlet(e) => e.refusal(),
             StageError::Refused { service, .. } => Some(Refusal::new(service, None)),
             StageError::Unreachable { .. } => None,
         }
@@ -92,6 +109,9 @@ impl StageError {
 pub trait Build: Send + Sync {
     /// Asks the builder for `ask`'s stages; returns their outcomes and the artifact's digest.
     fn build(&self, ask: &BuildAsk) -> Result<Built, StageError>;
+    /// What a human pinned for this agent's runs of `target` (`refs/l3m/blessings/...`), if
+    /// anything: the pin a blessed `make` checks the bytes against before it builds.
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError>;
 }
 
 /// Runs by digest through the outlet (the `run` class).
@@ -114,6 +134,12 @@ impl Build for BuildProvider {
         self.token.check(&cover)?;
         let outlet = self.outlet.as_deref().ok_or(OutletError::Absent)?;
         outlet.build(ask)
+    }
+
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError> {
+        l3m_core::build::check_target(target)?;
+        let outlet = self.outlet.as_deref().ok_or(OutletError::Absent)?;
+        outlet.blessing(target)
     }
 }
 
