@@ -1,6 +1,5 @@
 //! A hub outlet that records every call that reached it, in the form hubd would receive it.
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use l3m_core::build::{ArtifactDigest, Blessing, Stage};
@@ -13,13 +12,11 @@ use crate::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 /// `spawn <child> driven=<bool> loan=<model calls> grant=<grant JSON> | <task>`. Letters are
 /// accepted (id `l-<n>`); spawns are accepted, or all answered with the refusal set by
 /// [`Recorder::refusing_spawns`]. Builds and runs are recorded as `build <source>` and
-/// `run <digest>` and answered as a builder that is not running would be; blessings are read
-/// from those set by [`Recorder::blessing`].
+/// `run <digest>` and answered as a builder that is not running would be; no target is blessed.
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<Vec<String>>,
     spawn_refusal: Option<OutletError>,
-    blessings: BTreeMap<String, Blessing>,
 }
 
 impl Recorder {
@@ -29,13 +26,6 @@ impl Recorder {
             spawn_refusal: Some(refusal),
             ..Recorder::default()
         }
-    }
-
-    /// The same recorder, answering `blessing` for its target as hubd would after `l3m bless`.
-    #[must_use]
-    pub fn blessing(mut self, blessing: Blessing) -> Self {
-        self.blessings.insert(blessing.target.clone(), blessing);
-        self
     }
 
     /// Every call recorded, oldest first.
@@ -86,7 +76,8 @@ impl HubOutlet for Recorder {
     }
 
     fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError> {
-        Ok(self.blessings.get(target).cloned())
+        self.record(format!("blessing {target}"));
+        Ok(None)
     }
 }
 
