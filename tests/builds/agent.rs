@@ -172,17 +172,29 @@ text = "running"
 name = "run"
 input = {{ artifact = "{digest}", image = "{image}", command = ["sh", "-c", "/artifact/app > /out/result && echo ran"] }}
 [[turn]]
+text = "running what was never built"
+[[turn.tool_use]]
+name = "run"
+input = {{ artifact = "{unknown}", image = "{image}", command = ["/artifact/app"] }}
+[[turn]]
 text = "done"
 "#,
-        digest = digest.as_str()
+        digest = digest.as_str(),
+        unknown = l3m_core::build::ArtifactDigest::from_bytes([7; 32]).as_str()
     );
     let log = run_scripted(&site, "crafter", &script).await;
     let offered = offered(&log);
     assert!(offered.iter().any(|t| t == "build") && offered.iter().any(|t| t == "run"));
     let results = results(&log);
-    let [build, run] = &results[..] else {
-        panic!("two results: {results:#?}")
+    let [build, run, unknown] = &results[..] else {
+        panic!("three results: {results:#?}")
     };
+    // The real runner's refusal of a digest it does not hold is a typed result, not a crash.
+    assert!(unknown.is_error, "{unknown:#?}");
+    assert!(
+        unknown.output.contains("the runner refused (not-found)"),
+        "{unknown:#?}"
+    );
     for result in [build, run] {
         assert!(!result.is_error && result.boundary.is_none(), "{result:#?}");
     }
