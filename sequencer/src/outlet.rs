@@ -23,8 +23,40 @@ use l3m_wire::WireError;
 use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest};
 use l3m_wire::client::{ClientError, HubClient};
 use l3m_wire::envelope::{Limits, Message};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::build_voucher::{BuildPolicy, ReadBuildPolicy};
 use l3m_wire::subjects::{Operation, Service};
 use tokio::runtime::Handle;
+
+/// How long boot waits for hubd's build policy (the pinned images the prompt names).
+const POLICY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The image ids the hub's settings pin (`[builds] images`, from hubd's build policy), for the
+/// prompt of an agent offered a build or run tool, so its model can name one. Empty when none
+/// are pinned, or when hubd does not tell (logged; the builder's refusal of an unpinned image
+/// names the pinned ones then).
+pub async fn pinned_images(client: &HubClient) -> Vec<String> {
+    let subject = Op::ReadBuildPolicy.subject(client.subjects());
+    let policy = l3m_wire::typed::call::<_, BuildPolicy>(
+        client.bus().as_ref(),
+        &subject,
+        &ReadBuildPolicy {},
+        POLICY_TIMEOUT,
+        &Limits::default(),
+    )
+    .await;
+    match policy {
+        Ok(Ok(policy)) => policy.images,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e.message, "hubd refused its build policy; the prompt names no image");
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "hubd's build policy did not come; the prompt names no image");
+            Vec::new()
+        }
+    }
+}
 
 /// How long past the sum of its stages' deadlines a build or run is waited for: creating and
 /// removing containers, hashing and storing the artifact.

@@ -39,6 +39,12 @@ async fn a_build_or_run_with_no_service_running_is_a_typed_error_result_the_mode
     let hub = TestHub::start_bound(BOUND).await;
     hub.spawn_with("maker", 5, GRANT).await;
     hub.letter("maker", "build it").await;
+    // The images the settings pin are named in the prompt of an agent offered build tools.
+    let human = hub.human().await;
+    let seen = human.read_settings().await.unwrap();
+    let image = format!("sha256:{}", "c0".repeat(32));
+    let pinned = format!("{}\n[builds]\nimages = [\"{image}\"]\n", seen.text);
+    human.update_settings(&pinned, &seen.tip).await.unwrap();
     let script = format!(
         "[[turn]]\ntext = \"building\"\n[[turn.tool_use]]\nname = \"build\"\n\
          input = {{ source = \"workspace\", image = \"img\", command = [\"make\"] }}\n\
@@ -57,6 +63,13 @@ async fn a_build_or_run_with_no_service_running_is_a_typed_error_result_the_mode
     );
     let log = hub.log("maker").await;
     check_log(&log);
+    let RecordBody::SystemPrompt { text, .. } = &log[0].body else {
+        panic!("the Log starts with its prompt")
+    };
+    assert!(
+        text.contains(&format!("(name one as `image`): {image}.")),
+        "{text}"
+    );
     let results = tool_results(&log);
     assert_eq!(results.len(), 2, "{results:?}");
     for ((output, is_error), service) in results.iter().zip(["builder", "runner"]) {
