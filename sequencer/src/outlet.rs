@@ -62,7 +62,7 @@ pub async fn pinned_images(client: &HubClient) -> Vec<String> {
 /// removing containers, hashing and storing the artifact.
 pub const STAGE_MARGIN: Duration = Duration::from_secs(30);
 
-/// Mail and spawn for one session, over its own hubd client.
+/// Mail, spawn, builds and runs for one session, over its own hubd client and bus.
 #[derive(Debug, Clone)]
 pub struct SessionOutlet {
     client: HubClient,
@@ -74,9 +74,7 @@ impl SessionOutlet {
     pub fn new(client: HubClient, runtime: Handle) -> SessionOutlet {
         SessionOutlet { client, runtime }
     }
-}
 
-impl SessionOutlet {
     /// Asks `service`'s `op` with `request`, waiting for `stages`' deadlines plus the margin.
     async fn ask<Req: Message, Resp: Message>(
         &self,

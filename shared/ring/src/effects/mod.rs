@@ -4,8 +4,9 @@
 //! these traits, one per effect class that has a provider: [`FsRead`], [`FsWrite`], [`Clock`],
 //! [`GitRead`], [`GitWrite`], [`GitPush`], [`Net`], [`Mail`], [`Spawn`], [`Build`], [`Run`] and
 //! [`Shell`]. The ring implements each over its tokens; mail, spawn, build and run go on through
-//! a [`HubOutlet`] the sequencer plugs in, after the ring has checked the token. At boot the sequencer builds one [`Effects`]
-//! bundle from the minted [`Tokens`], the undo chain, a clock and the outlet; for each call it
+//! a [`HubOutlet`] the sequencer plugs in, after the ring has checked the token. At boot the
+//! sequencer builds one [`Effects`] bundle from the minted [`Tokens`], the undo chain, a clock
+//! and the outlet; for each call it
 //! asks [`Effects::for_footprint`] for a [`Granted`] holding exactly the trait objects the tool's
 //! footprint names, so a body cannot reach a class it did not declare (asking [`Granted`] for one
 //! is an [`EffectsError::Undeclared`]). Git is three classes, so a tool that declares only
