@@ -6,10 +6,9 @@
 //! [`Shell`]. The ring implements each over its tokens; mail, spawn, build and run go on through
 //! a [`HubOutlet`] the sequencer plugs in, after the ring has checked the token. At boot the
 //! sequencer builds one [`Effects`] bundle from the minted [`Tokens`], the undo chain, a clock
-//! and the outlet; for each call it
-//! asks [`Effects::for_footprint`] for a [`Granted`] holding exactly the trait objects the tool's
-//! footprint names, so a body cannot reach a class it did not declare (asking [`Granted`] for one
-//! is an [`EffectsError::Undeclared`]). Git is three classes, so a tool that declares only
+//! and the outlet; for each call it asks [`Effects::for_footprint`] for a [`Granted`] holding
+//! exactly the trait objects the tool's footprint names, so a body cannot reach a class it did
+//! not declare (asking [`Granted`] for one is an [`EffectsError::Undeclared`]). Git is three classes, so a tool that declares only
 //! `git-read` cannot commit or push.
 //!
 //! A footprint naming a class whose token was not minted is refused with
