@@ -77,6 +77,23 @@ pub(crate) fn stage(
     }
 }
 
+/// The run stage over the artifact at `/artifact` and a fresh `/out`, with no network.
+fn run_stage(image: &str, command: Vec<String>, deadline_s: usize) -> Stage {
+    let mounts = vec![
+        mount(MountRole::Artifact, "/artifact", false),
+        mount(MountRole::Out, "/out", true),
+    ];
+    stage(
+        StageKind::Run,
+        image,
+        command,
+        mounts,
+        Network::None,
+        deadline_s,
+    )
+}
+
+/// A mount of `role` at `target`.
 pub(crate) fn mount(role: MountRole, target: &str, writable: bool) -> Mount {
     Mount {
         role,
@@ -259,17 +276,7 @@ impl Tool for RunTool {
         let deadline = args
             .opt_count("deadline_s", MAX_STAGE_SECONDS)?
             .unwrap_or(DEFAULT_STAGE_SECONDS);
-        let stage = stage(
-            StageKind::Run,
-            args.string("image")?,
-            command,
-            vec![
-                mount(MountRole::Artifact, "/artifact", false),
-                mount(MountRole::Out, "/out", true),
-            ],
-            Network::None,
-            deadline,
-        );
+        let stage = run_stage(args.string("image")?, command, deadline);
         let ran = fx.run()?.run(&artifact, &stage)?;
         let mut text = describe(&ran.outcome);
         text.push_str(&format!("out: {}\n", ran.out.as_str()));
@@ -324,4 +331,40 @@ fn listing(entries: &[TreeEntry]) -> String {
         text.push_str(&format!("  … and {} more\n", entries.len() - MAX_LISTED));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use l3m_core::build::check_plan;
+
+    fn ask(input: Value) -> Result<BuildAsk, ToolError> {
+        BuildTool::ask(&Args::parse(&input, &BuildTool.input_schema())?)
+    }
+
+    #[test]
+    fn every_plan_the_tool_writes_passes_the_core_gate() {
+        let with_fetch = ask(json!({
+            "source": "workspace/app", "image": "img", "command": ["make"],
+            "lockfile": "workspace/app/lock", "fetch_command": ["fetch"], "hosts": ["pkgs.test"],
+        }))
+        .unwrap();
+        let kinds: Vec<StageKind> = with_fetch.plan.stages.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, [StageKind::Fetch, StageKind::Build]);
+        check_plan(&with_fetch.plan).unwrap();
+        let fetch_without_hosts = ask(json!({
+            "source": "workspace/app", "image": "img", "command": ["make"],
+            "lockfile": "workspace/app/lock", "fetch_command": ["fetch"],
+        }))
+        .unwrap();
+        assert_eq!(fetch_without_hosts.plan.stages[0].network, Network::None);
+        check_plan(&fetch_without_hosts.plan).unwrap();
+        let alone = ask(json!({"source": "workspace/app", "image": "img", "command": ["make"], "deadline_s": 5}))
+            .unwrap();
+        assert_eq!(alone.plan.stages.len(), 1);
+        assert_eq!(alone.plan.stages[0].limits.deadline_ms, 5_000);
+        check_plan(&alone.plan).unwrap();
+        let run = run_stage("img", vec!["/artifact/app".into()], DEFAULT_STAGE_SECONDS);
+        check_plan(&Plan { stages: vec![run] }).unwrap();
+    }
 }
