@@ -1,6 +1,7 @@
 //! The `build` and `run` tools of an agent's sequencer, driven by a scripted model against the
-//! real builder, runner and engine: the stage results land in the Log as tool results, and an
-//! agent whose grant lacks the axes is offered neither tool and has a forged call refused.
+//! real builder, runner and engine: a fetch through the proxy, a build and a run by digest land
+//! in the Log as tool results, and an agent whose grant lacks the axes is offered neither tool
+//! and has a forged call refused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::site::Site;
 
-/// What the agent's project prints when its artifact runs.
-const GREETING: &str = "hello from an agent's build";
+/// What the agent's artifact prints: its source names the greeter, the fetched package greets.
+const GREETING: &str = "hello from a fetched-and-built artifact";
+
+/// The fetch stage's script: each file the lockfile names, through the builder's proxy.
+const FETCH: &str = r#"for f in $(cat /lock/deps.lock); do printf 'GET http://pkgs.test:8080/%s HTTP/1.0\r\nHost: pkgs.test\r\n\r\n' "$f" | nc -w 10 "$L3M_PROXY_HOST" "$L3M_PROXY_PORT" > /tmp/resp; head -1 /tmp/resp | grep -q ' 200 ' || exit 3; sed '1,/^\r$/d' /tmp/resp > "/cache/$f"; done; echo fetched"#;
 
 /// Spawns root agent `name` with `grant` and fuel for a few calls, as the site's human.
 async fn spawn(site: &Site, name: &str, grant: Grant) {
@@ -146,41 +150,48 @@ async fn an_agent_builds_with_its_tool_and_runs_the_artifact_by_the_returned_dig
         .acr(&AgentName::parse("crafter").unwrap())
         .join("workspace/hello");
     std::fs::create_dir_all(&project).unwrap();
-    let app = format!("#!/bin/sh\necho \"{GREETING}\"\n");
-    std::fs::write(project.join("app.sh"), &app).unwrap();
+    std::fs::create_dir_all(project.join("lock")).unwrap();
+    std::fs::write(project.join("lock/deps.lock"), "greeting.sh\n").unwrap();
+    let source = "#!/bin/sh\nGREETER=fetched-and-built\n";
+    std::fs::write(project.join("app.sh"), source).unwrap();
     // Content addressing makes the digest known in advance: the same bytes and mode, hashed
     // here, are what the build must report (and what the scripted model passes to `run`).
     let expected = tempfile::tempdir().unwrap();
-    std::fs::write(expected.path().join("app"), &app).unwrap();
-    std::fs::set_permissions(
-        expected.path().join("app"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let app = expected.path().join("app");
+    std::fs::write(&app, format!("{source}{}", crate::site::GREETING_SH)).unwrap();
+    std::fs::set_permissions(&app, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let digest = hash_tree(expected.path()).unwrap();
-    let image = busybox_image();
-    let script = format!(
-        r#"
+    let script = r#"
 [[turn]]
 text = "building"
 [[turn.tool_use]]
 name = "build"
-input = {{ source = "workspace/hello", image = "{image}", command = ["sh", "-c", "cat /src/app.sh > /artifact/app && chmod +x /artifact/app && echo built"] }}
+[turn.tool_use.input]
+source = "workspace/hello"
+lockfile = "workspace/hello/lock"
+hosts = ["pkgs.test"]
+image = "IMAGE"
+fetch_command = ["sh", "-c", '''FETCH''']
+command = ["sh", "-c", "cat /src/app.sh /cache/greeting.sh > /artifact/app && chmod +x /artifact/app && echo built"]
 [[turn]]
 text = "running"
 [[turn.tool_use]]
 name = "run"
-input = {{ artifact = "{digest}", image = "{image}", command = ["sh", "-c", "/artifact/app > /out/result && echo ran"] }}
+input = { artifact = "DIGEST", image = "IMAGE", command = ["sh", "-c", "/artifact/app > /out/result && echo ran"] }
 [[turn]]
 text = "running what was never built"
 [[turn.tool_use]]
 name = "run"
-input = {{ artifact = "{unknown}", image = "{image}", command = ["/artifact/app"] }}
+input = { artifact = "UNKNOWN", image = "IMAGE", command = ["/artifact/app"] }
 [[turn]]
 text = "done"
-"#,
-        digest = digest.as_str(),
-        unknown = l3m_core::build::ArtifactDigest::from_bytes([7; 32]).as_str()
+"#
+    .replace("FETCH", FETCH)
+    .replace("IMAGE", &busybox_image())
+    .replace("DIGEST", digest.as_str())
+    .replace(
+        "UNKNOWN",
+        l3m_core::build::ArtifactDigest::from_bytes([7; 32]).as_str(),
     );
     let log = run_scripted(&site, "crafter", &script).await;
     let offered = offered(&log);
@@ -199,6 +210,10 @@ text = "done"
         assert!(!result.is_error && result.boundary.is_none(), "{result:#?}");
     }
     let (built, ran) = (&build.output, &run.output);
+    assert!(
+        built.contains("stage fetch: exited 0") && built.contains("\nfetched\n"),
+        "{built}"
+    );
     assert!(built.contains("stage build: exited 0"), "{built}");
     assert!(built.contains("\nbuilt\n"), "the stage's log: {built}");
     assert!(
