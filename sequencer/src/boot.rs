@@ -155,12 +155,22 @@ async fn boot_holding(
             .as_ref(),
     )?);
     let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
+    let builds = toolbox.footprints().values().any(|f| {
+        f.0.contains(&l3m_core::effects::EffectClass::Build)
+            || f.0.contains(&l3m_core::effects::EffectClass::Run)
+    });
+    let images = if builds {
+        crate::outlet::pinned_images(client).await
+    } else {
+        Vec::new()
+    };
     let text = prompt::assemble(
         agent,
         &read_persona(&acr),
         &grant.grant,
         &grant.account.loan(),
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        &images,
     );
     let mut session = Session::new(
         client.clone(),

@@ -1,16 +1,68 @@
-//! The session's [`HubOutlet`]: how the ring's mail and spawn tools reach hubd.
+//! The session's [`HubOutlet`]: how the ring's mail, spawn, build and run tools reach hubd,
+//! the builder and the runner.
 //!
-//! The ring checks the agent's tokens first (an uncovered address or a spawn level of `off`
-//! never gets here); hubd then runs the real gates again. Tool bodies run on a blocking thread,
-//! so the outlet enters the runtime with `Handle::block_on` for the one hubd call it makes.
+//! The ring checks the agent's tokens first (an uncovered address, a spawn level of `off` or a
+//! build of a folder outside the write roots never gets here); hubd then runs the real gates
+//! again. Tool bodies run on a blocking thread, so the outlet enters the runtime with
+//! `Handle::block_on` for the calls it makes.
+//!
+//! A build or a run asks hubd for a voucher with this session (hubd signs only what the agent's
+//! grant covers), then sends the request with the voucher to the builder or the runner over
+//! NATS, waiting at most the stages' deadlines plus [`STAGE_MARGIN`]. A service that is not
+//! running, refuses, or does not answer in time comes back as a typed [`StageError`] the model
+//! reads; nothing here panics or retries (a retried build could run twice).
 
+use std::time::Duration;
+
+use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
+use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::mail::Address;
-use l3m_ring::effects::{HubOutlet, OutletError};
+use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
+use l3m_wire::WireError;
+use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest};
 use l3m_wire::client::{ClientError, HubClient};
+use l3m_wire::envelope::{Limits, Message};
+use l3m_wire::hubd::Op;
+use l3m_wire::hubd::build_voucher::{BuildPolicy, ReadBuildPolicy};
+use l3m_wire::subjects::{Operation, Service};
 use tokio::runtime::Handle;
 
-/// Mail and spawn for one session, over its own hubd client.
+/// How long boot waits for hubd's build policy (the pinned images the prompt names).
+const POLICY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The image ids the hub's settings pin (`[builds] images`, from hubd's build policy), for the
+/// prompt of an agent offered a build or run tool, so its model can name one. Empty when none
+/// are pinned, or when hubd does not tell (logged; the builder's refusal of an unpinned image
+/// names the pinned ones then).
+pub async fn pinned_images(client: &HubClient) -> Vec<String> {
+    let subject = Op::ReadBuildPolicy.subject(client.subjects());
+    let policy = l3m_wire::typed::call::<_, BuildPolicy>(
+        client.bus().as_ref(),
+        &subject,
+        &ReadBuildPolicy {},
+        POLICY_TIMEOUT,
+        &Limits::default(),
+    )
+    .await;
+    match policy {
+        Ok(Ok(policy)) => policy.images,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e.message, "hubd refused its build policy; the prompt names no image");
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "hubd's build policy did not come; the prompt names no image");
+            Vec::new()
+        }
+    }
+}
+
+/// How long past the sum of its stages' deadlines a build or run is waited for: creating and
+/// removing containers, hashing and storing the artifact.
+pub const STAGE_MARGIN: Duration = Duration::from_secs(30);
+
+/// Mail, spawn, builds and runs for one session, over its own hubd client and bus.
 #[derive(Debug, Clone)]
 pub struct SessionOutlet {
     client: HubClient,
@@ -21,6 +73,60 @@ impl SessionOutlet {
     /// An outlet that sends with `client` on `runtime` (the session's runtime).
     pub fn new(client: HubClient, runtime: Handle) -> SessionOutlet {
         SessionOutlet { client, runtime }
+    }
+
+    /// Asks `service`'s `op` with `request`, waiting for `stages`' deadlines plus the margin.
+    async fn ask<Req: Message, Resp: Message>(
+        &self,
+        service: Service,
+        op: &str,
+        request: &Req,
+        stages: &[&Stage],
+    ) -> Result<Resp, StageError> {
+        let name = service.as_str();
+        let op = Operation::parse(op).map_err(|e| StageError::Unreachable {
+            service: name,
+            reason: e.to_string(),
+        })?;
+        let subject = self.client.subjects().request(service, &op);
+        let deadline: u64 = stages.iter().map(|s| s.limits.deadline_ms).sum();
+        let timeout = Duration::from_millis(deadline).saturating_add(STAGE_MARGIN);
+        let reply = l3m_wire::typed::call(
+            self.client.bus().as_ref(),
+            &subject,
+            request,
+            timeout,
+            &Limits::default(),
+        )
+        .await
+        .map_err(|e| StageError::Unreachable {
+            service: name,
+            reason: match e {
+                WireError::Timeout { after, .. } => {
+                    format!(
+                        "no answer within {}s; the stages may still be running",
+                        after.as_secs()
+                    )
+                }
+                other => other.to_string(),
+            },
+        })?;
+        reply.map_err(|e| StageError::Refused {
+            service: name,
+            code: e.code.as_str().to_owned(),
+            reason: e.message,
+        })
+    }
+
+    /// hubd's voucher for `cover`, asked with this session.
+    async fn voucher(
+        &self,
+        cover: Cover,
+    ) -> Result<l3m_wire::hubd::build_voucher::BuildVouched, StageError> {
+        self.client
+            .vouch_build(cover)
+            .await
+            .map_err(|e| StageError::Hub(outlet_error(e)))
     }
 }
 
@@ -78,5 +184,60 @@ impl HubOutlet for SessionOutlet {
             }
             Ok(spawned.child)
         })
+    }
+
+    fn build(&self, ask: &BuildAsk) -> Result<Built, StageError> {
+        self.runtime.block_on(async {
+            let cover = Cover::of_build(ask.source.clone(), ask.lockfile.clone(), &ask.plan);
+            let request = BuildRequest {
+                plan: ask.plan.clone(),
+                source: ask.source.to_string(),
+                lockfile: ask.lockfile.as_ref().map(ToString::to_string),
+                vouched: Some(self.voucher(cover).await?),
+            };
+            let stages: Vec<&Stage> = ask.plan.stages.iter().collect();
+            let reply: BuildReply = self
+                .ask(Service::Builder, OP_BUILD, &request, &stages)
+                .await?;
+            Ok(Built {
+                stages: reply.stages,
+                artifact: reply.artifact,
+            })
+        })
+    }
+
+    fn run(&self, artifact: &ArtifactDigest, stage: &Stage) -> Result<Ran, StageError> {
+        self.runtime.block_on(async {
+            let cover = Cover::Run {
+                artifact: artifact.clone(),
+            };
+            let request = RunRequest {
+                artifact: artifact.clone(),
+                stage: stage.clone(),
+                vouched: Some(self.voucher(cover).await?),
+            };
+            let reply: RunReply = self
+                .ask(Service::Runner, OP_RUN, &request, &[stage])
+                .await?;
+            Ok(Ran {
+                outcome: reply.outcome,
+                out: reply.out,
+                listing: reply.listing,
+            })
+        })
+    }
+
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError> {
+        let Duty::Sequencer { agent } = self.client.duty() else {
+            return Err(StageError::Hub(OutletError::Refused {
+                code: "invalid".into(),
+                reason: "blessings are read with an agent's sequencer session".into(),
+                axis: None,
+            }));
+        };
+        self.runtime
+            .block_on(self.client.read_blessing(agent, target))
+            .map(|view| view.blessing)
+            .map_err(|e| StageError::Hub(outlet_error(e)))
     }
 }

@@ -32,13 +32,15 @@ every file edit is journaled and can be undone. Lines beginning with (l3m) are t
 speaking: letters that arrived, results of interrupted tools, changes to your grant or budget. \
 When you have nothing more to do, answer without using a tool and your turn ends.";
 
-/// The system prompt for `agent`.
+/// The system prompt for `agent`, offered `tools`; `images` are the container images the hub
+/// pins, named when a build or run tool is offered (empty otherwise).
 pub fn assemble(
     agent: &AgentName,
     persona: &Persona,
     grant: &Grant,
     fuel: &Fuel,
     tools: &[&str],
+    images: &[String],
 ) -> String {
     let mut out = String::new();
     for (title, file) in [
@@ -59,10 +61,17 @@ pub fn assemble(
     out.push_str(&render_grant(grant));
     out.push_str(&format!("Fuel left: {fuel}.\n"));
     if tools.is_empty() {
-        out.push_str("Tools offered: none.\n\n");
+        out.push_str("Tools offered: none.\n");
     } else {
-        out.push_str(&format!("Tools offered: {}.\n\n", tools.join(", ")));
+        out.push_str(&format!("Tools offered: {}.\n", tools.join(", ")));
     }
+    if !images.is_empty() {
+        out.push_str(&format!(
+            "Container images the hub pins (name one as `image`): {}.\n",
+            images.join(", ")
+        ));
+    }
+    out.push('\n');
     out.push_str("# Operating instructions\n");
     let operating = persona
         .system
@@ -120,7 +129,7 @@ mod tests {
             bytes: 10,
             wakes: 0,
         };
-        let text = assemble(&agent, &persona, &grant, &fuel, &["read_file", "now"]);
+        let text = assemble(&agent, &persona, &grant, &fuel, &["read_file", "now"], &[]);
         assert!(
             text.starts_with("# Instructions\nBe a librarian."),
             "{text}"
@@ -133,12 +142,22 @@ mod tests {
         );
         assert!(!text.contains("not conferred"), "{text}");
         assert!(text.contains("Fuel left: 4 calls, 10 bytes, 0 wakes."));
-        assert!(text.contains("Tools offered: read_file, now."));
+        assert!(text.contains("Tools offered: read_file, now.\n\n# Operating"));
+        assert!(!text.contains("Container images"));
         assert!(text.ends_with("Only ever answer in haiku.\n"));
         assert!(!text.contains(DEFAULT_OPERATING));
         assert_eq!(
             text,
-            assemble(&agent, &persona, &grant, &fuel, &["read_file", "now"])
+            assemble(&agent, &persona, &grant, &fuel, &["read_file", "now"], &[])
+        );
+        let images = ["sha256:ab".to_owned(), "sha256:cd".to_owned()];
+        let text = assemble(&agent, &persona, &grant, &fuel, &["build"], &images);
+        assert!(
+            text.contains(
+                "Tools offered: build.\nContainer images the hub pins (name one as `image`): \
+                 sha256:ab, sha256:cd.\n\n# Operating"
+            ),
+            "{text}"
         );
     }
 }

@@ -6,6 +6,7 @@
 //! (busybox-static from Debian's mirror the first time).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent;
 mod site;
 
 use l3m_containers::hash_tree;

@@ -39,6 +39,9 @@ pub async fn connect(server: &NatsServer, user: &str) -> NatsBus {
 /// The host name the fetch stage's grant lists.
 pub const PKG_HOST: &str = "pkgs.test";
 
+/// The one package the package source serves, `greeting.sh`: it greets as `$GREETER`.
+pub const GREETING_SH: &str = "echo \"hello from a $GREETER artifact\"\n";
+
 /// The project's folder in maker's ACR, as requests and vouchers name it.
 pub const PROJECT: &str = "workspace/project";
 
@@ -121,11 +124,7 @@ impl Site {
         std::fs::write(project.join("lock/deps.lock"), "greeting.sh\n").unwrap();
         let srv = root.path().join("srv");
         std::fs::create_dir_all(&srv).unwrap();
-        std::fs::write(
-            srv.join("greeting.sh"),
-            "echo \"hello from a $GREETER artifact\"\n",
-        )
-        .unwrap();
+        std::fs::write(srv.join("greeting.sh"), GREETING_SH).unwrap();
         // The package source: busybox httpd in a network this test made.
         let docker = Docker::connect_with_local_defaults()
             .unwrap()
@@ -324,20 +323,11 @@ impl Site {
 
 /// The cover a build request asks for: its source, lockfile and every host its stages reach.
 pub fn build_cover(req: &BuildRequest) -> Cover {
-    let hosts = req
-        .plan
-        .stages
-        .iter()
-        .flat_map(|s| match &s.network {
-            l3m_core::build::Network::Hosts(h) => h.clone(),
-            l3m_core::build::Network::None => vec![],
-        })
-        .collect();
-    Cover::Build {
-        source: AcrPath::parse(&req.source).unwrap(),
-        lockfile: req.lockfile.as_deref().map(|l| AcrPath::parse(l).unwrap()),
-        hosts,
-    }
+    Cover::of_build(
+        AcrPath::parse(&req.source).unwrap(),
+        req.lockfile.as_deref().map(|l| AcrPath::parse(l).unwrap()),
+        &req.plan,
+    )
 }
 
 async fn remove_package_source(docker: &Docker, container: &str, network: &str) {

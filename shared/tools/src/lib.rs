@@ -28,6 +28,8 @@
 //! - [`net`]: the `fetch_url` tool.
 //! - [`hub`]: `send_letter` and `spawn_agent`, which reach hubd through the sequencer's outlet.
 //! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
+//! - [`build`]: `build` and `run`, W^X builds through the builder and the runner.
+//! - [`make`]: `make`, a blessed Makefile target, only while its bytes are the blessed ones.
 //!
 //! # Example
 //! ```
@@ -43,11 +45,13 @@
 #![deny(missing_docs)]
 
 mod args;
+pub mod build;
 pub mod clock;
 pub mod edit;
 pub mod files;
 pub mod git;
 pub mod hub;
+pub mod make;
 pub mod net;
 pub mod search;
 pub mod shell;
@@ -77,5 +81,8 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(hub::SendLetter),
         Box::new(hub::SpawnAgent),
         Box::new(shell::RunShell),
+        Box::new(build::BuildTool),
+        Box::new(build::RunTool),
+        Box::new(make::MakeBlessed),
     ]
 }

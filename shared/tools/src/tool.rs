@@ -2,7 +2,7 @@
 
 use l3m_core::effects::{EffectClass, ToolDecl};
 use l3m_core::log::{EffectNote, Refusal};
-use l3m_ring::effects::{EffectsError, Granted, MailError, SpawnError};
+use l3m_ring::effects::{EffectsError, Granted, MailError, SpawnError, StageError};
 use l3m_ring::files::FilesError;
 use l3m_ring::git::GitError;
 use l3m_ring::net::NetError;
@@ -96,6 +96,10 @@ pub enum ToolError {
     /// The sandboxed shell refused or failed the run; its text names the boundary.
     #[error("the shell refused: {0}")]
     Shell(#[from] ShellError),
+    /// A build or run was refused (by the ring, hubd, the builder or the runner) or could not
+    /// reach its service; a stage that ran and failed is an output, not this.
+    #[error("not carried out: {0}")]
+    Stage(#[from] StageError),
     /// The tool's effects could not be granted, or it reached for a class it did not declare.
     #[error("effects not granted: {0}")]
     Effects(#[from] EffectsError),
@@ -148,6 +152,7 @@ impl ToolError {
             ToolError::Mail(e) => e.refusal(),
             ToolError::Spawn(e) => e.refusal(),
             ToolError::Shell(e) => e.refusal(),
+            ToolError::Stage(e) => e.refusal(),
             ToolError::Effects(e) => Some(e.refusal()),
             ToolError::Program { limit: true, .. } => Some(Refusal::new("program", None)),
             // Arguments that break the schema are a mistake the model can correct; core counts

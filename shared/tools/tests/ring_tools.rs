@@ -250,3 +250,138 @@ fn fetch_url_fetches_from_a_granted_host_and_refuses_others() {
         "a refused fetch reached nothing"
     );
 }
+
+#[test]
+fn build_and_run_check_their_fields_and_the_tokens_before_the_outlet_sees_anything() {
+    use l3m_core::build::ArtifactDigest;
+    use l3m_core::grant::{AcrPath, HostPattern};
+    use l3m_ring::effects::StageError;
+
+    let hub = GitHub::new();
+    let offered =
+        |table: &ToolTable| -> Vec<String> { table.offered().map(|o| o.name.clone()).collect() };
+    let without = ToolTable::build(builtin(), &hub.tokens().conferred()).unwrap();
+    let names = offered(&without);
+    assert!(
+        !names.iter().any(|n| n == "build" || n == "run"),
+        "{names:?}"
+    );
+
+    let alice = l3m_core::names::AgentName::parse("alice").unwrap();
+    let extra = l3m_ring::tokens::MintInput {
+        acr: hub.acr.clone(),
+        build: Some(l3m_ring::tokens::BuildInput {
+            agent: alice.clone(),
+            sources: [AcrPath::parse("workspace").unwrap()].into(),
+            hosts: [HostPattern::parse("pkgs.test").unwrap()].into(),
+        }),
+        run: Some(alice),
+        ..Default::default()
+    };
+    let more = l3m_ring::tokens::mint(&extra, l3m_ring::ambient_authority()).unwrap();
+    let mut tokens = hub.tokens();
+    tokens.build = more.build;
+    tokens.run = more.run;
+    let table = ToolTable::build(builtin(), &tokens.conferred()).unwrap();
+    let names = offered(&table);
+    assert!(names.iter().any(|n| n == "build") && names.iter().any(|n| n == "run"));
+    let outlet = Arc::new(Recorder::default());
+    let s = Session {
+        table,
+        fx: Effects::new(
+            tokens,
+            Arc::new(MemoryUndo::default()),
+            Arc::new(CLOCK),
+            Some(Arc::clone(&outlet) as Arc<dyn HubOutlet>),
+        ),
+        outlet,
+    };
+    let build = |extra: Value| {
+        let mut input = json!({"source": "workspace/app", "image": "img", "command": ["make"]});
+        input
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        ran(&s, "build", input)
+    };
+    // Refused by the ring, naming what is not covered: a source outside the write roots, a
+    // fetch host off the net axis.
+    let err = ran(
+        &s,
+        "build",
+        json!({"source": "other-repo", "image": "img", "command": ["make"]}),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ToolError::Stage(StageError::Uncovered(_))),
+        "{err}"
+    );
+    assert_eq!(err.refusal().unwrap().boundary, "build");
+    let fetch = json!({"lockfile": "workspace/app/lock", "fetch_command": ["fetch"], "hosts": ["evil.test"]});
+    let err = build(fetch).unwrap_err();
+    assert!(err.to_string().contains("evil.test"), "{err}");
+    // Fields that make no plan are the model's to fix.
+    for (extra, field) in [
+        (json!({"fetch_command": ["fetch"]}), "lockfile"),
+        (json!({"lockfile": "workspace/app/lock"}), "fetch_command"),
+        (json!({"hosts": ["pkgs.test"]}), "hosts"),
+        (json!({"command": []}), "command"),
+        (json!({"source": "../escape"}), "source"),
+        (json!({"deadline_s": 100_000}), "deadline_s"),
+    ] {
+        let err = build(extra).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::BadInput { field: f, .. } if f == field),
+            "{field}: {err}"
+        );
+    }
+    let err = ran(
+        &s,
+        "run",
+        json!({"artifact": "not-a-digest", "image": "img", "command": ["/artifact/app"]}),
+    )
+    .unwrap_err();
+    assert!(matches!(&err, ToolError::BadInput { field, .. } if field == "artifact"));
+    assert!(
+        s.outlet.calls().is_empty(),
+        "nothing refused reached the outlet"
+    );
+
+    // A covered build and a run reach the outlet; a builder or runner that is not running is
+    // a typed error naming the service, not a crash.
+    let fetch = json!({"lockfile": "workspace/app/lock", "fetch_command": ["fetch"], "hosts": ["pkgs.test"]});
+    let err = build(fetch).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            ToolError::Stage(StageError::Unreachable {
+                service: "builder",
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.refusal(),
+        None,
+        "unreachable is a failure, not a refusal"
+    );
+    let digest = ArtifactDigest::from_bytes([7; 32]);
+    let err = ran(
+        &s,
+        "run",
+        json!({"artifact": digest.as_str(), "image": "img", "command": ["/artifact/app"]}),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("the runner could not be reached"),
+        "{err}"
+    );
+    assert_eq!(
+        s.outlet.calls(),
+        [
+            "build workspace/app".to_owned(),
+            format!("run {}", digest.as_str())
+        ]
+    );
+}

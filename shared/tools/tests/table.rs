@@ -50,11 +50,11 @@ impl Probe {
         Self::new("probe_shell", classes, Reversibility::Wild, ran)
     }
 
-    /// `probe_build`: a bounded build tool (no build provider exists in the ring).
-    fn build(ran: &Arc<AtomicBool>) -> Self {
+    /// `probe_airmail`: a bounded airmail tool (no airmail provider exists in the ring).
+    fn airmail(ran: &Arc<AtomicBool>) -> Self {
         Self::new(
-            "probe_build",
-            vec![EffectClass::Build],
+            "probe_airmail",
+            vec![EffectClass::Airmail],
             Reversibility::Bounded,
             ran,
         )
@@ -110,7 +110,7 @@ fn tools(ran: &Arc<AtomicBool>) -> Vec<Box<dyn Tool>> {
     let mut all = builtin();
     all.push(Box::new(Probe::fetch(ran)));
     all.push(Box::new(Probe::shell(ran)));
-    all.push(Box::new(Probe::build(ran)));
+    all.push(Box::new(Probe::airmail(ran)));
     all
 }
 
@@ -125,7 +125,7 @@ fn offered(table: &ToolTable) -> Vec<(String, Tier)> {
 #[test]
 fn offers_exactly_the_tools_the_grant_covers() {
     let ran = Arc::new(AtomicBool::new(false));
-    let cases: [(&[Axis], &[&str]); 9] = [
+    let cases: [(&[Axis], &[&str]); 10] = [
         (&[], &[]),
         (&[Axis::Files, Axis::Mail], &["send_letter"]),
         (&[Axis::Net], &["fetch_url", "probe_fetch"]),
@@ -137,7 +137,11 @@ fn offers_exactly_the_tools_the_grant_covers() {
         (&[Axis::GitRead], &["git_diff", "git_log", "git_status"]),
         (&[Axis::GitWrite], &["git_commit"]),
         (&[Axis::GitPush], &["git_push"]),
-        (&[Axis::Spawn, Axis::Build], &["probe_build", "spawn_agent"]),
+        (
+            &[Axis::Spawn, Axis::Airmail],
+            &["probe_airmail", "spawn_agent"],
+        ),
+        (&[Axis::Build, Axis::Run], &["build", "make", "run"]),
     ];
     for (grant, extra) in cases {
         let table = ToolTable::build(tools(&ran), &axes(grant)).unwrap();
@@ -262,13 +266,13 @@ fn a_covered_class_with_no_provider_fails_without_running() {
     let acr = Acr::new();
     let fx = acr.effects(true);
     let ran = Arc::new(AtomicBool::new(false));
-    let table = ToolTable::build(tools(&ran), &axes(&[Axis::Build, Axis::Net])).unwrap();
-    let err = run(&table, &fx, "probe_build", json!({})).unwrap_err();
+    let table = ToolTable::build(tools(&ran), &axes(&[Axis::Airmail, Axis::Net])).unwrap();
+    let err = run(&table, &fx, "probe_airmail", json!({})).unwrap_err();
     assert!(
         matches!(
             err,
             ToolError::Effects(EffectsError::NoProvider {
-                class: EffectClass::Build
+                class: EffectClass::Airmail
             })
         ),
         "{err}"

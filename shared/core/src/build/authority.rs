@@ -59,6 +59,25 @@ pub enum Cover {
 }
 
 impl Cover {
+    /// The cover a build of `source` by `plan` asks for: its source, lockfile folder, and every
+    /// host a stage of the plan reaches. The one place a plan's hosts become a cover, so what
+    /// an agent's sequencer asks hubd to vouch for is exactly what the builder will check.
+    pub fn of_build(source: AcrPath, lockfile: Option<AcrPath>, plan: &Plan) -> Cover {
+        let hosts = plan
+            .stages
+            .iter()
+            .flat_map(|s| match &s.network {
+                Network::Hosts(h) => h.clone(),
+                Network::None => Vec::new(),
+            })
+            .collect();
+        Cover::Build {
+            source,
+            lockfile,
+            hosts,
+        }
+    }
+
     /// The grant axis the cover needs.
     pub fn axis(&self) -> Axis {
         match self {

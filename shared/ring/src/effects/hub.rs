@@ -1,13 +1,16 @@
 //! The hub-facing classes, mail and spawn: the ring checks the token, then hands the call to an
-//! outlet the sequencer plugs in, which reaches hubd (and hubd re-checks the real gate).
+//! outlet the sequencer plugs in, which reaches hubd (and hubd re-checks the real gate). The
+//! same outlet carries builds and runs (`stages`): they start with hubd's voucher.
 
 use std::sync::Arc;
 
 use l3m_core::axis::Axis;
+use l3m_core::build::{ArtifactDigest, Blessing, Stage};
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
 use l3m_core::log::Refusal;
 use l3m_core::mail::Address;
 
+use super::stages::{BuildAsk, Built, Ran, StageError};
 use crate::tokens::{MailToken, SpawnToken};
 
 /// What the sequencer plugs in so mail and spawn tools reach hubd (the ring checks tokens first).
@@ -21,6 +24,12 @@ pub trait HubOutlet: Send + Sync {
     ) -> Result<String, OutletError>;
     /// Asks hubd to admit a child; returns the child's name.
     fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError>;
+    /// Asks hubd to vouch for `ask`, then the builder to carry it out, before a deadline.
+    fn build(&self, ask: &BuildAsk) -> Result<Built, StageError>;
+    /// Asks hubd to vouch for a run of `artifact`, then the runner to run `stage` over it.
+    fn run(&self, artifact: &ArtifactDigest, stage: &Stage) -> Result<Ran, StageError>;
+    /// Reads from hubd what a human blessed for this session's agent's runs of `target`.
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError>;
 }
 
 /// Why the outlet could not carry a call to hubd, or hubd refused it.
@@ -37,7 +46,9 @@ pub enum OutletError {
         axis: Option<Axis>,
     },
     /// No outlet was plugged into this session's effects, so nothing can reach hubd.
-    #[error("no hub outlet is plugged into this session; mail and spawn cannot reach hubd")]
+    #[error(
+        "no hub outlet is plugged into this session; mail, spawn, build and run cannot reach hubd"
+    )]
     Absent,
     /// hubd could not be reached or did not answer.
     #[error("hubd could not be reached: {reason}")]

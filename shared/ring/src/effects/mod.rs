@@ -2,27 +2,29 @@
 //!
 //! A tool body lives outside the ring (in `l3m-tools`, sealed by its linter) and is written over
 //! these traits, one per effect class that has a provider: [`FsRead`], [`FsWrite`], [`Clock`],
-//! [`GitRead`], [`GitWrite`], [`GitPush`], [`Net`], [`Mail`], [`Spawn`] and [`Shell`]. The ring
-//! implements each over its tokens; mail and spawn go on through a [`HubOutlet`] the sequencer
-//! plugs in, after the ring has checked the token. At boot the sequencer builds one [`Effects`]
-//! bundle from the minted [`Tokens`], the undo chain, a clock and the outlet; for each call it
-//! asks [`Effects::for_footprint`] for a [`Granted`] holding exactly the trait objects the tool's
-//! footprint names, so a body cannot reach a class it did not declare (asking [`Granted`] for one
-//! is an [`EffectsError::Undeclared`]). Git is three classes, so a tool that declares only
+//! [`GitRead`], [`GitWrite`], [`GitPush`], [`Net`], [`Mail`], [`Spawn`], [`Build`], [`Run`] and
+//! [`Shell`]. The ring implements each over its tokens; mail, spawn, build and run go on through
+//! a [`HubOutlet`] the sequencer plugs in, after the ring has checked the token. At boot the
+//! sequencer builds one [`Effects`] bundle from the minted [`Tokens`], the undo chain, a clock
+//! and the outlet; for each call it asks [`Effects::for_footprint`] for a [`Granted`] holding
+//! exactly the trait objects the tool's footprint names, so a body cannot reach a class it did
+//! not declare (asking [`Granted`] for one is an [`EffectsError::Undeclared`]). Git is three classes, so a tool that declares only
 //! `git-read` cannot commit or push.
 //!
 //! A footprint naming a class whose token was not minted is refused with
 //! [`EffectsError::MissingAxis`]; one naming a class with no provider yet (blob, tree view,
-//! airmail, build, run, wild classes other than `shell`) with [`EffectsError::NoProvider`],
+//! airmail, wild classes other than `shell`) with [`EffectsError::NoProvider`],
 //! rather than granted something empty.
 //!
 //! # Layout
 //! - this file: the traits, [`Effects`], [`Granted`], [`EffectsError`].
 //! - `providers`: the traits' implementations over files, git, net and shell tokens.
 //! - `hub`: [`HubOutlet`] and the mail and spawn providers that check tokens before using it.
+//! - `stages`: the build and run providers, their requests, results and [`StageError`].
 
 mod hub;
 mod providers;
+mod stages;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -45,6 +47,8 @@ use hub::{MailProvider, SpawnProvider};
 /// Reading the time (the `clock` class): core's one clock trait.
 pub use l3m_core::clock::Clock;
 use providers::{FileProvider, GitProvider, NetProvider, ShellProvider};
+pub use stages::{Build, BuildAsk, Built, Ran, Run, StageError};
+use stages::{BuildProvider, RunProvider};
 
 /// Reading files anywhere in the ACR except `.l3m/` (the `fs-read` class).
 pub trait FsRead: Send + Sync {
@@ -124,6 +128,10 @@ pub struct Effects {
     mail: Option<MailProvider>,
     /// Spawn, if the spawn level is not `off`.
     spawn: Option<SpawnProvider>,
+    /// Builds, if the build axis was conferred.
+    build: Option<BuildProvider>,
+    /// Runs, if the run axis was conferred.
+    run: Option<RunProvider>,
     /// The shell, if the wild axis and files were conferred.
     shell: Option<ShellProvider>,
     /// The clock every agent holds.
@@ -138,6 +146,8 @@ impl std::fmt::Debug for Effects {
             .field("net", &self.net.as_ref().map(|p| &p.0))
             .field("mail", &self.mail.as_ref().map(|p| &p.token))
             .field("spawn", &self.spawn.as_ref().map(|p| &p.token))
+            .field("build", &self.build.as_ref().map(|p| &p.token))
+            .field("run", &self.run.as_ref().map(|p| &p.token))
             .field("shell", &self.shell.as_ref().map(|p| &p.wild))
             .finish_non_exhaustive()
     }
@@ -195,6 +205,8 @@ impl Effects {
             mail,
             spawn,
             wild,
+            build,
+            run,
         } = tokens;
         let git_axes = Tokens::git_axes(git.as_ref());
         let files = files.map(Arc::new);
@@ -213,7 +225,15 @@ impl Effects {
                 token,
                 outlet: outlet.clone(),
             }),
-            spawn: spawn.map(|token| SpawnProvider { token, outlet }),
+            spawn: spawn.map(|token| SpawnProvider {
+                token,
+                outlet: outlet.clone(),
+            }),
+            build: build.map(|token| BuildProvider {
+                token,
+                outlet: outlet.clone(),
+            }),
+            run: run.map(|token| RunProvider { token, outlet }),
             shell,
             clock,
         }
@@ -249,6 +269,12 @@ impl Effects {
                 }
                 EffectClass::Spawn => {
                     granted.spawn = Some(self.spawn.as_ref().ok_or_else(|| missing(Axis::Spawn))?);
+                }
+                EffectClass::Build => {
+                    granted.build = Some(self.build.as_ref().ok_or_else(|| missing(Axis::Build))?);
+                }
+                EffectClass::Run => {
+                    granted.run = Some(self.run.as_ref().ok_or_else(|| missing(Axis::Run))?);
                 }
                 EffectClass::Shell => {
                     let axis = if self.files.is_none() {
@@ -295,6 +321,8 @@ pub struct Granted<'a> {
     net: Option<&'a dyn Net>,
     mail: Option<&'a dyn Mail>,
     spawn: Option<&'a dyn Spawn>,
+    build: Option<&'a dyn Build>,
+    run: Option<&'a dyn Run>,
     shell: Option<&'a dyn Shell>,
 }
 
@@ -310,6 +338,8 @@ impl std::fmt::Debug for Granted<'_> {
             .field("net", &self.net.is_some())
             .field("mail", &self.mail.is_some())
             .field("spawn", &self.spawn.is_some())
+            .field("build", &self.build.is_some())
+            .field("run", &self.run.is_some())
             .field("shell", &self.shell.is_some())
             .finish()
     }
@@ -350,6 +380,10 @@ getters! {
     mail: Mail = Mail;
     /// Spawn requests, if the footprint names `spawn`.
     spawn: Spawn = Spawn;
+    /// Builds through the builder, if the footprint names `build`.
+    build: Build = Build;
+    /// Runs through the runner, if the footprint names `run`.
+    run: Run = Run;
     /// The sandboxed shell, if the footprint names `shell`.
     shell: Shell = Shell;
 }
@@ -442,6 +476,8 @@ mod tests {
             (EffectClass::Shell, Axis::Wild),
             (EffectClass::GitRead, Axis::GitRead),
             (EffectClass::Spawn, Axis::Spawn),
+            (EffectClass::Build, Axis::Build),
+            (EffectClass::Run, Axis::Run),
         ] {
             let err = fx
                 .for_footprint(&Footprint::of([EffectClass::FsRead, class.clone()]))
@@ -450,7 +486,7 @@ mod tests {
         }
         for class in [
             EffectClass::Blob,
-            EffectClass::Build,
+            EffectClass::Airmail,
             EffectClass::Other("aws".into()),
         ] {
             let err = fx

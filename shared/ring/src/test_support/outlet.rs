@@ -2,15 +2,17 @@
 
 use std::sync::Mutex;
 
+use l3m_core::build::{ArtifactDigest, Blessing, Stage};
 use l3m_core::grant::SpawnRequest;
 use l3m_core::mail::Address;
 
-use crate::effects::{HubOutlet, OutletError};
+use crate::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 
 /// Records letters as `letter to <address> | <subject> | <body>` and spawns as
 /// `spawn <child> driven=<bool> loan=<model calls> grant=<grant JSON> | <task>`. Letters are
 /// accepted (id `l-<n>`); spawns are accepted, or all answered with the refusal set by
-/// [`Recorder::refusing_spawns`].
+/// [`Recorder::refusing_spawns`]. Builds and runs are recorded as `build <source>` and
+/// `run <digest>` and answered as a builder that is not running would be; no target is blessed.
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<Vec<String>>,
@@ -61,5 +63,27 @@ impl HubOutlet for Recorder {
             Some(refusal) => Err(refusal.clone()),
             None => Ok(request.child.to_string()),
         }
+    }
+
+    fn build(&self, ask: &BuildAsk) -> Result<Built, StageError> {
+        self.record(format!("build {}", ask.source));
+        Err(not_running("builder"))
+    }
+
+    fn run(&self, artifact: &ArtifactDigest, _stage: &Stage) -> Result<Ran, StageError> {
+        self.record(format!("run {}", artifact.as_str()));
+        Err(not_running("runner"))
+    }
+
+    fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError> {
+        self.record(format!("blessing {target}"));
+        Ok(None)
+    }
+}
+
+fn not_running(service: &'static str) -> StageError {
+    StageError::Unreachable {
+        service,
+        reason: "no responders (the recorder starts none)".into(),
     }
 }

@@ -21,6 +21,7 @@ mod git;
 mod mail;
 mod net;
 mod spawn;
+mod stages;
 mod wild;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,6 +43,7 @@ pub use git::{GitToken, PushTarget};
 pub use mail::MailToken;
 pub use net::NetToken;
 pub use spawn::SpawnToken;
+pub use stages::{BuildInput, BuildToken, RunToken};
 pub use wild::WildToken;
 
 /// What a grant confers, axis by axis, in the shape the ring mints from. `None` on an axis means
@@ -63,6 +65,10 @@ pub struct MintInput {
     pub spawn: Option<SpawnLevel>,
     /// Wild effect classes the agent may propose (each reviewed before it runs).
     pub wild: Option<Vec<EffectClass>>,
+    /// The build axis: builds of folders within the write roots, fetching from the net hosts.
+    pub build: Option<BuildInput>,
+    /// The run axis: runs of artifacts by digest, as this agent.
+    pub run: Option<AgentName>,
 }
 
 /// The git axes of a [`MintInput`].
@@ -107,7 +113,8 @@ impl MintInput {
     /// Each axis maps one to one: files → write roots, git-read/git-write/git-push → the git
     /// token (minted if any of the three is non-empty), net → hosts on their default ports, mail
     /// → the mail token (always minted: every agent may mail its subtree and ancestors), spawn →
-    /// the spawn token unless `off`, wild → the wild token if non-empty.
+    /// the spawn token unless `off`, wild → the wild token if non-empty, build → the build token
+    /// (over the write roots and net hosts), run → the run token.
     pub fn from_grant(
         grant: &Grant,
         agent: &AgentName,
@@ -160,6 +167,12 @@ impl MintInput {
                     .map(|c| wild::class_of(c.as_str()))
                     .collect()
             }),
+            build: grant.build.then(|| BuildInput {
+                agent: agent.clone(),
+                sources: grant.files.clone(),
+                hosts: grant.net.clone(),
+            }),
+            run: grant.run.then(|| agent.clone()),
         })
     }
 }
@@ -180,6 +193,10 @@ pub struct Tokens {
     pub spawn: Option<SpawnToken>,
     /// Proposing wild classes.
     pub wild: Option<WildToken>,
+    /// Asking the builder for builds.
+    pub build: Option<BuildToken>,
+    /// Asking the runner for runs.
+    pub run: Option<RunToken>,
 }
 
 impl Tokens {
@@ -198,6 +215,8 @@ impl Tokens {
         confer(self.mail.is_some(), Axis::Mail);
         confer(self.spawn.is_some(), Axis::Spawn);
         confer(self.wild.is_some(), Axis::Wild);
+        confer(self.build.is_some(), Axis::Build);
+        confer(self.run.is_some(), Axis::Run);
         axes.extend(Self::git_axes(self.git.as_ref()));
         axes
     }
@@ -377,6 +396,8 @@ pub fn mint(input: &MintInput, ambient: AmbientAuthority) -> Result<Tokens, Toke
         mail,
         spawn,
         wild: wild.map(WildToken::new),
+        build: input.build.as_ref().map(BuildToken::new),
+        run: input.run.clone().map(RunToken::new),
     })
 }
 
@@ -433,6 +454,8 @@ mod tests {
             "spawn": "drive",
             "wild": ["shell"],
             "git-push": {"origin": ["refs/heads/l3m/alice/main/"]},
+            "build": true,
+            "run": true,
         }));
         let remotes = BTreeMap::from([(
             RemoteName::parse("origin").unwrap(),
@@ -449,9 +472,23 @@ mod tests {
                 Axis::Net,
                 Axis::Mail,
                 Axis::Spawn,
-                Axis::Wild
+                Axis::Wild,
+                Axis::Build,
+                Axis::Run
             ])
         );
+        let build = t.build.as_ref().unwrap();
+        let cover = |source: &str| l3m_core::build::Cover::Build {
+            source: l3m_core::grant::AcrPath::parse(source).unwrap(),
+            lockfile: None,
+            hosts: [l3m_core::grant::HostPattern::parse("example.org").unwrap()].into(),
+        };
+        assert!(build.check(&cover("workspace/app")).is_ok());
+        assert!(
+            build.check(&cover("agent")).is_err(),
+            "outside the write roots"
+        );
+        assert_eq!(t.run.as_ref().unwrap().agent(), &alice);
         let git = t.git.as_ref().unwrap();
         assert!(git.may_write("refs/heads/l3m/alice/main/_/work") && !git.may_read("refs/x"));
         assert_eq!(
