@@ -29,7 +29,10 @@
 //! - [`decl`]: [`ProgramDecl`], file names, the surface check.
 //! - [`types`]: the name check over what the seal gathered.
 //! - [`protocol`]: the JSON lines between parent and evaluator.
-//! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`], [`host::Evaluator`].
+//! - [`process`]: the evaluator as a process: [`process::Evaluator`], one request, one answer.
+//! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`].
+//! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
+//!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
 //! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
 #![forbid(unsafe_code)]
@@ -44,9 +47,11 @@ pub mod decl;
 pub mod evaluate;
 #[cfg(feature = "eval")]
 pub mod globals;
+pub mod hooks;
 #[cfg(feature = "host")]
 pub mod host;
 pub mod limits;
+pub mod process;
 pub mod protocol;
 pub mod rule;
 #[cfg(feature = "eval")]
