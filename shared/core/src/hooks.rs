@@ -130,9 +130,10 @@ pub fn admit(
         }
     };
     match (disposition, source) {
-        (Disposition::Show | Disposition::Dismiss | Disposition::Ignore | Disposition::Close, _) => {
-            Ok(())
-        }
+        (
+            Disposition::Show | Disposition::Dismiss | Disposition::Ignore | Disposition::Close,
+            _,
+        ) => Ok(()),
         (Disposition::Reply { .. }, s) if !matches!(s, EventSource::Letter { .. }) => {
             Err(Inadmissible::ReplyNotLetter)
         }
@@ -246,9 +247,8 @@ mod tests {
         prop_oneof![
             (who, prop::option::of(Just("l0"))).prop_map(|(f, r)| letter(f, r)),
             child.prop_map(|c| EventSource::ChildDone { child: agent(c) }),
-            prop::sample::select(vec!["triage", "other"]).prop_map(|p| EventSource::ProgramDone {
-                program: p.into()
-            }),
+            prop::sample::select(vec!["triage", "other"])
+                .prop_map(|p| EventSource::ProgramDone { program: p.into() }),
             Just(EventSource::Deadline),
             Just(EventSource::Notice),
             Just(EventSource::Vigil { vigil: "v".into() }),
@@ -274,9 +274,8 @@ mod tests {
             who.prop_map(|t| Disposition::Forward {
                 to: Entity::parse(t).unwrap()
             }),
-            prop::sample::select(vec!["triage", "missing"]).prop_map(|p| Disposition::Defer {
-                program: p.into()
-            }),
+            prop::sample::select(vec!["triage", "missing"])
+                .prop_map(|p| Disposition::Defer { program: p.into() }),
             child.prop_map(|c| Disposition::RetireChild { child: agent(c) }),
         ]
     }
@@ -304,8 +303,14 @@ mod tests {
             );
             assert_eq!(rule(&letter("alice/main", None), &reply("ok")), "to-self");
             assert_eq!(rule(&letter("bob/main", None), &reply("ok")), "not-reached");
-            assert_eq!(rule(&letter("alice/main/w", None), &reply("")), "reply-text");
-            assert_eq!(rule(&EventSource::Deadline, &reply("ok")), "reply-not-letter");
+            assert_eq!(
+                rule(&letter("alice/main/w", None), &reply("")),
+                "reply-text"
+            );
+            assert_eq!(
+                rule(&EventSource::Deadline, &reply("ok")),
+                "reply-not-letter"
+            );
             assert!(admit(cx, &letter("human:alice", None), &reply("ok")).is_ok());
             let done = EventSource::ProgramDone {
                 program: "triage".into(),

@@ -250,7 +250,11 @@ fn stopped(file: &str, spent: &std::cell::Cell<bool>, steps: u64, e: starlark::E
 }
 
 /// What `function` returned, as JSON.
-fn json_of(file: &str, function: &str, out: starlark::values::Value<'_>) -> Result<Value, RunError> {
+fn json_of(
+    file: &str,
+    function: &str,
+    out: starlark::values::Value<'_>,
+) -> Result<Value, RunError> {
     match out.unpack_str() {
         Some(text) => Ok(Value::String(text.to_owned())),
         None => out.to_json_value().map_err(|e| RunError {
@@ -290,7 +294,10 @@ def on_event(event):
     #[test]
     fn hook_effect_refused_at_load() {
         for f in FUNCTIONS {
-            let source = format!("def on_event(event):\n    {}()\n    return \"show\"\n", f.name);
+            let source = format!(
+                "def on_event(event):\n    {}()\n    return \"show\"\n",
+                f.name
+            );
             let e = check_hook("agent/hooks.star", &source).unwrap_err();
             assert_eq!((e.rule, e.line), (Rule::NoEffect, 2), "{}: {e}", f.name);
             assert!(e.detail.contains(f.name), "{e}");
@@ -298,15 +305,19 @@ def on_event(event):
         let e = check_hook("agent/hooks.star", "def main(input):\n    return 1\n").unwrap_err();
         assert_eq!(e.rule, Rule::EntryPoint);
         assert!(e.detail.contains("on_event"), "{e}");
-        assert!(check_hook("agent/hooks.star", "FOOTPRINT = []\n\ndef on_event(e):\n    return \"show\"\n").is_ok());
+        assert!(
+            check_hook(
+                "agent/hooks.star",
+                "FOOTPRINT = []\n\ndef on_event(e):\n    return \"show\"\n"
+            )
+            .is_ok()
+        );
     }
 
     /// Each event is decided alone: its own step budget, no state left by another.
     #[test]
     fn each_event_has_its_own_budget_and_sees_no_other() {
-        let letter = |from: &str, text: &str| {
-            serde_json::json!({"kind": "letter", "letter_id": "l", "from": from, "id": "e", "text": text})
-        };
+        let letter = |from: &str, text: &str| serde_json::json!({"kind": "letter", "letter_id": "l", "from": from, "id": "e", "text": text});
         let events = vec![
             letter("newsletter", "sale"),
             letter("alice/main", "spin"),
@@ -321,8 +332,13 @@ def on_event(event):
             Ok(serde_json::json!({"kind": "reply", "text": "got it: hello"}))
         );
         assert_eq!(out[3], Ok(Value::String("show".into())));
-        let remembers = "SEEN = []\n\ndef on_event(event):\n    SEEN.append(1)\n    return \"show\"\n";
+        let remembers =
+            "SEEN = []\n\ndef on_event(event):\n    SEEN.append(1)\n    return \"show\"\n";
         let out = run_hook("agent/hooks.star", remembers, vec![Value::Null; 2], 100).unwrap();
-        assert!(out.iter().all(|r| r.as_ref().unwrap_err().rule == Rule::Runtime), "{out:?}");
+        assert!(
+            out.iter()
+                .all(|r| r.as_ref().unwrap_err().rule == Rule::Runtime),
+            "{out:?}"
+        );
     }
 }

@@ -136,10 +136,12 @@ impl Hook {
             steps: self.evaluator.steps,
         };
         let answered = match exchange(&self.evaluator, "hook", &self.file, &request) {
-            Ok(FromChild::Decided { result: Ok(results) }) if results.len() == events.len() => {
-                Ok(results)
-            }
-            Ok(FromChild::Decided { result: Ok(results) }) => Err(parent_stop(
+            Ok(FromChild::Decided {
+                result: Ok(results),
+            }) if results.len() == events.len() => Ok(results),
+            Ok(FromChild::Decided {
+                result: Ok(results),
+            }) => Err(parent_stop(
                 &self.file,
                 Rule::Evaluator,
                 format!(
@@ -161,9 +163,8 @@ impl Hook {
                 .into_iter()
                 .map(|result| {
                     result.and_then(|value| {
-                        disposition(&value).map_err(|detail| {
-                            parent_stop(&self.file, Rule::NotDisposition, detail)
-                        })
+                        disposition(&value)
+                            .map_err(|detail| parent_stop(&self.file, Rule::NotDisposition, detail))
                     })
                 })
                 .collect(),

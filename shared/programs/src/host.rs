@@ -127,7 +127,6 @@ pub fn load(
     loaded
 }
 
-
 /// An admitted program as a tool: `program_<name>`, over exactly its footprint.
 #[derive(Debug, Clone)]
 pub struct ProgramTool {
@@ -225,7 +224,6 @@ impl ProgramTool {
         }
     }
 }
-
 
 impl Tool for ProgramTool {
     fn decl(&self) -> ToolDecl {

@@ -153,7 +153,12 @@ impl Drop for Running {
 
 /// Why an evaluator ended without a final line: its deadline, a limit the kernel enforced, or
 /// something else, named.
-pub(crate) fn ended(file: &str, status: Option<ExitStatus>, stderr: &str, killed: bool) -> RunError {
+pub(crate) fn ended(
+    file: &str,
+    status: Option<ExitStatus>,
+    stderr: &str,
+    killed: bool,
+) -> RunError {
     let (rule, detail) = match status.and_then(|s| s.signal()) {
         _ if killed => (
             Rule::Deadline,

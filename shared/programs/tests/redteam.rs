@@ -90,7 +90,11 @@ fn every_hostile_hook_is_stopped_by_its_named_rule() {
     use l3m_core::log::{EventId, EventSource};
     use l3m_programs::hooks::{HOOKS_FILE, Hook, event_json};
     let corpus = corpus_in("hooks");
-    assert!(corpus.len() >= 10, "the hooks corpus shrank to {}", corpus.len());
+    assert!(
+        corpus.len() >= 10,
+        "the hooks corpus shrank to {}",
+        corpus.len()
+    );
     let event = event_json(
         &EventId::new("e1").unwrap(),
         &EventSource::Notice,
