@@ -24,6 +24,8 @@ def on_event(event):
         return {"kind": "reply", "text": "on it"}
     if "crash" in event["text"]:
         return 1 // 0
+    if "pass it on" in event["text"]:
+        return {"kind": "forward", "to": "demo/helper"}
     return "show"
 "#;
 
@@ -91,6 +93,7 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
         "hello, please look at the build",
         "answer me",
         "crash",
+        "pass it on",
     ] {
         hub.letter("demo", body).await;
     }
@@ -124,6 +127,9 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
             // refused and the letter shown.
             ("answer me".to_owned(), Disposition::Show),
             ("crash".to_owned(), Disposition::Show),
+            // Admitted by the event (the helper is in the agent's subtree) but not carried
+            // out by the writer yet: the default stands, so the letter is not swallowed.
+            ("pass it on".to_owned(), Disposition::Show),
         ]
     );
     let told = notices(&log);
@@ -135,6 +141,11 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
     assert!(
         told.iter()
             .any(|t| t.contains("your hook failed") && t.contains("rule runtime")),
+        "{told:#?}"
+    );
+    assert!(
+        told.iter()
+            .any(|t| t.contains("forward to demo/helper") && t.contains("rule not-carried-out")),
         "{told:#?}"
     );
     let seen = serde_json::to_string(&l3m_core::view::view(&log)).unwrap();

@@ -287,6 +287,9 @@ impl Session {
                 agent: &self.agent,
                 mail: &mail,
                 programs: &programs,
+                // The writer decides only what the model sees; mail, defer and retire are
+                // not carried out yet (docs/guarantees.md, Known gaps).
+                carries: l3m_core::hooks::PLAIN,
             };
             let (disposition, narration) = match proposal {
                 Ok(proposed) => {

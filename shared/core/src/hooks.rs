@@ -8,9 +8,12 @@
 //! - a reply or a forward goes only where the agent's mail token reaches, never to itself;
 //! - a deferred program's completion cannot defer again, and only an admitted program is
 //!   deferred to;
-//! - a child is retired only by the event that says it is done, and only the agent's own child.
+//! - a child is retired only by the event that says it is done, and only the agent's own child;
+//! - and only a disposition the harness carries out ([`HookContext::carries`]) is journaled, so
+//!   no event is swallowed by a disposition nothing acts on.
 //!
-//! Pure: the mail covers and the admitted programs come in as a [`HookContext`].
+//! Pure: the mail covers, the admitted programs and what the harness carries out come in as a
+//! [`HookContext`].
 
 use std::collections::BTreeSet;
 
@@ -21,6 +24,35 @@ use crate::names::{AgentName, Entity};
 /// The longest text an automatic reply may carry, in bytes: a reply is one short letter.
 pub const MAX_REPLY: usize = 4096;
 
+/// The dispositions that only decide what the model sees: every harness carries them out.
+pub const PLAIN: &[&str] = &["show", "dismiss", "ignore", "close"];
+
+/// Every disposition's kind, as [`kind`] names it.
+pub const ALL: &[&str] = &[
+    "show",
+    "dismiss",
+    "ignore",
+    "close",
+    "reply",
+    "forward",
+    "defer",
+    "retire-child",
+];
+
+/// A disposition's kind: its serde tag (`reply`, `retire-child`).
+pub fn kind(disposition: &Disposition) -> &'static str {
+    match disposition {
+        Disposition::Show => "show",
+        Disposition::Dismiss => "dismiss",
+        Disposition::Ignore => "ignore",
+        Disposition::Close => "close",
+        Disposition::Reply { .. } => "reply",
+        Disposition::Forward { .. } => "forward",
+        Disposition::Defer { .. } => "defer",
+        Disposition::RetireChild { .. } => "retire-child",
+    }
+}
+
 /// What the harness knows when it checks a disposition: who decides and what it may reach.
 #[derive(Debug, Clone, Copy)]
 pub struct HookContext<'a> {
@@ -30,6 +62,9 @@ pub struct HookContext<'a> {
     pub mail: &'a BTreeSet<MailCover>,
     /// The names of its admitted sealed programs (without the `program_` prefix).
     pub programs: &'a BTreeSet<String>,
+    /// The kinds of disposition the harness carries out ([`PLAIN`] at least); another is
+    /// refused, since journaling it would leave the event unseen with nothing done about it.
+    pub carries: &'a [&'a str],
 }
 
 /// Why an event does not admit a disposition. Each variant is one rule, named by
@@ -86,6 +121,13 @@ pub enum Inadmissible {
         /// The child named.
         child: AgentName,
     },
+    /// A disposition the harness does not carry out (yet): journaled, it would swallow the
+    /// event.
+    #[error("the harness does not carry out `{kind}` dispositions; the event would be lost")]
+    NotCarriedOut {
+        /// The disposition's kind.
+        kind: &'static str,
+    },
     /// A retire of an agent that is not the deciding agent's own child.
     #[error("{child} is not a child of {agent}")]
     NotOwnChild {
@@ -110,12 +152,29 @@ impl Inadmissible {
             Self::UnknownProgram { .. } => "unknown-program",
             Self::RetireNotDone { .. } => "retire-not-done",
             Self::NotOwnChild { .. } => "not-own-child",
+            Self::NotCarriedOut { .. } => "not-carried-out",
         }
     }
 }
 
-/// Whether `source` admits `disposition` for the agent of `cx`.
+/// Whether `source` admits `disposition` for the agent of `cx`: the event's rules first, then
+/// whether the harness carries the disposition out.
 pub fn admit(
+    cx: &HookContext<'_>,
+    source: &EventSource,
+    disposition: &Disposition,
+) -> Result<(), Inadmissible> {
+    admit_event(cx, source, disposition)?;
+    let kind = kind(disposition);
+    if cx.carries.contains(&kind) {
+        Ok(())
+    } else {
+        Err(Inadmissible::NotCarriedOut { kind })
+    }
+}
+
+/// The event's rules alone.
+fn admit_event(
     cx: &HookContext<'_>,
     source: &EventSource,
     disposition: &Disposition,
@@ -289,6 +348,7 @@ mod tests {
             agent: &me,
             mail: &mail,
             programs: &programs,
+            carries: ALL,
         })
     }
 
@@ -336,6 +396,23 @@ mod tests {
             };
             assert_eq!(rule(&letter("alice/main/w", None), &forward), "to-self");
             assert_eq!(rule(&EventSource::Notice, &forward), "forward-not-letter");
+            let plain = HookContext {
+                carries: PLAIN,
+                ..*cx
+            };
+            let human = letter("human:alice", None);
+            assert_eq!(
+                admit(&plain, &human, &reply("ok")).unwrap_err().rule(),
+                "not-carried-out"
+            );
+            // The event's own rule is named first.
+            assert_eq!(
+                admit(&plain, &letter("alice/main", None), &reply("ok"))
+                    .unwrap_err()
+                    .rule(),
+                "to-self"
+            );
+            assert!(admit(&plain, &human, &Disposition::Dismiss).is_ok());
         });
     }
 
@@ -392,6 +469,23 @@ mod tests {
                         prop_assert_eq!(decided.refused, Some((proposed, why)));
                     }
                 }
+                Ok(())
+            })?;
+        }
+
+        /// `hook_journals_only_what_is_carried_out`: whatever the hook proposes, the journaled
+        /// disposition is one the harness carries out (no event is swallowed).
+        #[test]
+        fn hook_journals_only_what_is_carried_out(
+            source in sources(),
+            proposed in dispositions(),
+            carried in prop::sample::subsequence(ALL[PLAIN.len()..].to_vec(), 0..=4),
+        ) {
+            with(|cx| {
+                let carries: Vec<&str> = PLAIN.iter().copied().chain(carried).collect();
+                let cx = HookContext { carries: &carries, ..*cx };
+                let decided = decide(&cx, &source, proposed.clone());
+                prop_assert!(carries.contains(&kind(&decided.disposition)));
                 Ok(())
             })?;
         }
