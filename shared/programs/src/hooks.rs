@@ -112,11 +112,6 @@ impl Hook {
         }
     }
 
-    /// The hook's file, as refusals name it.
-    pub fn file(&self) -> &str {
-        &self.file
-    }
-
     /// Runs `on_event` on each of `events` (as [`event_json`] built them), in one evaluator per
     /// [`MAX_BATCH`] events. Each result is the proposed disposition or why there is none: the
     /// event's own failure, or the batch's (its deadline, a kernel limit), which every event of

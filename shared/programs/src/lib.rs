@@ -20,6 +20,10 @@
 //! holds a token or the grant, and has no function to call a model, run a shell, build, or
 //! wait on a vigil.
 //!
+//! An agent's hook, `agent/hooks.star` ([`hooks`]), is checked the same way with no effect class
+//! at all and runs in the same evaluator, over batches of events; it only proposes a
+//! disposition, which the caller admits with `l3m_core::hooks::decide`.
+//!
 //! **Must never**: evaluate Starlark in the calling process outside the evaluator binary and
 //! this crate's tests; hand the evaluator a token, a path to the hub, or the grant.
 //!
