@@ -218,3 +218,47 @@ async fn a_hook_that_tries_an_effect_is_absent_and_the_agent_is_told_where() {
         "{told:#?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_past_its_deadline_is_killed_and_its_events_get_the_default() {
+    let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
+    hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
+        .await;
+    let acr = hub.acr("demo");
+    // `pass` runs no counted statement: only the deadline (or the CPU limit) stops this.
+    std::fs::write(
+        acr.join("agent/hooks.star"),
+        "def on_event(event):\n    for a in range(1000000000):\n        for b in range(1000000000):\n            pass\n    return \"dismiss\"\n",
+    )
+    .unwrap();
+    hub.letter("demo", "hello").await;
+    let config = config(&format!(
+        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
+        evaluator().display().to_string()
+    ));
+    let started = std::time::Instant::now();
+    let run = hub
+        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert_eq!(
+        letter_decisions(&log),
+        [("hello".to_owned(), Disposition::Show)]
+    );
+    let told = notices(&log);
+    assert!(
+        told.iter()
+            .any(|t| t.contains("your hook failed") && t.contains("rule deadline")),
+        "{told:#?}"
+    );
+}
