@@ -298,9 +298,18 @@ fn toolbox_refusals(session: &Session) -> String {
         return String::new();
     }
     let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+    let hook = refused
+        .iter()
+        .any(|e| e.file == l3m_programs::hooks::HOOKS_FILE);
     format!(
-        "{} of your programs did not load and are not among your tools:\n{}",
+        "{} of your programs{} did not load and are not among your tools{}:\n{}",
         refused.len(),
+        if hook { " or hooks" } else { "" },
+        if hook {
+            " (with no hook, every event gets the default disposition)"
+        } else {
+            ""
+        },
         lines.join("\n")
     )
 }

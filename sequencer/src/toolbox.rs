@@ -11,9 +11,10 @@
 //!
 //! # Layout
 //! - [`mint_tokens`]: the one adapter from a grant to the ring's tokens.
-//! - [`Toolbox`]: table + effects + the recording journal.
+//! - [`Toolbox`]: table + effects + the recording journal, and the agent's hook, loaded with
+//!   its programs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -24,6 +25,7 @@ use l3m_core::log::{EffectNote, Refusal};
 use l3m_core::names::AgentName;
 use l3m_core::review::{JUSTIFICATION_FIELD, MAX_JUSTIFICATION, split_justification};
 use l3m_programs::LoadError;
+use l3m_programs::hooks::Hook;
 use l3m_programs::host::Evaluator;
 use l3m_ring::effects::{Effects, HubOutlet};
 use l3m_ring::tokens::{self, Tokens};
@@ -123,6 +125,8 @@ pub struct Toolbox {
     turn: Mutex<()>,
     /// The agent's sealed programs that did not pass their checks, each naming its rule.
     refused_programs: Vec<LoadError>,
+    /// The agent's admitted hook (`agent/hooks.star`), if it has one that passed its checks.
+    hook: Option<Hook>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -147,19 +151,22 @@ impl Toolbox {
         programs: Option<&Evaluator>,
     ) -> Result<Toolbox, SequencerError> {
         let tokens = mint_tokens(grant, agent, acr)?;
-        let refused_programs = match programs {
-            Some(evaluator) => {
-                let loaded = l3m_programs::host::load(evaluator, acr, &tokens.conferred());
-                tools.extend(
-                    loaded
-                        .tools
-                        .into_iter()
-                        .map(|t| Box::new(t) as Box<dyn Tool>),
-                );
-                loaded.refused
+        let (mut refused_programs, mut hook) = (Vec::new(), None);
+        if let Some(evaluator) = programs {
+            let loaded = l3m_programs::host::load(evaluator, acr, &tokens.conferred());
+            tools.extend(
+                loaded
+                    .tools
+                    .into_iter()
+                    .map(|t| Box::new(t) as Box<dyn Tool>),
+            );
+            refused_programs = loaded.refused;
+            match l3m_programs::hooks::load(evaluator, acr) {
+                Some(Ok(admitted)) => hook = Some(admitted),
+                Some(Err(refused)) => refused_programs.push(refused),
+                None => {}
             }
-            None => Vec::new(),
-        };
+        }
         let declared: BTreeMap<String, Footprint> = tools
             .iter()
             .map(|t| {
@@ -187,12 +194,28 @@ impl Toolbox {
             outlet,
             turn: Mutex::new(()),
             refused_programs,
+            hook,
         })
     }
 
-    /// The agent's programs refused at this build, each naming its file, line and rule.
+    /// The agent's programs (and hooks file) refused at this build, each naming its file, line
+    /// and rule.
     pub fn refused_programs(&self) -> &[LoadError] {
         &self.refused_programs
+    }
+
+    /// The agent's admitted hook; `None`: events get the default disposition.
+    pub fn hook(&self) -> Option<&Hook> {
+        self.hook.as_ref()
+    }
+
+    /// The names of the admitted programs offered (without the prefix): what a hook may defer to.
+    pub fn programs(&self) -> BTreeSet<String> {
+        self.footprints
+            .keys()
+            .filter_map(|n| n.strip_prefix(l3m_programs::decl::TOOL_PREFIX))
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The agent's undo chain, which a rebuilt table and a rewind share.

@@ -4,44 +4,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
 use l3m_core::log::RecordBody;
 use sequencer::{Exit, run_agent};
 use tokio_util::sync::CancellationToken;
-
-/// Builds `l3m-program` into this test's target directory, once, and returns its path.
-fn evaluator() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().unwrap().parent().unwrap().to_owned();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let out = std::process::Command::new(cargo)
-                .args([
-                    "build",
-                    "--locked",
-                    "-p",
-                    "l3m-programs",
-                    "--bin",
-                    "l3m-program",
-                ])
-                .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap())
-                .output()
-                .expect("run cargo build");
-            assert!(
-                out.status.success(),
-                "cargo build of l3m-program failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            profile_dir.join("l3m-program")
-        })
-        .clone()
-}
 
 const TODOS: &str = r#"FOOTPRINT = ["fs-read"]
 DESCRIPTION = "Count the lines containing TODO in the files of a directory."

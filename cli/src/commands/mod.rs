@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod down;
 pub mod fork;
 pub mod grant;
+pub mod hooks;
 #[cfg(feature = "embedded")]
 pub mod init;
 pub mod log;
@@ -125,6 +126,9 @@ pub enum Command {
     /// Check the sealed programs agents write for themselves.
     #[command(subcommand)]
     Program(program::Command),
+    /// Try out an agent's hook, which decides each event before the model sees it.
+    #[command(subcommand)]
+    Hooks(hooks::Command),
 }
 
 /// Runs one command.
@@ -160,5 +164,6 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Site(command) => site::dispatch(command, cx).await,
         Command::Bless(args) => bless::cmd_bless(args, cx).await,
         Command::Program(command) => program::dispatch(command, cx).await,
+        Command::Hooks(command) => hooks::dispatch(command, cx).await,
     }
 }

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use assert_cmd::Command;
 
-/// Builds `hubd` and `sequencer` into the same target directory as `l3m`, once per test
-/// binary, so `l3m up` finds them as siblings.
+/// Builds `hubd`, `sequencer` and the `l3m-program` evaluator into the same target directory
+/// as `l3m`, once per test binary, so `l3m up` (and `l3m hooks test`) find them as siblings.
 pub fn build_services() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -27,6 +27,10 @@ pub fn build_services() {
             "sequencer",
             "--bin",
             "sequencer",
+            "-p",
+            "l3m-programs",
+            "--bin",
+            "l3m-program",
         ]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");

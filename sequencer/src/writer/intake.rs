@@ -1,5 +1,11 @@
 //! Taking inputs into the writer: signals, letters, grant moves, control requests and the
 //! hooks that decide events — each journaled through core, or dropped as stale.
+//!
+//! The agent's hook runs off the writer's loop: [`Session::hooks`] hands the undecided events
+//! to a blocking thread (one evaluator per batch, killed at its deadline), and the proposals
+//! come back as an input ([`Session::hooked`]), where core admits each or falls back to the
+//! default, naming the rule. The decision is journaled; a replay reads it and never reruns the
+//! hook.
 
 use super::*;
 
@@ -41,6 +47,7 @@ impl Session {
             Input::Oversized(call, error) => self.oversized(call, error),
             Input::Control(request, reply) => self.control(request, reply),
             Input::Summary(summary) => self.summarized(summary),
+            Input::Hooked(proposals) => self.hooked(proposals),
         }
         None
     }
@@ -82,6 +89,7 @@ impl Session {
             source: EventSource::Letter {
                 letter_id: letter.id.to_string(),
                 from,
+                in_reply_to: letter.in_reply_to.as_ref().map(ToString::to_string),
             },
             text,
         };
@@ -218,13 +226,104 @@ impl Session {
         }
     }
 
-    /// Decides every undecided event with the default hook (no hook: `without_hook`).
+    /// Decides every undecided event: with no admitted hook, by the default (`without_hook`)
+    /// at once; with one, by handing the events not yet handed to it to a blocking thread, so
+    /// a slow or hung evaluator never holds up the writer (its deadline ends it).
     pub(super) fn hooks(&mut self) {
         let undecided = self.log.owed.undecided_events().to_vec();
-        for event in undecided {
-            let disposition = Disposition::without_hook(&event.source);
+        let Some(hook) = self.tools.hook().cloned() else {
+            for event in undecided {
+                let disposition = Disposition::without_hook(&event.source);
+                self.signal_or_drop(Signal::Decision {
+                    event: event.id,
+                    disposition,
+                });
+            }
+            return;
+        };
+        let handed: Vec<_> = undecided
+            .into_iter()
+            .filter(|e| self.running.hooking.insert(e.id.clone()))
+            .collect();
+        if handed.is_empty() {
+            return;
+        }
+        let tx = self.tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let events: Vec<serde_json::Value> = handed
+                .iter()
+                .map(|e| l3m_programs::hooks::event_json(&e.id, &e.source, &e.text))
+                .collect();
+            let proposals = hook.decide(&events);
+            let _closed = tx.send(Input::Hooked(
+                handed.into_iter().map(|e| e.id).zip(proposals).collect(),
+            ));
+        });
+    }
+
+    /// Journals the decision for each event the hook proposed about (still undecided): the
+    /// proposal when the event admits it, else the default; a refused proposal or a failed
+    /// hook is narrated, shown with the event when the event is shown.
+    pub(super) fn hooked(
+        &mut self,
+        proposals: Vec<(EventId, Result<Disposition, l3m_programs::RunError>)>,
+    ) {
+        let mut mail = l3m_core::grant::default_mail(&self.agent);
+        mail.extend(self.grant.grant.mail.iter().cloned());
+        let programs = self.tools.programs();
+        for (id, proposal) in proposals {
+            self.running.hooking.remove(&id);
+            let Some(event) = self
+                .log
+                .owed
+                .undecided_events()
+                .iter()
+                .find(|e| e.id == id)
+                .cloned()
+            else {
+                continue;
+            };
+            let cx = l3m_core::hooks::HookContext {
+                agent: &self.agent,
+                mail: &mail,
+                programs: &programs,
+                // The writer decides only what the model sees; mail, defer and retire are
+                // not carried out yet (docs/guarantees.md, Known gaps).
+                carries: l3m_core::hooks::PLAIN,
+            };
+            let (disposition, narration) = match proposal {
+                Ok(proposed) => {
+                    let decided = l3m_core::hooks::decide(&cx, &event.source, proposed);
+                    let narration = decided.refused.map(|(proposed, why)| {
+                        format!(
+                            "your hook proposed {} for event {id}; refused by rule {}: {why}",
+                            l3m_core::story::disposition(&proposed),
+                            why.rule()
+                        )
+                    });
+                    (decided.disposition, narration)
+                }
+                Err(failed) => (
+                    Disposition::without_hook(&event.source),
+                    Some(format!("your hook failed on event {id}: {failed}")),
+                ),
+            };
+            if let Some(text) = narration {
+                tracing::info!(agent = %self.agent, event = %id, %text, "hook fell back");
+                let shown = if disposition == Disposition::Show {
+                    Disposition::Show
+                } else {
+                    Disposition::Dismiss
+                };
+                let default = l3m_core::story::disposition(&disposition);
+                self.notice(
+                    format!("hook-{}", self.log.owed.next_seq()),
+                    format!("(l3m) {text}; the default, {default}, was used"),
+                    shown,
+                );
+            }
             self.signal_or_drop(Signal::Decision {
-                event: event.id,
+                event: id,
                 disposition,
             });
         }

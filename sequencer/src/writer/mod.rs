@@ -80,6 +80,8 @@ pub(crate) enum Input {
     LeaseLost(String),
     /// A compaction's summary came back.
     Summary(compact::Summary),
+    /// The hook's proposals for events handed to it, in the order handed (or why none).
+    Hooked(Vec<(EventId, Result<Disposition, l3m_programs::RunError>)>),
 }
 
 /// One model of the session: its provider, the model id asked, and its own notes.
@@ -380,6 +382,7 @@ impl Session {
             && (owed.stalemates()).all(|(id, _)| self.running.raised.contains(id));
         self.running.calls.is_empty()
             && self.running.running_tools.is_empty()
+            && self.running.hooking.is_empty()
             && (!owed.is_live() || waits_on_cards)
     }
 }

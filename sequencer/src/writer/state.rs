@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use l3m_core::log::{CallId, Record, ToolUseId};
+use l3m_core::log::{CallId, EventId, Record, ToolUseId};
 use l3m_core::owed::Owed;
 use l3m_core::view::ViewFold;
 use l3m_wire::control::ControlReply;
@@ -46,6 +46,8 @@ pub(super) struct Running {
     pub(super) asked: HashSet<ToolUseId>,
     /// Stalemates whose card was raised (or is being raised).
     pub(super) raised: HashSet<ToolUseId>,
+    /// Events handed to the hook whose proposals have not come back.
+    pub(super) hooking: HashSet<EventId>,
 }
 
 /// One pass's buffer: records staged and not yet appended, and what waits for that append.

@@ -144,6 +144,7 @@ impl Session {
                 source: EventSource::Letter {
                     letter_id,
                     from: self.reviewer.clone(),
+                    in_reply_to: None,
                 },
                 text: "The CI run on your branch finished: 3 tests failed.".into(),
             })?;

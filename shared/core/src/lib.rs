@@ -20,6 +20,7 @@
 //! - [`build`]: build plans (stages, mounts, networks, limits) and the W^X gate over them.
 //! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
 //! - [`log`]: the records of an agent's Log.
+//! - [`hooks`]: which dispositions an event admits, and the default when a hook's is refused.
 //! - [`view`]: the fold from a Log to what the model sees.
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
@@ -52,6 +53,7 @@ pub mod credential;
 pub mod duty;
 pub mod effects;
 pub mod grant;
+pub mod hooks;
 pub mod ledger;
 pub mod log;
 pub mod mail;

@@ -183,6 +183,10 @@ pub enum EventSource {
         letter_id: String,
         /// Its sender, as the host stamped it.
         from: Entity,
+        /// The letter it answers, when it is a reply: a hook may never answer a reply
+        /// automatically (`hooks::admit`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_reply_to: Option<String>,
     },
     /// A vigil the agent (or its parent) set has fired.
     Vigil {
@@ -746,6 +750,7 @@ mod tests {
                 source: EventSource::Letter {
                     letter_id: "l1".into(),
                     from: Entity::parse("alice/main").unwrap(),
+                    in_reply_to: Some("l0".into()),
                 },
                 text: "a letter".into(),
             },

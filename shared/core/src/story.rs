@@ -2,7 +2,21 @@
 //! the Log's ref says, so plain `git log` on `refs/l3m/a/<agent>/_/log` reads as the agent's
 //! story, not as "2 record(s) from seq 33".
 
-use crate::log::{Record, RecordBody};
+use crate::log::{Disposition, Record, RecordBody};
+
+/// A disposition in a few words: `show`, `reply "…"`, `forward to alice/main`.
+pub fn disposition(disposition: &Disposition) -> String {
+    match disposition {
+        Disposition::Show => "show".into(),
+        Disposition::Dismiss => "dismiss".into(),
+        Disposition::Ignore => "ignore".into(),
+        Disposition::Close => "close".into(),
+        Disposition::Reply { text } => format!("reply {:?}", short(text)),
+        Disposition::Forward { to } => format!("forward to {to}"),
+        Disposition::Defer { program } => format!("defer to program {program}"),
+        Disposition::RetireChild { child } => format!("retire child {child}"),
+    }
+}
 
 /// How many characters of free text a summary keeps.
 const SHORT: usize = 72;
@@ -75,7 +89,9 @@ pub fn summary(body: &RecordBody) -> String {
             short(output)
         ),
         RecordBody::Event { text, .. } => short(text),
-        RecordBody::HookDecision { event, disposition } => format!("{event}: {disposition:?}"),
+        RecordBody::HookDecision { event, disposition } => {
+            format!("{event}: {}", self::disposition(disposition))
+        }
         RecordBody::GrantChange { summary, .. } => short(summary),
         RecordBody::BudgetChange { left, summary } => format!("{} (left {left})", short(summary)),
         RecordBody::Review {

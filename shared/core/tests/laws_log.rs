@@ -1226,7 +1226,7 @@ proptest! {
             let id = EventId::new(format!("e{k}")).unwrap();
             bodies.push(RecordBody::Event {
                 id: id.clone(),
-                source: EventSource::Letter { letter_id: letter_id.clone(), from: alice() },
+                source: EventSource::Letter { letter_id: letter_id.clone(), from: alice(), in_reply_to: None },
                 text: "hello".into(),
             });
             bodies.push(RecordBody::HookDecision { event: id, disposition: Disposition::Show });

@@ -4,6 +4,8 @@
 //! ```text
 //! l3m-program check --memory-mib N --cpu-secs S      # stdin: CheckRequest; stdout: Checked
 //! l3m-program run   --memory-mib N --cpu-secs S      # stdin: RunRequest;   stdout: Call…, Done
+//! l3m-program check-hook --memory-mib N --cpu-secs S # stdin: CheckRequest; stdout: HookChecked
+//! l3m-program hook  --memory-mib N --cpu-secs S      # stdin: HookRequest;  stdout: Decided
 //! ```
 //! Exit codes: 0 when a final line was written (whatever it says), 1 when the pipe failed,
 //! 2 for bad arguments.
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 use crate::evaluate;
 use crate::globals::{self, Parent};
 use crate::limits::{self, Limits};
-use crate::protocol::{CheckRequest, FromChild, RunRequest, read_line, write_line};
+use crate::protocol::{CheckRequest, FromChild, HookRequest, RunRequest, read_line, write_line};
 use crate::rule::RunError;
 
 /// What the evaluator was asked to do.
@@ -22,14 +24,22 @@ use crate::rule::RunError;
 enum Mode {
     Check,
     Run,
+    CheckHook,
+    Hook,
 }
 
-/// Parses `check|run --memory-mib N --cpu-secs S`.
+/// Parses `check|run|check-hook|hook --memory-mib N --cpu-secs S`.
 fn parse(args: &[String]) -> Result<(Mode, Limits), String> {
     let mode = match args.first().map(String::as_str) {
         Some("check") => Mode::Check,
         Some("run") => Mode::Run,
-        other => return Err(format!("expected `check` or `run`, got {other:?}")),
+        Some("check-hook") => Mode::CheckHook,
+        Some("hook") => Mode::Hook,
+        other => {
+            return Err(format!(
+                "expected `check`, `run`, `check-hook` or `hook`, got {other:?}"
+            ));
+        }
     };
     let mut memory_mib = None;
     let mut cpu_secs = None;
@@ -62,7 +72,8 @@ pub fn main(args: &[String]) -> ExitCode {
         Err(e) => {
             let _ = writeln!(
                 std::io::stderr(),
-                "l3m-program: {e}\nusage: l3m-program check|run --memory-mib N --cpu-secs S"
+                "l3m-program: {e}\nusage: l3m-program check|run|check-hook|hook --memory-mib N \
+                 --cpu-secs S"
             );
             return ExitCode::from(2);
         }
@@ -98,6 +109,24 @@ pub fn main(args: &[String]) -> ExitCode {
             }
             Err(e) => Err(std::io::Error::other(e.to_string())),
         },
+        Mode::CheckHook => match read_line::<CheckRequest>(&mut stdin) {
+            Ok(req) => write_line(
+                &mut stdout,
+                &FromChild::HookChecked {
+                    result: evaluate::check_hook(&req.file, &req.source),
+                },
+            ),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        },
+        Mode::Hook => match read_line::<HookRequest>(&mut stdin) {
+            Ok(req) => write_line(
+                &mut stdout,
+                &FromChild::Decided {
+                    result: evaluate::run_hook(&req.file, &req.source, req.events, req.steps),
+                },
+            ),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        },
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,6 +158,10 @@ mod tests {
             )
         );
         assert!(parse(&args("eval")).unwrap_err().contains("eval"));
+        assert_eq!(
+            parse(&args("hook --memory-mib 64 --cpu-secs 2")).unwrap().0,
+            Mode::Hook
+        );
         assert!(parse(&args("check --memory-mib x --cpu-secs 1")).is_err());
         assert!(
             parse(&args("check --cpu-secs 1"))

@@ -16,6 +16,9 @@ use crate::vocabulary::Class;
 /// The largest program source accepted, in bytes.
 pub const MAX_SOURCE: usize = 64 * 1024;
 
+/// Where the agent's programs live, relative to its ACR.
+pub const PROGRAMS_DIR: &str = "agent/programs";
+
 /// The longest program name (the file's stem).
 const MAX_NAME: usize = 40;
 

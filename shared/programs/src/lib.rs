@@ -20,6 +20,10 @@
 //! holds a token or the grant, and has no function to call a model, run a shell, build, or
 //! wait on a vigil.
 //!
+//! An agent's hook, `agent/hooks.star` ([`hooks`]), is checked the same way with no effect class
+//! at all and runs in the same evaluator, over batches of events; it only proposes a
+//! disposition, which the caller admits with `l3m_core::hooks::decide`.
+//!
 //! **Must never**: evaluate Starlark in the calling process outside the evaluator binary and
 //! this crate's tests; hand the evaluator a token, a path to the hub, or the grant.
 //!
@@ -29,7 +33,10 @@
 //! - [`decl`]: [`ProgramDecl`], file names, the surface check.
 //! - [`types`]: the name check over what the seal gathered.
 //! - [`protocol`]: the JSON lines between parent and evaluator.
-//! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`], [`host::Evaluator`].
+//! - [`process`]: the evaluator as a process: [`process::Evaluator`], one request, one answer.
+//! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`].
+//! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
+//!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
 //! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
 #![forbid(unsafe_code)]
@@ -44,9 +51,11 @@ pub mod decl;
 pub mod evaluate;
 #[cfg(feature = "eval")]
 pub mod globals;
+pub mod hooks;
 #[cfg(feature = "host")]
 pub mod host;
 pub mod limits;
+pub mod process;
 pub mod protocol;
 pub mod rule;
 #[cfg(feature = "eval")]

@@ -2,8 +2,10 @@
 //!
 //! # Format
 //! The parent writes one request line on the child's stdin: a [`CheckRequest`] (for
-//! `l3m-program check`) or a [`RunRequest`] (for `l3m-program run`). The child answers on its
-//! stdout with [`FromChild`] lines. While running, each effect the program asks for is a
+//! `l3m-program check` and `check-hook`), a [`RunRequest`] (for `l3m-program run`) or a
+//! [`HookRequest`] (for `l3m-program hook`). The child answers on its stdout with [`FromChild`]
+//! lines: a hook's check ends with [`FromChild::HookChecked`], a hook's run with one
+//! [`FromChild::Decided`] for the whole batch (a hook makes no calls). While running, each effect the program asks for is a
 //! [`FromChild::Call`], to which the parent writes one [`Answer`] line; the last line is
 //! [`FromChild::Checked`] or [`FromChild::Done`]. The child holds no token and no grant: a call
 //! names a function and its arguments, and the parent answers it through the ring with the
@@ -45,6 +47,19 @@ pub struct RunRequest {
     pub steps: u64,
 }
 
+/// Run a hook's `on_event` on a batch of events, one evaluator for the batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookRequest {
+    /// The hooks file, as refusals name it.
+    pub file: String,
+    /// Its text (checked again by the child before it runs).
+    pub source: String,
+    /// The events, as the hook sees them.
+    pub events: Vec<Value>,
+    /// How many statements each event's call may run.
+    pub steps: u64,
+}
+
 /// A line from the evaluator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -60,6 +75,17 @@ pub enum FromChild {
     Checked {
         /// What the program declares, or why it was refused.
         result: Result<ProgramDecl, LoadError>,
+    },
+    /// The answer to a [`CheckRequest`] for a hooks file.
+    HookChecked {
+        /// Nothing, or why the hook was refused.
+        result: Result<(), LoadError>,
+    },
+    /// The answer to a [`HookRequest`]: what `on_event` returned for each event, in order, or
+    /// why the whole batch stopped (the hook was refused at load).
+    Decided {
+        /// One result per event, or the refusal.
+        result: Result<Vec<Result<Value, RunError>>, RunError>,
     },
     /// The program finished or stopped.
     Done {

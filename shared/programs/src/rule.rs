@@ -71,6 +71,8 @@ pub enum Rule {
     UndeclaredClass,
     /// The interpreter refused the module when it loaded it against the footprint's functions.
     Load,
+    /// A hook names an effect function or declares a class: hooks have no effect class at all.
+    NoEffect,
     /// A class no program may use (it has no program functions, or programs must not reach it).
     NotAdmitted,
     /// A wild class: programs that would need review are refused at load for now.
@@ -85,6 +87,8 @@ pub enum Rule {
     Memory,
     /// The program failed: an error in its code, or an effect it asked for was refused.
     Runtime,
+    /// A hook returned something that is not a disposition.
+    NotDisposition,
     /// The evaluator broke the pipe protocol, died for another reason, or could not start.
     Evaluator,
 }
@@ -110,6 +114,7 @@ impl Rule {
             Self::UnknownName => "unknown-name",
             Self::UndeclaredClass => "undeclared-class",
             Self::Load => "load",
+            Self::NoEffect => "no-effect",
             Self::NotAdmitted => "not-admitted",
             Self::WildClass => "wild-class",
             Self::NotCovered => "not-covered",
@@ -117,6 +122,7 @@ impl Rule {
             Self::Deadline => "deadline",
             Self::Memory => "memory",
             Self::Runtime => "runtime",
+            Self::NotDisposition => "not-disposition",
             Self::Evaluator => "evaluator",
         }
     }
@@ -138,11 +144,14 @@ impl Rule {
             | Self::Description
             | Self::InputSchema
             | Self::EntryPoint => Stage::Seal,
-            Self::UnknownName | Self::UndeclaredClass | Self::Load => Stage::Type,
+            Self::UnknownName | Self::UndeclaredClass | Self::Load | Self::NoEffect => Stage::Type,
             Self::NotAdmitted | Self::WildClass | Self::NotCovered => Stage::Surface,
-            Self::StepBudget | Self::Deadline | Self::Memory | Self::Runtime | Self::Evaluator => {
-                Stage::Run
-            }
+            Self::StepBudget
+            | Self::Deadline
+            | Self::Memory
+            | Self::Runtime
+            | Self::NotDisposition
+            | Self::Evaluator => Stage::Run,
         }
     }
 }

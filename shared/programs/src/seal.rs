@@ -45,6 +45,9 @@ pub(crate) const DIALECT: Dialect = Dialect {
 /// The name of the entry point, called with the input.
 pub const ENTRY: &str = "main";
 
+/// The name of a hook's entry point, called with each event.
+pub const HOOK_ENTRY: &str = "on_event";
+
 /// What the seal found in a well-shaped program.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shape {
@@ -58,6 +61,16 @@ pub struct Shape {
     pub input_schema: Value,
     /// The names the program's functions use without binding them, with their lines.
     pub free: Vec<Reference>,
+}
+
+/// The seal check of a parsed hooks file: the programs' dialect, no effect class and
+/// `def on_event(event)`. Returns the names its functions use without binding them.
+pub fn seal_hook(file: &str, module: &AstModule) -> Result<Vec<Reference>, LoadError> {
+    let walker = Walker {
+        file,
+        codemap: module.codemap(),
+    };
+    walker.hook(module.statement())
 }
 
 /// Parses `source` (named `file`) in the programs' dialect.
@@ -129,11 +142,92 @@ impl<'a> Walker<'a> {
     }
 
     fn module(&self, top: &AstStmt) -> Result<Shape, LoadError> {
+        let (defs, constants) = self.top_level(top)?;
+        let (footprint, footprint_line) = self.footprint(constants.get("FOOTPRINT"))?;
+        let description = match constants.get("DESCRIPTION") {
+            Some((Value::String(s), _)) if !s.trim().is_empty() => s.clone(),
+            Some((_, line)) => {
+                return Err(LoadError::new(
+                    self.file,
+                    *line,
+                    Rule::Description,
+                    "DESCRIPTION must be a non-empty string literal",
+                ));
+            }
+            None => {
+                return Err(LoadError::new(
+                    self.file,
+                    1,
+                    Rule::Description,
+                    "DESCRIPTION is missing: say in a string literal what the program does",
+                ));
+            }
+        };
+        let input_schema = match constants.get("INPUT") {
+            Some((schema @ Value::Object(map), _))
+                if map.get("type").and_then(Value::as_str) == Some("object") =>
+            {
+                schema.clone()
+            }
+            Some((_, line)) => {
+                return Err(LoadError::new(
+                    self.file,
+                    *line,
+                    Rule::InputSchema,
+                    "INPUT must be a dict literal JSON Schema with \"type\": \"object\"",
+                ));
+            }
+            None => {
+                return Err(LoadError::new(
+                    self.file,
+                    1,
+                    Rule::InputSchema,
+                    "INPUT is missing: give the JSON Schema of the input as a dict literal",
+                ));
+            }
+        };
+        self.entry(&defs, ENTRY, "input", "what a call runs")?;
+        let free = self.bodies(&defs, &constants)?;
+        Ok(Shape {
+            description,
+            footprint,
+            footprint_line,
+            input_schema,
+            free,
+        })
+    }
+
+    /// The seal of a hooks file: the shared dialect, no effect class (a `FOOTPRINT`, if any, is
+    /// empty) and `def on_event(event)`.
+    fn hook(&self, top: &AstStmt) -> Result<Vec<Reference>, LoadError> {
+        let (defs, constants) = self.top_level(top)?;
+        match constants.get("FOOTPRINT") {
+            None => {}
+            Some((Value::Array(items), _)) if items.is_empty() => {}
+            Some((_, line)) => {
+                return Err(LoadError::new(
+                    self.file,
+                    *line,
+                    Rule::NoEffect,
+                    "a hook has no effect class: FOOTPRINT must be absent or `[]`",
+                ));
+            }
+        }
+        self.entry(&defs, HOOK_ENTRY, "event", "what each event runs")?;
+        self.bodies(&defs, &constants)
+    }
+
+    /// The top level of a module: its `def`s and its literal constants, anything else refused.
+    #[allow(clippy::type_complexity)]
+    fn top_level<'m>(
+        &self,
+        top: &'m AstStmt,
+    ) -> Result<(BTreeMap<String, Def<'m>>, BTreeMap<String, (Value, u32)>), LoadError> {
         let statements: Vec<&AstStmt> = match &top.node {
             StmtP::Statements(list) => list.iter().collect(),
             _ => vec![top],
         };
-        let mut defs: BTreeMap<String, Def<'_>> = BTreeMap::new();
+        let mut defs: BTreeMap<String, Def<'m>> = BTreeMap::new();
         let mut constants: BTreeMap<String, (Value, u32)> = BTreeMap::new();
         for stmt in statements {
             match &stmt.node {
@@ -202,73 +296,46 @@ impl<'a> Walker<'a> {
                 }
             }
         }
-        let (footprint, footprint_line) = self.footprint(constants.get("FOOTPRINT"))?;
-        let description = match constants.get("DESCRIPTION") {
-            Some((Value::String(s), _)) if !s.trim().is_empty() => s.clone(),
-            Some((_, line)) => {
-                return Err(LoadError::new(
-                    self.file,
-                    *line,
-                    Rule::Description,
-                    "DESCRIPTION must be a non-empty string literal",
-                ));
-            }
-            None => {
-                return Err(LoadError::new(
-                    self.file,
-                    1,
-                    Rule::Description,
-                    "DESCRIPTION is missing: say in a string literal what the program does",
-                ));
-            }
-        };
-        let input_schema = match constants.get("INPUT") {
-            Some((schema @ Value::Object(map), _))
-                if map.get("type").and_then(Value::as_str) == Some("object") =>
-            {
-                schema.clone()
-            }
-            Some((_, line)) => {
-                return Err(LoadError::new(
-                    self.file,
-                    *line,
-                    Rule::InputSchema,
-                    "INPUT must be a dict literal JSON Schema with \"type\": \"object\"",
-                ));
-            }
-            None => {
-                return Err(LoadError::new(
-                    self.file,
-                    1,
-                    Rule::InputSchema,
-                    "INPUT is missing: give the JSON Schema of the input as a dict literal",
-                ));
-            }
-        };
-        match defs.get(ENTRY) {
-            Some(d) if one_plain_param(d.def) => {}
-            Some(d) => {
-                return Err(LoadError::new(
-                    self.file,
-                    d.line,
-                    Rule::EntryPoint,
-                    "`main` must take exactly one parameter, the input",
-                ));
-            }
-            None => {
-                return Err(LoadError::new(
-                    self.file,
-                    1,
-                    Rule::EntryPoint,
-                    "`def main(input):` is missing; it is what a call runs",
-                ));
-            }
+        Ok((defs, constants))
+    }
+
+    /// Refuses a module without `def <name>(<param>)`.
+    fn entry(
+        &self,
+        defs: &BTreeMap<String, Def<'_>>,
+        name: &str,
+        param: &str,
+        role: &str,
+    ) -> Result<(), LoadError> {
+        match defs.get(name) {
+            Some(d) if one_plain_param(d.def) => Ok(()),
+            Some(d) => Err(LoadError::new(
+                self.file,
+                d.line,
+                Rule::EntryPoint,
+                format!("`{name}` must take exactly one parameter, the {param}"),
+            )),
+            None => Err(LoadError::new(
+                self.file,
+                1,
+                Rule::EntryPoint,
+                format!("`def {name}({param}):` is missing; it is {role}"),
+            )),
         }
+    }
+
+    /// Walks every function body: the seal's rules inside functions, the call graph (refused
+    /// if cyclic), and the free names for the type check.
+    fn bodies(
+        &self,
+        defs: &BTreeMap<String, Def<'_>>,
+        constants: &BTreeMap<String, (Value, u32)>,
+    ) -> Result<Vec<Reference>, LoadError> {
         let def_names: BTreeSet<String> = defs.keys().cloned().collect();
         let constant_names: BTreeSet<String> = constants.keys().cloned().collect();
         let mut graph: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
         let mut free = Vec::new();
-        for (name, def) in &defs {
+        for (name, def) in defs {
             let mut body = Body {
                 defs: &def_names,
                 constants: &constant_names,
@@ -290,13 +357,7 @@ impl<'a> Walker<'a> {
             free.extend(body.free);
         }
         self.acyclic(&graph)?;
-        Ok(Shape {
-            description,
-            footprint,
-            footprint_line,
-            input_schema,
-            free,
-        })
+        Ok(free)
     }
 
     fn footprint(&self, found: Option<&(Value, u32)>) -> Result<(Footprint, u32), LoadError> {

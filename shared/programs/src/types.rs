@@ -8,7 +8,7 @@
 use l3m_core::effects::Footprint;
 
 use crate::rule::{LoadError, Rule};
-use crate::vocabulary::{BUILTINS, function};
+use crate::vocabulary::{BUILTINS, Function, function};
 
 /// A name a function uses without binding it, and the line it is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,23 +21,51 @@ pub struct Reference {
 
 /// Refuses the first name that is neither a kept builtin nor a function of a declared class.
 pub fn resolve(file: &str, footprint: &Footprint, free: &[Reference]) -> Result<(), LoadError> {
+    resolve_with(file, free, |name, f| {
+        (!footprint.0.contains(&f.class.effect())).then(|| {
+            (
+                Rule::UndeclaredClass,
+                format!(
+                    "`{name}` belongs to class `{}`, which FOOTPRINT does not declare",
+                    f.class.effect()
+                ),
+            )
+        })
+    })
+}
+
+/// The type check of a hook: only kept builtins; any effect function is refused by
+/// [`Rule::NoEffect`], naming its class.
+pub fn resolve_hook(file: &str, free: &[Reference]) -> Result<(), LoadError> {
+    resolve_with(file, free, |name, f| {
+        Some((
+            Rule::NoEffect,
+            format!(
+                "`{name}` is a function of class `{}`; a hook has no effect class at all \
+                 (defer the work to a sealed program instead)",
+                f.class.effect()
+            ),
+        ))
+    })
+}
+
+/// Refuses the first name that is not a kept builtin, nor a class function `refuse` lets
+/// through (it names the rule and the detail of one it refuses).
+fn resolve_with(
+    file: &str,
+    free: &[Reference],
+    refuse: impl Fn(&str, &Function) -> Option<(Rule, String)>,
+) -> Result<(), LoadError> {
     for reference in free {
         let name = reference.name.as_str();
         if BUILTINS.contains(&name) {
             continue;
         }
         match function(name) {
-            Some(f) if footprint.0.contains(&f.class.effect()) => {}
             Some(f) => {
-                return Err(LoadError::new(
-                    file,
-                    reference.line,
-                    Rule::UndeclaredClass,
-                    format!(
-                        "`{name}` belongs to class `{}`, which FOOTPRINT does not declare",
-                        f.class.effect()
-                    ),
-                ));
+                if let Some((rule, detail)) = refuse(name, f) {
+                    return Err(LoadError::new(file, reference.line, rule, detail));
+                }
             }
             None => {
                 return Err(LoadError::new(

@@ -116,6 +116,8 @@ pub struct Undecided {
     pub id: EventId,
     /// Where it came from: what the hook decides by.
     pub source: EventSource,
+    /// Its one-line rendering, which the hook may read too.
+    pub text: String,
 }
 
 /// What the Log says is open and owed. Fold it with [`Owed::apply`] or [`Owed::from_records`].
@@ -525,11 +527,12 @@ impl Now {
                 }
                 self.resolve(id);
             }
-            RecordBody::Event { id, source, .. } => {
+            RecordBody::Event { id, source, text } => {
                 if !self.undecided.iter().any(|u| u.id == *id) {
                     self.undecided.push(Undecided {
                         id: id.clone(),
                         source: source.clone(),
+                        text: text.clone(),
                     });
                 }
             }

@@ -1,0 +1,264 @@
+//! An agent's hook decides its events at boot, in the evaluator process: a letter it dismisses
+//! never reaches the model, one it shows does, a proposal the event does not admit and a hook
+//! that fails fall back to the default with the rule narrated, and every decision is in the
+//! Log — which a replay reads without the hook: deleting `agent/hooks.star` and booting again
+//! decides nothing anew: the decisions are the Log's, and the dismissed letter stays unseen.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use l3m_core::log::{Disposition, EventId, EventSource, Record, RecordBody};
+use sequencer::{Exit, run_agent};
+use tokio_util::sync::CancellationToken;
+
+const HOOK: &str = r#"
+def on_event(event):
+    if event["kind"] != "letter":
+        return "show"
+    if "newsletter" in event["text"]:
+        return "dismiss"
+    if "answer me" in event["text"]:
+        return {"kind": "reply", "text": "on it"}
+    if "crash" in event["text"]:
+        return 1 // 0
+    if "pass it on" in event["text"]:
+        return {"kind": "forward", "to": "demo/helper"}
+    return "show"
+"#;
+
+const SCRIPT: &str = r#"
+[[turn]]
+text = "read"
+[[turn]]
+text = "read again"
+[[turn]]
+text = "and again"
+"#;
+
+/// Each letter's text and the disposition journaled for it, in Log order.
+fn letter_decisions(log: &[Record]) -> Vec<(String, Disposition)> {
+    let letters: Vec<(EventId, String)> = log
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::Event {
+                id,
+                source: EventSource::Letter { .. },
+                text,
+            } => Some((id.clone(), text.clone())),
+            _ => None,
+        })
+        .collect();
+    letters
+        .into_iter()
+        .map(|(id, text)| {
+            let decided = log.iter().find_map(|r| match &r.body {
+                RecordBody::HookDecision { event, disposition } if *event == id => {
+                    Some(disposition.clone())
+                }
+                _ => None,
+            });
+            (
+                text,
+                decided.unwrap_or_else(|| panic!("{id} was never decided")),
+            )
+        })
+        .collect()
+}
+
+fn notices(log: &[Record]) -> Vec<String> {
+    log.iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::Event {
+                source: EventSource::Notice,
+                text,
+                ..
+            } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
+    let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
+    hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
+        .await;
+    let acr = hub.acr("demo");
+    std::fs::write(acr.join("agent/hooks.star"), HOOK).unwrap();
+    for body in [
+        "the weekly newsletter",
+        "hello, please look at the build",
+        "answer me",
+        "crash",
+        "pass it on",
+    ] {
+        hub.letter("demo", body).await;
+    }
+    let config = config(&format!(
+        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
+        evaluator().display().to_string()
+    ));
+    let run = hub
+        .run(
+            "demo",
+            config.clone(),
+            factory_of(counting(SCRIPT, Duration::ZERO)),
+        )
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let decided = letter_decisions(&log);
+    assert_eq!(
+        decided,
+        [
+            ("the weekly newsletter".to_owned(), Disposition::Dismiss),
+            (
+                "hello, please look at the build".to_owned(),
+                Disposition::Show
+            ),
+            // The sender is a human the agent's mail token does not reach: the reply is
+            // refused and the letter shown.
+            ("answer me".to_owned(), Disposition::Show),
+            ("crash".to_owned(), Disposition::Show),
+            // Admitted by the event (the helper is in the agent's subtree) but not carried
+            // out by the writer yet: the default stands, so the letter is not swallowed.
+            ("pass it on".to_owned(), Disposition::Show),
+        ]
+    );
+    let told = notices(&log);
+    assert!(
+        told.iter()
+            .any(|t| t.contains("reply") && t.contains("rule not-reached")),
+        "{told:#?}"
+    );
+    assert!(
+        told.iter()
+            .any(|t| t.contains("your hook failed") && t.contains("rule runtime")),
+        "{told:#?}"
+    );
+    assert!(
+        told.iter()
+            .any(|t| t.contains("forward to demo/helper") && t.contains("rule not-carried-out")),
+        "{told:#?}"
+    );
+    let seen = serde_json::to_string(&l3m_core::view::view(&log)).unwrap();
+    assert!(seen.contains("please look at the build"), "{seen}");
+    assert!(
+        !seen.contains("newsletter"),
+        "the dismissed letter reached the model: {seen}"
+    );
+
+    // Replay: the hook is gone, the Log is read, nothing is decided again.
+    std::fs::remove_file(acr.join("agent/hooks.star")).unwrap();
+    let decisions_before = kinds(&log)
+        .iter()
+        .filter(|k| **k == "hook-decision")
+        .count();
+    let run = hub
+        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    let replayed = hub.log("demo").await;
+    check_log(&replayed);
+    assert_eq!(letter_decisions(&replayed), decided);
+    assert_eq!(
+        kinds(&replayed)
+            .iter()
+            .filter(|k| **k == "hook-decision")
+            .count(),
+        decisions_before,
+        "a replay decided events again"
+    );
+    let replayed_view = serde_json::to_string(&l3m_core::view::view(&replayed)).unwrap();
+    assert!(!replayed_view.contains("newsletter"), "{replayed_view}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_tries_an_effect_is_absent_and_the_agent_is_told_where() {
+    let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
+    hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
+        .await;
+    let acr = hub.acr("demo");
+    std::fs::write(
+        acr.join("agent/hooks.star"),
+        "def on_event(event):\n    mail_send(\"demo\", event[\"text\"])\n    return \"dismiss\"\n",
+    )
+    .unwrap();
+    hub.letter("demo", "hello").await;
+    let config = config(&format!(
+        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
+        evaluator().display().to_string()
+    ));
+    let run = hub
+        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    let log = hub.log("demo").await;
+    assert_eq!(
+        letter_decisions(&log),
+        [("hello".to_owned(), Disposition::Show)]
+    );
+    let told = notices(&log);
+    assert!(
+        told.iter()
+            .any(|t| t.contains("agent/hooks.star:2") && t.contains("no-effect")),
+        "{told:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_past_its_deadline_is_killed_and_its_events_get_the_default() {
+    let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
+    hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
+        .await;
+    let acr = hub.acr("demo");
+    // `pass` runs no counted statement: only the deadline (or the CPU limit) stops this.
+    std::fs::write(
+        acr.join("agent/hooks.star"),
+        "def on_event(event):\n    for a in range(1000000000):\n        for b in range(1000000000):\n            pass\n    return \"dismiss\"\n",
+    )
+    .unwrap();
+    hub.letter("demo", "hello").await;
+    let config = config(&format!(
+        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
+        evaluator().display().to_string()
+    ));
+    let started = std::time::Instant::now();
+    let run = hub
+        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
+        .await;
+    assert_eq!(
+        run_agent(run, CancellationToken::new()).await.unwrap(),
+        Exit::Idle
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert_eq!(
+        letter_decisions(&log),
+        [("hello".to_owned(), Disposition::Show)]
+    );
+    let told = notices(&log);
+    assert!(
+        told.iter()
+            .any(|t| t.contains("your hook failed") && t.contains("rule deadline")),
+        "{told:#?}"
+    );
+}

@@ -1,0 +1,505 @@
+//! Which dispositions an event admits: the harness's check on what an agent's hook decided.
+//!
+//! An agent's `agent/hooks.star` proposes a [`Disposition`] for each event; the hook is the
+//! agent's own code and an event's text is foreign input, so the harness admits the proposal
+//! only when the event allows it ([`admit`]) and otherwise falls back to the default
+//! ([`Disposition::without_hook`]), naming the rule that refused it ([`decide`]):
+//! - never an automatic reply to a reply, to the agent itself, or to anything but a letter;
+//! - a reply or a forward goes only where the agent's mail token reaches, never to itself;
+//! - a deferred program's completion cannot defer again, and only an admitted program is
+//!   deferred to;
+//! - a child is retired only by the event that says it is done, and only the agent's own child;
+//! - and only a disposition the harness carries out ([`HookContext::carries`]) is journaled, so
+//!   no event is swallowed by a disposition nothing acts on.
+//!
+//! Pure: the mail covers, the admitted programs and what the harness carries out come in as a
+//! [`HookContext`].
+
+use std::collections::BTreeSet;
+
+use crate::grant::MailCover;
+use crate::log::{Disposition, EventSource};
+use crate::names::{AgentName, Entity};
+
+/// The longest text an automatic reply may carry, in bytes: a reply is one short letter.
+pub const MAX_REPLY: usize = 4096;
+
+/// The dispositions that only decide what the model sees: every harness carries them out.
+pub const PLAIN: &[&str] = &["show", "dismiss", "ignore", "close"];
+
+/// Every disposition's kind, as [`kind`] names it.
+pub const ALL: &[&str] = &[
+    "show",
+    "dismiss",
+    "ignore",
+    "close",
+    "reply",
+    "forward",
+    "defer",
+    "retire-child",
+];
+
+/// A disposition's kind: its serde tag (`reply`, `retire-child`).
+pub fn kind(disposition: &Disposition) -> &'static str {
+    match disposition {
+        Disposition::Show => "show",
+        Disposition::Dismiss => "dismiss",
+        Disposition::Ignore => "ignore",
+        Disposition::Close => "close",
+        Disposition::Reply { .. } => "reply",
+        Disposition::Forward { .. } => "forward",
+        Disposition::Defer { .. } => "defer",
+        Disposition::RetireChild { .. } => "retire-child",
+    }
+}
+
+/// What the harness knows when it checks a disposition: who decides and what it may reach.
+#[derive(Debug, Clone, Copy)]
+pub struct HookContext<'a> {
+    /// The agent whose hook decided.
+    pub agent: &'a AgentName,
+    /// Every cover of its mail token, the default reach included (`grant::default_mail`).
+    pub mail: &'a BTreeSet<MailCover>,
+    /// The names of its admitted sealed programs (without the `program_` prefix).
+    pub programs: &'a BTreeSet<String>,
+    /// The kinds of disposition the harness carries out ([`PLAIN`] at least); another is
+    /// refused, since journaling it would leave the event unseen with nothing done about it.
+    pub carries: &'a [&'a str],
+}
+
+/// Why an event does not admit a disposition. Each variant is one rule, named by
+/// [`Inadmissible::rule`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Inadmissible {
+    /// A reply to something that is not a letter: there is no one to answer.
+    #[error("only a letter can be answered; this event is not one")]
+    ReplyNotLetter,
+    /// A reply to a letter that is itself a reply: two hooks could answer each other forever.
+    #[error("letter {letter} answers letter {answers}; a reply is never answered automatically")]
+    ReplyToReply {
+        /// The letter the hook would answer.
+        letter: String,
+        /// The letter it answers.
+        answers: String,
+    },
+    /// A reply or forward to the agent itself: it would come back as a new event.
+    #[error("{to} is the agent itself; a hook never mails its own inbox")]
+    ToSelf {
+        /// The agent.
+        to: Entity,
+    },
+    /// A reply or forward to someone the agent's mail token does not cover.
+    #[error("the mail token does not reach {to}")]
+    NotReached {
+        /// The recipient.
+        to: Entity,
+    },
+    /// A reply with no text, or longer than [`MAX_REPLY`].
+    #[error("a reply's text must be 1 to {MAX_REPLY} bytes; it is {len}")]
+    ReplyText {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A forward of something that is not a letter.
+    #[error("only a letter can be forwarded; this event is not one")]
+    ForwardNotLetter,
+    /// A deferred program's completion deferred again: a loop through programs.
+    #[error("program {program} finished work a hook deferred; its completion cannot defer again")]
+    DeferAgain {
+        /// The program that finished.
+        program: String,
+    },
+    /// A defer to a program the agent does not have (absent or refused at load).
+    #[error("no admitted program is named {program}")]
+    UnknownProgram {
+        /// The program asked for.
+        program: String,
+    },
+    /// A retire on an event that is not the named child's completion.
+    #[error("{child} is retired only when the event says it is done")]
+    RetireNotDone {
+        /// The child named.
+        child: AgentName,
+    },
+    /// A disposition the harness does not carry out (yet): journaled, it would swallow the
+    /// event.
+    #[error("the harness does not carry out `{kind}` dispositions; the event would be lost")]
+    NotCarriedOut {
+        /// The disposition's kind.
+        kind: &'static str,
+    },
+    /// A retire of an agent that is not the deciding agent's own child.
+    #[error("{child} is not a child of {agent}")]
+    NotOwnChild {
+        /// The child named.
+        child: AgentName,
+        /// The deciding agent.
+        agent: AgentName,
+    },
+}
+
+impl Inadmissible {
+    /// The rule's stable name (kebab-case), as the journal and `l3m hooks test` print it.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::ReplyNotLetter => "reply-not-letter",
+            Self::ReplyToReply { .. } => "reply-to-reply",
+            Self::ToSelf { .. } => "to-self",
+            Self::NotReached { .. } => "not-reached",
+            Self::ReplyText { .. } => "reply-text",
+            Self::ForwardNotLetter => "forward-not-letter",
+            Self::DeferAgain { .. } => "defer-again",
+            Self::UnknownProgram { .. } => "unknown-program",
+            Self::RetireNotDone { .. } => "retire-not-done",
+            Self::NotOwnChild { .. } => "not-own-child",
+            Self::NotCarriedOut { .. } => "not-carried-out",
+        }
+    }
+}
+
+/// Whether `source` admits `disposition` for the agent of `cx`: the event's rules first, then
+/// whether the harness carries the disposition out.
+pub fn admit(
+    cx: &HookContext<'_>,
+    source: &EventSource,
+    disposition: &Disposition,
+) -> Result<(), Inadmissible> {
+    admit_event(cx, source, disposition)?;
+    let kind = kind(disposition);
+    if cx.carries.contains(&kind) {
+        Ok(())
+    } else {
+        Err(Inadmissible::NotCarriedOut { kind })
+    }
+}
+
+/// The event's rules alone.
+fn admit_event(
+    cx: &HookContext<'_>,
+    source: &EventSource,
+    disposition: &Disposition,
+) -> Result<(), Inadmissible> {
+    let reach = |to: &Entity| {
+        if to.as_agent() == Some(cx.agent) {
+            Err(Inadmissible::ToSelf { to: to.clone() })
+        } else if cx.mail.iter().any(|c| c.covers(to)) {
+            Ok(())
+        } else {
+            Err(Inadmissible::NotReached { to: to.clone() })
+        }
+    };
+    match (disposition, source) {
+        (
+            Disposition::Show | Disposition::Dismiss | Disposition::Ignore | Disposition::Close,
+            _,
+        ) => Ok(()),
+        (Disposition::Reply { .. }, s) if !matches!(s, EventSource::Letter { .. }) => {
+            Err(Inadmissible::ReplyNotLetter)
+        }
+        (
+            Disposition::Reply { .. },
+            EventSource::Letter {
+                letter_id,
+                in_reply_to: Some(answers),
+                ..
+            },
+        ) => Err(Inadmissible::ReplyToReply {
+            letter: letter_id.clone(),
+            answers: answers.clone(),
+        }),
+        (Disposition::Reply { text }, EventSource::Letter { from, .. }) => {
+            reach(from)?;
+            if text.is_empty() || text.len() > MAX_REPLY {
+                return Err(Inadmissible::ReplyText { len: text.len() });
+            }
+            Ok(())
+        }
+        (Disposition::Reply { .. }, _) => Err(Inadmissible::ReplyNotLetter),
+        (Disposition::Forward { to }, EventSource::Letter { .. }) => reach(to),
+        (Disposition::Forward { .. }, _) => Err(Inadmissible::ForwardNotLetter),
+        (Disposition::Defer { .. }, EventSource::ProgramDone { program }) => {
+            Err(Inadmissible::DeferAgain {
+                program: program.clone(),
+            })
+        }
+        (Disposition::Defer { program }, _) => {
+            if cx.programs.contains(program) {
+                Ok(())
+            } else {
+                Err(Inadmissible::UnknownProgram {
+                    program: program.clone(),
+                })
+            }
+        }
+        (Disposition::RetireChild { child }, EventSource::ChildDone { child: done })
+            if child == done =>
+        {
+            if child.parent().as_ref() == Some(cx.agent) {
+                Ok(())
+            } else {
+                Err(Inadmissible::NotOwnChild {
+                    child: child.clone(),
+                    agent: cx.agent.clone(),
+                })
+            }
+        }
+        (Disposition::RetireChild { child }, _) => Err(Inadmissible::RetireNotDone {
+            child: child.clone(),
+        }),
+    }
+}
+
+/// What the harness journals for one event: the disposition in force and, when the hook's
+/// proposal was refused, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// The disposition journaled.
+    pub disposition: Disposition,
+    /// The proposal refused, with the rule, when the default replaced it.
+    pub refused: Option<(Disposition, Inadmissible)>,
+}
+
+/// The disposition journaled for `source` when the hook proposed `proposed`: the proposal if
+/// the event admits it, else the default (the refused proposal and its rule kept for the
+/// narration).
+pub fn decide(cx: &HookContext<'_>, source: &EventSource, proposed: Disposition) -> Decided {
+    match admit(cx, source, &proposed) {
+        Ok(()) => Decided {
+            disposition: proposed,
+            refused: None,
+        },
+        Err(why) => Decided {
+            disposition: Disposition::without_hook(source),
+            refused: Some((proposed, why)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grant::default_mail;
+    use proptest::prelude::*;
+
+    fn agent(s: &str) -> AgentName {
+        AgentName::parse(s).unwrap()
+    }
+
+    fn letter(from: &str, in_reply_to: Option<&str>) -> EventSource {
+        EventSource::Letter {
+            letter_id: "l1".into(),
+            from: Entity::parse(from).unwrap(),
+            in_reply_to: in_reply_to.map(str::to_owned),
+        }
+    }
+
+    fn sources() -> impl Strategy<Value = EventSource> {
+        let who = prop::sample::select(vec![
+            "alice/main",
+            "alice/main/w",
+            "alice/main/w/x",
+            "alice/other",
+            "bob/main",
+            "human:alice",
+        ]);
+        let child = prop::sample::select(vec!["alice/main/w", "alice/main/w/x", "alice/other"]);
+        prop_oneof![
+            (who, prop::option::of(Just("l0"))).prop_map(|(f, r)| letter(f, r)),
+            child.prop_map(|c| EventSource::ChildDone { child: agent(c) }),
+            prop::sample::select(vec!["triage", "other"])
+                .prop_map(|p| EventSource::ProgramDone { program: p.into() }),
+            Just(EventSource::Deadline),
+            Just(EventSource::Notice),
+            Just(EventSource::Vigil { vigil: "v".into() }),
+        ]
+    }
+
+    fn dispositions() -> impl Strategy<Value = Disposition> {
+        let who = prop::sample::select(vec![
+            "alice/main",
+            "alice/main/w",
+            "alice/other",
+            "human:alice",
+        ]);
+        let child = prop::sample::select(vec!["alice/main/w", "alice/main/w/x", "alice/other"]);
+        prop_oneof![
+            Just(Disposition::Show),
+            Just(Disposition::Dismiss),
+            Just(Disposition::Ignore),
+            Just(Disposition::Close),
+            prop::sample::select(vec!["", "thanks", "x"]).prop_map(|t| Disposition::Reply {
+                text: t.repeat(if t == "x" { MAX_REPLY + 1 } else { 1 })
+            }),
+            who.prop_map(|t| Disposition::Forward {
+                to: Entity::parse(t).unwrap()
+            }),
+            prop::sample::select(vec!["triage", "missing"])
+                .prop_map(|p| Disposition::Defer { program: p.into() }),
+            child.prop_map(|c| Disposition::RetireChild { child: agent(c) }),
+        ]
+    }
+
+    fn with<T>(f: impl FnOnce(&HookContext<'_>) -> T) -> T {
+        let me = agent("alice/main");
+        let mut mail = default_mail(&me);
+        mail.insert(MailCover::parse("human:alice").unwrap());
+        let programs = BTreeSet::from(["triage".to_owned()]);
+        f(&HookContext {
+            agent: &me,
+            mail: &mail,
+            programs: &programs,
+            carries: ALL,
+        })
+    }
+
+    #[test]
+    fn each_rule_is_named() {
+        with(|cx| {
+            let reply = |t: &str| Disposition::Reply { text: t.into() };
+            let rule = |s: &EventSource, d: &Disposition| admit(cx, s, d).unwrap_err().rule();
+            assert_eq!(
+                rule(&letter("alice/main/w", Some("l0")), &reply("ok")),
+                "reply-to-reply"
+            );
+            assert_eq!(rule(&letter("alice/main", None), &reply("ok")), "to-self");
+            assert_eq!(rule(&letter("bob/main", None), &reply("ok")), "not-reached");
+            assert_eq!(
+                rule(&letter("alice/main/w", None), &reply("")),
+                "reply-text"
+            );
+            assert_eq!(
+                rule(&EventSource::Deadline, &reply("ok")),
+                "reply-not-letter"
+            );
+            assert!(admit(cx, &letter("human:alice", None), &reply("ok")).is_ok());
+            let done = EventSource::ProgramDone {
+                program: "triage".into(),
+            };
+            let defer = Disposition::Defer {
+                program: "triage".into(),
+            };
+            assert_eq!(rule(&done, &defer), "defer-again");
+            assert!(admit(cx, &EventSource::Notice, &defer).is_ok());
+            let retire = |c: &str| Disposition::RetireChild { child: agent(c) };
+            let child_done = |c: &str| EventSource::ChildDone { child: agent(c) };
+            assert!(admit(cx, &child_done("alice/main/w"), &retire("alice/main/w")).is_ok());
+            assert_eq!(
+                rule(&child_done("alice/main/w/x"), &retire("alice/main/w/x")),
+                "not-own-child"
+            );
+            assert_eq!(
+                rule(&child_done("alice/main/w"), &retire("alice/other")),
+                "retire-not-done"
+            );
+            let forward = Disposition::Forward {
+                to: Entity::parse("alice/main").unwrap(),
+            };
+            assert_eq!(rule(&letter("alice/main/w", None), &forward), "to-self");
+            assert_eq!(rule(&EventSource::Notice, &forward), "forward-not-letter");
+            let plain = HookContext {
+                carries: PLAIN,
+                ..*cx
+            };
+            let human = letter("human:alice", None);
+            assert_eq!(
+                admit(&plain, &human, &reply("ok")).unwrap_err().rule(),
+                "not-carried-out"
+            );
+            // The event's own rule is named first.
+            assert_eq!(
+                admit(&plain, &letter("alice/main", None), &reply("ok"))
+                    .unwrap_err()
+                    .rule(),
+                "to-self"
+            );
+            assert!(admit(&plain, &human, &Disposition::Dismiss).is_ok());
+        });
+    }
+
+    proptest! {
+        /// `hook_never_replies_to_reply_or_self`: whatever a hook proposes, the disposition
+        /// journaled never answers a reply, never mails the agent itself, never goes beyond
+        /// the mail token, and a deferred program's completion never defers again.
+        #[test]
+        fn hook_never_replies_to_reply_or_self(source in sources(), proposed in dispositions()) {
+            with(|cx| {
+                let decided = decide(cx, &source, proposed.clone());
+                match (&decided.disposition, &source) {
+                    (Disposition::Reply { text }, EventSource::Letter { from, in_reply_to, .. }) => {
+                        prop_assert!(in_reply_to.is_none());
+                        prop_assert_ne!(from.as_agent(), Some(cx.agent));
+                        prop_assert!(cx.mail.iter().any(|c| c.covers(from)));
+                        prop_assert!(!text.is_empty() && text.len() <= MAX_REPLY);
+                    }
+                    (Disposition::Reply { .. }, _) => prop_assert!(false, "a reply to a non-letter"),
+                    (Disposition::Forward { to }, EventSource::Letter { .. }) => {
+                        prop_assert_ne!(to.as_agent(), Some(cx.agent));
+                        prop_assert!(cx.mail.iter().any(|c| c.covers(to)));
+                    }
+                    (Disposition::Forward { .. }, _) => prop_assert!(false, "a forward of a non-letter"),
+                    (Disposition::Defer { program }, s) => {
+                        prop_assert!(!matches!(s, EventSource::ProgramDone { .. }), "deferred again");
+                        prop_assert!(cx.programs.contains(program));
+                    }
+                    (Disposition::RetireChild { child }, s) => {
+                        let done = EventSource::ChildDone { child: child.clone() };
+                        prop_assert_eq!(s, &done);
+                        prop_assert_eq!(child.parent(), Some(cx.agent.clone()));
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
+
+        /// `inadmissible_becomes_default`: the journaled disposition is the proposal exactly
+        /// when the event admits it, and otherwise the default, with the refused proposal and
+        /// its rule kept.
+        #[test]
+        fn inadmissible_becomes_default(source in sources(), proposed in dispositions()) {
+            with(|cx| {
+                let decided = decide(cx, &source, proposed.clone());
+                match admit(cx, &source, &proposed) {
+                    Ok(()) => {
+                        prop_assert_eq!(&decided.disposition, &proposed);
+                        prop_assert!(decided.refused.is_none());
+                    }
+                    Err(why) => {
+                        prop_assert_eq!(&decided.disposition, &Disposition::without_hook(&source));
+                        prop_assert_eq!(decided.refused, Some((proposed, why)));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+
+        /// `hook_journals_only_what_is_carried_out`: whatever the hook proposes, the journaled
+        /// disposition is one the harness carries out (no event is swallowed).
+        #[test]
+        fn hook_journals_only_what_is_carried_out(
+            source in sources(),
+            proposed in dispositions(),
+            carried in prop::sample::subsequence(ALL[PLAIN.len()..].to_vec(), 0..=4),
+        ) {
+            with(|cx| {
+                let carries: Vec<&str> = PLAIN.iter().copied().chain(carried).collect();
+                let cx = HookContext { carries: &carries, ..*cx };
+                let decided = decide(&cx, &source, proposed.clone());
+                prop_assert!(carries.contains(&kind(&decided.disposition)));
+                Ok(())
+            })?;
+        }
+
+        /// `plain_dispositions_always_admitted`: show, dismiss, ignore and close need nothing
+        /// of the event.
+        #[test]
+        fn plain_dispositions_always_admitted(source in sources()) {
+            with(|cx| {
+                for d in [Disposition::Show, Disposition::Dismiss, Disposition::Ignore, Disposition::Close] {
+                    prop_assert!(admit(cx, &source, &d).is_ok());
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

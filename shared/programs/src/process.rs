@@ -1,0 +1,280 @@
+//! The evaluator as a process: starting `l3m-program` under its limits, exchanging one
+//! request for its last line within a deadline, and naming how it ended when it did not answer.
+//!
+//! Used by the sequencer's programs and hooks ([`crate::host`], [`crate::hooks`]) and by the
+//! CLI's `l3m hooks test`; it links no interpreter and no ring.
+
+use std::io::{BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
+
+use crate::decl::MAX_SOURCE;
+use crate::limits::Limits;
+use crate::protocol::{FromChild, LineError, read_line, write_line};
+use crate::rule::{LoadError, Rule, RunError};
+
+/// The most stderr kept from a failed evaluator, for its error.
+const STDERR_TAIL: usize = 2048;
+
+/// The evaluator binary and the limits each evaluation runs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluator {
+    /// The `l3m-program` binary.
+    pub program: PathBuf,
+    /// Its address-space and CPU limits.
+    pub limits: Limits,
+    /// Wall-clock time a check or a run may take, effects included.
+    pub deadline: Duration,
+    /// Statements a run may execute.
+    pub steps: u64,
+}
+
+impl Evaluator {
+    /// The binary at `program` with the default limits: 192 MiB of address space, 10 s of CPU
+    /// and wall time, a million statements.
+    pub fn new(program: PathBuf) -> Self {
+        Self {
+            program,
+            limits: Limits {
+                memory_mib: 192,
+                cpu_secs: 10,
+            },
+            deadline: Duration::from_secs(10),
+            steps: 1_000_000,
+        }
+    }
+
+    /// `l3m-program` next to `exe` (the running binary), where `cargo build` and the install
+    /// script put it.
+    pub fn beside(exe: &Path) -> Option<Self> {
+        let dir = exe.parent()?;
+        let up = (dir.file_name()? == "deps").then(|| dir.parent()).flatten();
+        [Some(dir), up]
+            .into_iter()
+            .flatten()
+            .map(|d| d.join("l3m-program"))
+            .find(|p| p.is_file())
+            .map(Self::new)
+    }
+
+    /// Starts the evaluator in `mode` with an empty environment, at `/`, all three pipes
+    /// captured.
+    fn spawn(&self, mode: &str) -> std::io::Result<Child> {
+        Command::new(&self.program)
+            .arg(mode)
+            .arg("--memory-mib")
+            .arg(self.limits.memory_mib.to_string())
+            .arg("--cpu-secs")
+            .arg(self.limits.cpu_secs.to_string())
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    }
+}
+
+/// A child process that is killed and reaped when dropped, however the call ends.
+pub(crate) struct Running {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pub(crate) lines: mpsc::Receiver<Result<FromChild, LineError>>,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl Running {
+    pub(crate) fn start(evaluator: &Evaluator, mode: &str) -> Result<Self, String> {
+        let mut child = evaluator
+            .spawn(mode)
+            .map_err(|e| format!("starting {}: {e}", evaluator.program.display()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the evaluator's pipes were not captured".into());
+        };
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut out = BufReader::new(stdout);
+            loop {
+                let line = read_line::<FromChild>(&mut out);
+                let last = !matches!(line, Ok(FromChild::Call { .. }));
+                if tx.send(line).is_err() || last {
+                    break;
+                }
+            }
+        });
+        let stderr = std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            let _ = stderr.take(64 * 1024).read_to_end(&mut tail);
+            let cut = tail.len().saturating_sub(STDERR_TAIL);
+            tail.split_off(cut)
+        });
+        Ok(Self {
+            child,
+            stdin: Some(stdin),
+            lines,
+            stderr: Some(stderr),
+        })
+    }
+
+    pub(crate) fn send(&mut self, message: &impl serde::Serialize) -> std::io::Result<()> {
+        match self.stdin.as_mut() {
+            Some(stdin) => write_line(stdin, message),
+            None => Err(std::io::Error::other("stdin closed")),
+        }
+    }
+
+    /// Kills the child (if still running) and says how it ended, with its stderr's tail.
+    pub(crate) fn end(mut self) -> (Option<ExitStatus>, String) {
+        self.stdin = None;
+        let _ = self.child.kill();
+        let status = self.child.wait().ok();
+        let tail = self
+            .stderr
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        (status, String::from_utf8_lossy(&tail).trim().to_owned())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Why an evaluator ended without a final line: its deadline, a limit the kernel enforced, or
+/// something else, named.
+pub(crate) fn ended(
+    file: &str,
+    status: Option<ExitStatus>,
+    stderr: &str,
+    killed: bool,
+) -> RunError {
+    let (rule, detail) = match status.and_then(|s| s.signal()) {
+        _ if killed => (
+            Rule::Deadline,
+            "it ran past its deadline and was killed".to_owned(),
+        ),
+        Some(9) | Some(24) => (
+            Rule::Deadline,
+            "it used up its CPU time and the kernel stopped it".to_owned(),
+        ),
+        Some(6) => (
+            Rule::Memory,
+            "it ran out of memory under its address-space limit and aborted".to_owned(),
+        ),
+        Some(signal) => (
+            Rule::Evaluator,
+            format!("the evaluator died of signal {signal}"),
+        ),
+        None => (
+            Rule::Evaluator,
+            match status.and_then(|s| s.code()) {
+                Some(code) => format!("the evaluator exited with code {code} without answering"),
+                None => "the evaluator ended without answering".to_owned(),
+            },
+        ),
+    };
+    let detail = if stderr.is_empty() || rule != Rule::Evaluator {
+        detail
+    } else {
+        format!("{detail}: {stderr}")
+    };
+    RunError {
+        file: file.to_owned(),
+        line: None,
+        rule,
+        detail,
+    }
+}
+
+/// Sends `request` to a fresh evaluator in `mode` and waits, at most its deadline, for its
+/// last line (a [`FromChild::Call`] is not one: modes that use this make no calls). Every way
+/// it can fail is a [`RunError`] of `file`, naming the rule (its deadline, a kernel limit, the
+/// protocol).
+pub fn exchange(
+    evaluator: &Evaluator,
+    mode: &str,
+    file: &str,
+    request: &impl serde::Serialize,
+) -> Result<FromChild, RunError> {
+    let mut running = Running::start(evaluator, mode)
+        .map_err(|detail| parent_stop(file, Rule::Evaluator, detail))?;
+    if let Err(e) = running.send(request) {
+        let (status, stderr) = running.end();
+        let mut stop = ended(file, status, &stderr, false);
+        stop.detail = format!("{}; sending the request failed: {e}", stop.detail);
+        return Err(stop);
+    }
+    match running.lines.recv_timeout(evaluator.deadline) {
+        Ok(Ok(FromChild::Call { function, .. })) => Err(parent_stop(
+            file,
+            Rule::Evaluator,
+            format!("the evaluator asked for `{function}` where no call is allowed"),
+        )),
+        Ok(Ok(last)) => Ok(last),
+        Ok(Err(LineError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
+            let (status, stderr) = running.end();
+            Err(ended(file, status, &stderr, false))
+        }
+        Ok(Err(e)) => Err(parent_stop(file, Rule::Evaluator, e.to_string())),
+        Err(RecvTimeoutError::Timeout) => {
+            let (status, stderr) = running.end();
+            Err(ended(file, status, &stderr, true))
+        }
+    }
+}
+
+/// A stop of `file` by `rule` that the parent decided (the child never said).
+pub(crate) fn parent_stop(file: &str, rule: Rule, detail: String) -> RunError {
+    RunError {
+        file: file.to_owned(),
+        line: None,
+        rule,
+        detail,
+    }
+}
+
+/// The text of the regular file at `path`, at most [`MAX_SOURCE`] bytes, opened without
+/// following a link.
+pub(crate) fn read_source(path: &Path, file: &str) -> Result<String, LoadError> {
+    use rustix::fs::{Mode, OFlags, open};
+    let refuse = |rule, detail: String| LoadError::new(file, 1, rule, detail);
+    let fd = open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        refuse(
+            Rule::FileName,
+            format!("cannot be opened (links are refused): {e}"),
+        )
+    })?;
+    let mut handle = std::fs::File::from(fd);
+    let is_file = handle.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !is_file {
+        return Err(refuse(Rule::FileName, "is not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    (&mut handle)
+        .take(u64::try_from(MAX_SOURCE).unwrap_or(u64::MAX) + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refuse(Rule::FileName, format!("cannot be read: {e}")))?;
+    if bytes.len() > MAX_SOURCE {
+        return Err(refuse(
+            Rule::TooLarge,
+            format!("more than {MAX_SOURCE} bytes; a program is at most that"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| refuse(Rule::Syntax, "is not UTF-8 text".into()))
+}
