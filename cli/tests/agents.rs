@@ -161,6 +161,11 @@ fn reviewed_shell_call() -> predicates::BoxPredicate<str> {
 
 #[test]
 fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail() {
+    // The demo's W^X build runs in the image deploy/images/build makes (skipped without it).
+    assert_eq!(
+        l3m_containers::test_support::busybox_image(),
+        "l3m/busybox:dev"
+    );
     let home = Home::new();
     let root = home.path().join("demo-hub");
     home.l3m(&["demo", "--hub-root", root.to_str().unwrap()])
@@ -187,6 +192,15 @@ fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail(
         ))
         .stdout(predicate::str::contains("no agent nobody lives on this hub"))
         .stdout(reviewed_shell_call())
+        .stdout(predicate::str::contains(
+            "[ok] the build ran with no network and journaled the artifact's digest",
+        ))
+        .stdout(predicate::str::contains(
+            "[ok] the run, by that digest only, wrote its result into a fresh out/",
+        ))
+        .stdout(predicate::str::contains(
+            "out/greeting.txt: \"built without a network, run by its digest\"",
+        ))
         .stdout(predicate::str::contains("FAILED").not());
     for hub in [root.clone(), root.join("south")] {
         let fsck = std::process::Command::new("git")

@@ -15,7 +15,10 @@
 //! bob's read comes back as a receipt, and a letter to no one there comes back as a bounce;
 //! and `tidy`, granted the sandboxed shell, has a shell call deliberated by a reviewer of
 //! another model family (unclear, then safe once better justified) and run in the sandbox
-//! (`review`; skipped, saying why, without bubblewrap or with the human's own model).
+//! (`review`; skipped, saying why, without bubblewrap or with the human's own model); and
+//! `maker`, granted `build` and `run`, builds a project in a container with no network and runs
+//! the artifact by its digest (`build`; skipped, saying why, without a Docker engine or the
+//! `l3m/busybox:dev` image, or with the human's own model).
 //! The demo checks each step and exits non-zero if one did not happen.
 
 use std::collections::BTreeMap;
@@ -36,6 +39,7 @@ use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
 
 mod airmail;
+mod build;
 mod credentials;
 mod review;
 
@@ -152,6 +156,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     grant.airmail.insert(south.clone());
     grant.mail.insert(l3m_core::grant::MailCover::Office(south));
     review::widen(&mut grant)?;
+    build::widen(&mut grant);
     make_hub(root, &human, grant)?;
     let scripted = matches!(models, Models::Scripted);
     let (mut config, config_dir) = match models {
@@ -163,6 +168,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
                 ("worker.toml", WORKER_SCRIPT),
                 ("bob.toml", BOB_SCRIPT),
                 ("tidy.toml", TIDY_SCRIPT),
+                ("maker.toml", &build::script()?),
                 ("models.toml", MODELS),
             ] {
                 let path = dir.join(file);
@@ -182,6 +188,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let hubd = Embedded::start(Arc::clone(&bus), root, hub_id.clone()).await?;
     let reviewing =
         review::Reviewing::start(Arc::clone(&bus), &hub_id, &mut config, scripted).await?;
+    let building = build::Building::start(Arc::clone(&bus), &hub_id, root, scripted).await?;
     let sequencers =
         start_sequencers(Arc::clone(&bus), root, &hub_id, config.clone(), &config_dir).await?;
     let me = human_session(Arc::clone(&bus), &hub_id, root, &human).await?;
@@ -194,9 +201,10 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     };
     let south = airmail::open_south(north, root.join("south"), &human, config, &config_dir).await?;
 
-    let outcome = scenario(&me, &south, &reviewing, root, &bar, timeout).await;
+    let outcome = scenario(&me, &south, &reviewing, &building, root, &bar, timeout).await;
     bar.finish_and_clear();
     reviewing.stop();
+    building.stop();
     south.stop().await;
     sequencers.stop().await;
     hubd.stop().await;
@@ -239,6 +247,7 @@ async fn scenario(
     me: &HubClient,
     south: &airmail::South,
     reviewing: &review::Reviewing,
+    building: &build::Building,
     root: &Path,
     bar: &ProgressBar,
     timeout: Duration,
@@ -352,6 +361,12 @@ async fn scenario(
     bar.set_message("a shell call under review: tidy proposes, a reviewer deliberates");
     let left = deadline.saturating_duration_since(Instant::now());
     let seen = review::step(me, reviewing, root, left.max(Duration::from_secs(30))).await?;
+    text.push_str(&seen.text);
+    checks.extend(seen.checks);
+
+    bar.set_message("a W^X build: maker builds with no network and runs by digest");
+    let left = deadline.saturating_duration_since(Instant::now());
+    let seen = build::step(me, building, root, left.max(Duration::from_secs(60))).await?;
     text.push_str(&seen.text);
     checks.extend(seen.checks);
 
