@@ -12,13 +12,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use l3m_containers::{ArtifactStore, Driver, Identity};
-use l3m_core::budget::Fuel;
 use l3m_core::build::{ArtifactDigest, StageOwner};
 use l3m_core::clock::SystemClock;
-use l3m_core::grant::{Grant, SpawnRequest};
+use l3m_core::grant::Grant;
 use l3m_core::log::{Record, RecordBody};
 use l3m_wire::build::gate::VoucherGate;
 use l3m_wire::bus::Bus;
@@ -27,7 +26,7 @@ use l3m_wire::subjects::{HubId, Subjects};
 use tokio_util::sync::CancellationToken;
 
 use super::credentials::Seen;
-use super::{name, runtime};
+use super::{assign, name, runtime, until_turn_end};
 use crate::error::CliError;
 
 /// The agent that builds and runs.
@@ -188,42 +187,15 @@ pub async fn step(
         Building::Running { store, .. } => store,
     };
     let maker = name(AGENT)?;
-    me.spawn(SpawnRequest {
-        child: maker.clone(),
-        grant: toml::from_str(GRANT).map_err(runtime)?,
-        loan: Fuel {
-            model_calls: 10,
-            bytes: 1_000_000,
-            wakes: 5,
-        },
-        driven: false,
-        persona: None,
-        fork: None,
-    })
-    .await?;
     let project: PathBuf = root.join(l3m_core::refs::paths::acr(&maker)).join(PROJECT);
-    std::fs::create_dir_all(&project).map_err(|e| CliError::io("make", &project, e))?;
-    let source = project.join("app.sh");
-    std::fs::write(&source, SOURCE).map_err(|e| CliError::io("write", &source, e))?;
-    me.send_letter(
-        maker.as_str(),
-        Some("task"),
-        "Build workspace/hello and run what you built.",
-    )
-    .await?;
-    let deadline = Instant::now() + within;
-    let log = loop {
-        let log = me.read_log_from(&maker, 0).await?.records;
-        if log.iter().any(|r| matches!(r.body, RecordBody::TurnEnd)) {
-            break log;
-        }
-        if Instant::now() > deadline {
-            return Err(runtime(format!(
-                "{maker}'s build did not finish within {within:?}; `l3m log {maker}` shows how far it got"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let write_project = || {
+        std::fs::create_dir_all(&project).map_err(|e| CliError::io("make", &project, e))?;
+        let source = project.join("app.sh");
+        std::fs::write(&source, SOURCE).map_err(|e| CliError::io("write", &source, e))
     };
+    let task = "Build workspace/hello and run what you built.";
+    assign(me, &maker, GRANT, write_project, task).await?;
+    let log = until_turn_end(me, &maker, "build", within).await?;
     let expected = expected_digest()?;
     Ok(judge(&log, &expected, |out| {
         std::fs::read_to_string(store.path_of(out).join(RESULT)).unwrap_or_default()

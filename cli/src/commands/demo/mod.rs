@@ -461,3 +461,52 @@ async fn wait_for_file(path: &Path, text: &str, within: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Spawns root agent `agent` with `grant` (TOML) and a small loan, runs `prepare` (its ACR now
+/// exists), and mails it `task`.
+async fn assign(
+    me: &HubClient,
+    agent: &AgentName,
+    grant: &str,
+    prepare: impl FnOnce() -> Result<(), CliError>,
+    task: &str,
+) -> Result<(), CliError> {
+    me.spawn(SpawnRequest {
+        child: agent.clone(),
+        grant: toml::from_str(grant).map_err(runtime)?,
+        loan: Fuel {
+            model_calls: 10,
+            bytes: 1_000_000,
+            wakes: 5,
+        },
+        driven: false,
+        persona: None,
+        fork: None,
+    })
+    .await?;
+    prepare()?;
+    me.send_letter(agent.as_str(), Some("task"), task).await?;
+    Ok(())
+}
+
+/// `agent`'s Log once its turn has ended, or an error naming `what` did not finish `within`.
+async fn until_turn_end(
+    me: &HubClient,
+    agent: &AgentName,
+    what: &str,
+    within: Duration,
+) -> Result<Vec<Record>, CliError> {
+    let deadline = Instant::now() + within;
+    loop {
+        let log = me.read_log_from(agent, 0).await?.records;
+        if log.iter().any(|r| matches!(r.body, RecordBody::TurnEnd)) {
+            return Ok(log);
+        }
+        if Instant::now() > deadline {
+            return Err(runtime(format!(
+                "{agent}'s {what} did not finish within {within:?}; `l3m log {agent}` shows how far it got"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -11,15 +11,14 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
-use l3m_core::budget::Fuel;
-use l3m_core::grant::{Grant, SpawnRequest, WildClass};
+use l3m_core::grant::{Grant, WildClass};
 use l3m_core::log::{Record, RecordBody, Verdict};
 use l3m_core::review::{ReviewConfig, split_justification};
 use l3m_wire::bus::Bus;
@@ -28,7 +27,7 @@ use l3m_wire::subjects::{HubId, Subjects};
 use tokio_util::sync::CancellationToken;
 
 use super::credentials::Seen;
-use super::{name, runtime};
+use super::{assign, name, runtime, until_turn_end};
 use crate::error::CliError;
 
 /// The agent whose shell call is reviewed.
@@ -185,38 +184,15 @@ pub async fn step(
         });
     }
     let tidy = name(AGENT)?;
-    me.spawn(SpawnRequest {
-        child: tidy.clone(),
-        grant: toml::from_str(GRANT).map_err(runtime)?,
-        loan: Fuel {
-            model_calls: 10,
-            bytes: 1_000_000,
-            wakes: 5,
-        },
-        driven: false,
-        persona: None,
-        fork: None,
-    })
-    .await?;
-    me.send_letter(
-        tidy.as_str(),
-        Some("task"),
+    assign(
+        me,
+        &tidy,
+        GRANT,
+        || Ok(()),
         "Write workspace/lines.txt with three lines and tell me how many lines it has.",
     )
     .await?;
-    let deadline = Instant::now() + within;
-    let log = loop {
-        let log = me.read_log_from(&tidy, 0).await?.records;
-        if log.iter().any(|r| matches!(r.body, RecordBody::TurnEnd)) {
-            break log;
-        }
-        if Instant::now() > deadline {
-            return Err(runtime(format!(
-                "{tidy}'s reviewed shell call did not finish within {within:?}; `l3m log {tidy}` shows how far it got"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let log = until_turn_end(me, &tidy, "reviewed shell call", within).await?;
     let made = std::fs::read_to_string(root.join(l3m_core::refs::paths::acr(&tidy)).join(MADE))
         .unwrap_or_default();
     Ok(judge(&log, &made))
