@@ -81,37 +81,49 @@ fn notices(log: &[Record]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
+/// A hub with agent `demo` whose persona holds `hook` as `agent/hooks.star`, `letters` in
+/// its inbox, and the configuration that finds the evaluator.
+async fn hooked(hook: &str, letters: &[&str]) -> (TestHub, sequencer::Config) {
     let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
     hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
         .await;
-    let acr = hub.acr("demo");
-    std::fs::write(acr.join("agent/hooks.star"), HOOK).unwrap();
-    for body in [
-        "the weekly newsletter",
-        "hello, please look at the build",
-        "answer me",
-        "crash",
-        "pass it on",
-    ] {
+    std::fs::write(hub.acr("demo").join("agent/hooks.star"), hook).unwrap();
+    for body in letters {
         hub.letter("demo", body).await;
     }
     let config = config(&format!(
         "idle_exit_secs = 2\nprogram_evaluator = {:?}",
         evaluator().display().to_string()
     ));
+    (hub, config)
+}
+
+/// Runs `demo` with the scripted model until it is idle.
+async fn run_idle(hub: &TestHub, config: sequencer::Config) {
     let run = hub
-        .run(
-            "demo",
-            config.clone(),
-            factory_of(counting(SCRIPT, Duration::ZERO)),
-        )
+        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
         .await;
     assert_eq!(
         run_agent(run, CancellationToken::new()).await.unwrap(),
         Exit::Idle
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
+    let (hub, config) = hooked(
+        HOOK,
+        &[
+            "the weekly newsletter",
+            "hello, please look at the build",
+            "answer me",
+            "crash",
+            "pass it on",
+        ],
+    )
+    .await;
+    let acr = hub.acr("demo");
+    run_idle(&hub, config.clone()).await;
     let log = hub.log("demo").await;
     check_log(&log);
     let decided = letter_decisions(&log);
@@ -161,13 +173,7 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
         .iter()
         .filter(|k| **k == "hook-decision")
         .count();
-    let run = hub
-        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
-        .await;
-    assert_eq!(
-        run_agent(run, CancellationToken::new()).await.unwrap(),
-        Exit::Idle
-    );
+    run_idle(&hub, config).await;
     let replayed = hub.log("demo").await;
     check_log(&replayed);
     assert_eq!(letter_decisions(&replayed), decided);
@@ -185,27 +191,10 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_that_tries_an_effect_is_absent_and_the_agent_is_told_where() {
-    let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
-    hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
-        .await;
-    let acr = hub.acr("demo");
-    std::fs::write(
-        acr.join("agent/hooks.star"),
-        "def on_event(event):\n    mail_send(\"demo\", event[\"text\"])\n    return \"dismiss\"\n",
-    )
-    .unwrap();
-    hub.letter("demo", "hello").await;
-    let config = config(&format!(
-        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
-        evaluator().display().to_string()
-    ));
-    let run = hub
-        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
-        .await;
-    assert_eq!(
-        run_agent(run, CancellationToken::new()).await.unwrap(),
-        Exit::Idle
-    );
+    let hook =
+        "def on_event(event):\n    mail_send(\"demo\", event[\"text\"])\n    return \"dismiss\"\n";
+    let (hub, config) = hooked(hook, &["hello"]).await;
+    run_idle(&hub, config).await;
     let log = hub.log("demo").await;
     assert_eq!(
         letter_decisions(&log),
@@ -221,34 +210,10 @@ async fn a_hook_that_tries_an_effect_is_absent_and_the_agent_is_told_where() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_past_its_deadline_is_killed_and_its_events_get_the_default() {
-    let hub = TestHub::start_bound("files = [\"workspace\", \"agent\"]\nspawn = \"persist\"").await;
-    hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
-        .await;
-    let acr = hub.acr("demo");
     // `pass` runs no counted statement: only the deadline (or the CPU limit) stops this.
-    std::fs::write(
-        acr.join("agent/hooks.star"),
-        "def on_event(event):\n    for a in range(1000000000):\n        for b in range(1000000000):\n            pass\n    return \"dismiss\"\n",
-    )
-    .unwrap();
-    hub.letter("demo", "hello").await;
-    let config = config(&format!(
-        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
-        evaluator().display().to_string()
-    ));
-    let started = std::time::Instant::now();
-    let run = hub
-        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
-        .await;
-    assert_eq!(
-        run_agent(run, CancellationToken::new()).await.unwrap(),
-        Exit::Idle
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(40),
-        "{:?}",
-        started.elapsed()
-    );
+    let hook = "def on_event(event):\n    for a in range(1000000000):\n        for b in range(1000000000):\n            pass\n    return \"dismiss\"\n";
+    let (hub, config) = hooked(hook, &["hello"]).await;
+    run_idle(&hub, config).await;
     let log = hub.log("demo").await;
     check_log(&log);
     assert_eq!(
