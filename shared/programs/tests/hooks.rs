@@ -55,9 +55,9 @@ fn a_batch_is_decided_in_one_evaluator_in_order() {
             _ => assert_eq!(d.as_ref().unwrap_err().rule, Rule::NotDisposition),
         }
     }
-    // 100 events are two batches (MAX_BATCH = 64): two processes, not a hundred.
+    // 100 events are two batches (MAX_BATCH = 64): two processes, not a hundred. A figure,
+    // not a bound: tests assert no wall time.
     eprintln!("100 events decided in {took:?}");
-    assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
 #[test]
@@ -67,9 +67,7 @@ fn a_hook_past_its_deadline_is_killed_and_every_event_of_the_batch_says_so() {
     evaluator.steps = u64::MAX;
     evaluator.deadline = Duration::from_millis(700);
     let hook = Hook::check(&evaluator, HOOKS_FILE, spin).unwrap();
-    let started = Instant::now();
     let decided = hook.decide(&[letter(1, "human:alice", "a"), letter(2, "human:alice", "b")]);
-    assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(decided.len(), 2);
     for d in decided {
         assert_eq!(d.unwrap_err().rule, Rule::Deadline);
