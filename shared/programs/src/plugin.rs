@@ -10,6 +10,8 @@
 //! The `-` in the tool name is what keeps plugins and single programs apart: neither a program
 //! name nor a plugin name may hold one, so `program_<plugin>-<name>` can never be the name of
 //! a single program's tool (`program_<name>`), and the one `-` splits it back unambiguously.
+//! (Two tools of one name would fail the whole tool table.) A hook defers to a plugin's
+//! program by `<plugin>-<name>`, as it defers to a single one by `<name>`.
 //!
 //! [`bundle`] (what the folder holds) and [`admit`] (all or nothing) are pure; [`read`] is the
 //! IO between them, with the checks passed in, so the sequencer (through the evaluator) and
