@@ -233,7 +233,9 @@ mod tests {
 
     #[test]
     fn anything_but_star_programs_is_a_named_refusal() {
-        let cases: Vec<(Vec<(String, Kind)>, &str, Rule, &str)> = vec![
+        // (the folder's entries, the entry refused, its rule, what the refusal says)
+        type Case = (Vec<(String, Kind)>, &'static str, Rule, &'static str);
+        let cases: Vec<Case> = vec![
             (vec![], FOLDER, Rule::Plugin, "is empty"),
             (
                 files(&["a.star", "plugin.toml"]),

@@ -121,10 +121,19 @@ fn every_hostile_hook_is_stopped_by_its_named_rule() {
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
-/// `(plugin, its programs as (file name, source), the bad one's file name and expected rule)`
-/// for every folder of the corpus' `plugins/`: exactly one program of each has an `# expect:`
-/// line.
-fn plugin_corpus() -> Vec<(String, Vec<(String, String)>, String, String)> {
+/// A hostile plugin of the corpus: good programs and one bad one.
+struct HostilePlugin {
+    plugin: String,
+    /// Every program, as `(file name, source)`.
+    programs: Vec<(String, String)>,
+    /// The file name of the one program with an `# expect:` line.
+    bad_file: String,
+    /// The rule that line names.
+    expect: String,
+}
+
+/// Every folder of the corpus' `plugins/`: exactly one program of each has an `# expect:` line.
+fn plugin_corpus() -> Vec<HostilePlugin> {
     let dir =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/redteam/programs/plugins");
     let mut out = Vec::new();
@@ -153,10 +162,15 @@ fn plugin_corpus() -> Vec<(String, Vec<(String, String)>, String, String)> {
             1,
             "{plugin} must hold exactly one `# expect:` program"
         );
-        let (bad_file, rule) = bad.pop().unwrap();
-        out.push((plugin, programs, bad_file, rule));
+        let (bad_file, expect) = bad.pop().unwrap();
+        out.push(HostilePlugin {
+            plugin,
+            programs,
+            bad_file,
+            expect,
+        });
     }
-    out.sort();
+    out.sort_by(|a, b| a.plugin.cmp(&b.plugin));
     out
 }
 
@@ -181,7 +195,13 @@ fn a_plugin_with_one_bad_program_offers_none_and_names_it() {
         "the plugin corpus shrank to {}",
         corpus.len()
     );
-    for (plugin, programs, bad_file, expect) in corpus {
+    for HostilePlugin {
+        plugin,
+        programs,
+        bad_file,
+        expect,
+    } in corpus
+    {
         // Without its bad program the plugin is admitted whole: the bad one alone refuses it.
         let good: Vec<&(String, String)> =
             programs.iter().filter(|(n, _)| *n != bad_file).collect();
