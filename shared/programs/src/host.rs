@@ -96,7 +96,7 @@ pub fn load(
         })
     };
     let dir = acr.join(PROGRAMS_DIR);
-    let programs = listed(&dir, PROGRAMS_DIR, &mut loaded.refused);
+    let programs = listed(&dir, PROGRAMS_DIR, Rule::FileName, &mut loaded.refused);
     for name in programs.into_iter().filter(|n| n.ends_with(".star")) {
         let file = format!("{PROGRAMS_DIR}/{name}");
         match read_source(&dir.join(&name), &file).and_then(|source| tool(None, &file, &source)) {
@@ -105,22 +105,23 @@ pub fn load(
         }
     }
     let dir = acr.join(PLUGINS_DIR);
-    for name in listed(&dir, PLUGINS_DIR, &mut loaded.refused) {
+    for name in listed(&dir, PLUGINS_DIR, Rule::Plugin, &mut loaded.refused) {
         let folder = format!("{PLUGINS_DIR}/{name}");
         let path = dir.join(&name);
         let is_folder = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-        let admitted = if is_folder {
+        let admitted = plugin::plugin_name(&folder, &name).and_then(|_| {
+            if !is_folder {
+                return Err(LoadError::new(
+                    &folder,
+                    1,
+                    Rule::Plugin,
+                    "is not a folder (links are not followed): a plugin is a folder of programs",
+                ));
+            }
             plugin::read(&path, &folder, |plugin, file, source| {
                 tool(Some(plugin), file, source)
             })
-        } else {
-            Err(LoadError::new(
-                &folder,
-                1,
-                Rule::Plugin,
-                "is not a folder (links are not followed): a plugin is a folder of programs",
-            ))
-        };
+        });
         match admitted {
             Ok(tools) => loaded.tools.extend(tools),
             Err(e) => loaded.refused.push(e),
@@ -129,16 +130,17 @@ pub fn load(
     loaded
 }
 
-/// The sorted names in the folder `dir` (named `named` in refusals); a missing folder is none,
-/// a folder that is a link or cannot be listed is a refusal pushed to `refused`.
-fn listed(dir: &Path, named: &str, refused: &mut Vec<LoadError>) -> Vec<String> {
+/// The sorted names in the folder `dir` (named `named` in refusals; a name that is not UTF-8
+/// is kept lossily, so it is refused by name, never skipped); a missing folder is none, a
+/// folder that is a link or cannot be listed is a refusal by `rule` pushed to `refused`.
+fn listed(dir: &Path, named: &str, rule: Rule, refused: &mut Vec<LoadError>) -> Vec<String> {
     match std::fs::symlink_metadata(dir) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
             refused.push(LoadError::new(
                 named,
                 1,
-                Rule::FileName,
+                rule,
                 "is not a directory (links are not followed)",
             ));
             return Vec::new();
@@ -149,7 +151,7 @@ fn listed(dir: &Path, named: &str, refused: &mut Vec<LoadError>) -> Vec<String> 
         Ok(entries) => {
             let mut names: Vec<String> = entries
                 .filter_map(Result::ok)
-                .filter_map(|e| e.file_name().into_string().ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect();
             names.sort();
             names
@@ -158,7 +160,7 @@ fn listed(dir: &Path, named: &str, refused: &mut Vec<LoadError>) -> Vec<String> 
             refused.push(LoadError::new(
                 named,
                 1,
-                Rule::FileName,
+                rule,
                 format!("cannot be listed: {e}"),
             ));
             Vec::new()

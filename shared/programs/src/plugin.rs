@@ -179,7 +179,8 @@ pub fn read<T>(
     let listed = std::fs::read_dir(dir)
         .map_err(|e| LoadError::new(folder, 1, Rule::Plugin, format!("cannot be listed: {e}")))?;
     let mut entries = Vec::new();
-    for entry in listed {
+    // One past the most a plugin may hold is enough to refuse it; a huge folder is not read.
+    for entry in listed.take(MAX_PLUGIN_PROGRAMS + 1) {
         let entry = entry.map_err(|e| {
             LoadError::new(folder, 1, Rule::Plugin, format!("cannot be listed: {e}"))
         })?;

@@ -156,6 +156,10 @@ fn load_admits_a_plugin_whole_or_refuses_it_naming_plugin_file_line_and_rule() {
     s.install_in_plugin("stowaway", "todos", TODOS);
     std::fs::write(plugins.join("stowaway/plugin.toml"), "description = \"x\"").unwrap();
     std::os::unix::fs::symlink(plugins.join("notes"), plugins.join("linked")).unwrap();
+    s.install_in_plugin("Bad-Name", "todos", TODOS);
+    for i in 0..=l3m_programs::plugin::MAX_PLUGIN_PROGRAMS {
+        s.install_in_plugin("crowd", &format!("p{i}"), TODOS);
+    }
     let loaded = host::load(&common::evaluator(), &s.hub.acr, &s.conferred);
     let names: Vec<String> = loaded.tools.iter().map(|t| t.decl().name).collect();
     assert_eq!(
@@ -174,6 +178,8 @@ fn load_admits_a_plugin_whole_or_refuses_it_naming_plugin_file_line_and_rule() {
     assert_eq!(
         refused,
         [
+            ("agent/plugins/Bad-Name", 1, Rule::Plugin),
+            ("agent/plugins/crowd", 1, Rule::Plugin),
             ("agent/plugins/empty", 1, Rule::Plugin),
             ("agent/plugins/linked", 1, Rule::Plugin),
             ("agent/plugins/mixed/spin.star", 12, Rule::NoWhile),
@@ -182,11 +188,11 @@ fn load_admits_a_plugin_whole_or_refuses_it_naming_plugin_file_line_and_rule() {
         ]
     );
     assert!(
-        loaded.refused[2]
+        loaded.refused[4]
             .detail
             .starts_with("plugin `mixed` refused whole, none of its 2 programs is offered"),
         "{}",
-        loaded.refused[2]
+        loaded.refused[4]
     );
     let tally = &loaded.tools[1];
     let out = s.call(tally, json!({"dir": "workspace/src"})).unwrap();
