@@ -164,7 +164,7 @@ fn refused_whole(plugin: &str, total: usize, failed: usize, first: LoadError) ->
 }
 
 /// Reads the plugin folder `dir` (named `folder` in refusals, its last part the plugin's name),
-/// checks each program with `check(file, source)` and admits all or nothing. Nothing in the
+/// checks each program with `check(plugin, file, source)` and admits all or nothing. Nothing in the
 /// folder is followed through a link.
 pub fn read<T>(
     dir: &Path,
