@@ -70,6 +70,74 @@ fn refusals_name_file_line_and_rule_and_exit_1() {
 }
 
 #[test]
+fn a_plugin_folder_shows_every_tool_or_the_one_refusal_naming_plugin_file_line_rule() {
+    let home = Home::new();
+    let plugin = home.path().join("agent/plugins/notes");
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::write(plugin.join("todos.star"), TODOS).unwrap();
+    std::fs::write(plugin.join("tally.star"), TODOS).unwrap();
+    let dir = plugin.display().to_string();
+    let out = home.json(&["program", "check", &dir]);
+    assert_eq!(out["admitted"], true);
+    assert_eq!(out["plugin"], "notes");
+    let names: Vec<&str> = out["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tool"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["program_notes-tally", "program_notes-todos"]);
+    home.l3m(&["program", "check", &dir])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("plugin `notes` admitted whole")
+                .and(predicate::str::contains("admitted: program_notes-tally"))
+                .and(predicate::str::contains("admitted: program_notes-todos")),
+        );
+
+    std::fs::write(
+        plugin.join("spin.star"),
+        TODOS.replace(
+            "    return len(",
+            "    while True:\n        pass\n    return len(",
+        ),
+    )
+    .unwrap();
+    let out = home
+        .l3m(&["program", "check", &dir, "--json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let out: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(out["admitted"], false);
+    assert_eq!(out["plugin"], "notes");
+    assert_eq!(out["refusal"]["file"], format!("{dir}/spin.star"));
+    assert_eq!(out["refusal"]["line"], 6);
+    assert_eq!(out["refusal"]["rule"], "no-while");
+    home.l3m(&["program", "check", &dir])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("admitted").not())
+        .stderr(
+            predicate::str::contains("spin.star:6:")
+                .and(predicate::str::contains("no-while"))
+                .and(predicate::str::contains("plugin `notes` refused whole")),
+        );
+
+    std::fs::remove_file(plugin.join("spin.star")).unwrap();
+    std::fs::write(plugin.join("plugin.toml"), "description = \"notes\"").unwrap();
+    home.l3m(&["program", "check", &dir])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("plugin.toml").and(predicate::str::contains("rule plugin")),
+        );
+}
+
+#[test]
 fn unreadable_files_and_unknown_axes_are_usage_errors() {
     let home = Home::new();
     let missing = home.path().join("missing.star").display().to_string();

@@ -301,9 +301,13 @@ fn toolbox_refusals(session: &Session) -> String {
     let hook = refused
         .iter()
         .any(|e| e.file == l3m_programs::hooks::HOOKS_FILE);
+    let plugin = refused
+        .iter()
+        .any(|e| e.file.starts_with(l3m_programs::plugin::PLUGINS_DIR));
     format!(
-        "{} of your programs{} did not load and are not among your tools{}:\n{}",
+        "{} of your programs{}{} did not load and are not among your tools{}:\n{}",
         refused.len(),
+        if plugin { " or plugins" } else { "" },
         if hook { " or hooks" } else { "" },
         if hook {
             " (with no hook, every event gets the default disposition)"

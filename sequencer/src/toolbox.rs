@@ -138,8 +138,8 @@ impl std::fmt::Debug for Toolbox {
 }
 
 impl Toolbox {
-    /// Builds the table from `tools`, the agent's sealed programs (checked by `programs`, the
-    /// evaluator, when there is one) and the grant's axes, and mints the effects; the tame
+    /// Builds the table from `tools`, the agent's sealed programs and plugins (checked by
+    /// `programs`, the evaluator, when there is one) and the grant's axes, and mints the effects; the tame
     /// providers record into `undo`, the agent's one undo chain.
     pub fn build(
         mut tools: Vec<Box<dyn Tool>>,
@@ -209,7 +209,8 @@ impl Toolbox {
         self.hook.as_ref()
     }
 
-    /// The names of the admitted programs offered (without the prefix): what a hook may defer to.
+    /// The names of the admitted programs offered (without the prefix; `<plugin>-<name>` for a
+    /// plugin's): what a hook may defer to.
     pub fn programs(&self) -> BTreeSet<String> {
         self.footprints
             .keys()

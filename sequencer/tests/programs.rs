@@ -34,28 +34,31 @@ input = { dir = "workspace" }
 text = "done"
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_program_on_the_persona_is_a_tool_at_boot_and_a_refused_one_is_named() {
+/// `TODOS` with a `while` loop on line 7, which the seal refuses (`no-while`).
+fn spin() -> String {
+    TODOS.replace(
+        "    total = 0\n",
+        "    total = 0\n    while True:\n        pass\n",
+    )
+}
+
+/// Boots the agent `demo` with `files` (relative to its ACR) on its persona and a workspace
+/// note of two TODOs, runs `script` to idle and returns its Log, checked.
+async fn boot_with(files: &[(&str, String)], script: &str) -> Vec<l3m_core::log::Record> {
     let evaluator = evaluator();
     let bound = "files = [\"workspace\", \"agent\"]\nspawn = \"persist\"";
     let hub = TestHub::start_bound(bound).await;
     hub.spawn_with("demo", 10, "files = [\"workspace\", \"agent\"]")
         .await;
     let acr = hub.acr("demo");
-    let programs = acr.join("agent/programs");
-    std::fs::create_dir_all(&programs).unwrap();
-    std::fs::write(programs.join("todos.star"), TODOS).unwrap();
-    std::fs::write(
-        programs.join("spin.star"),
-        TODOS.replace(
-            "    total = 0\n",
-            "    total = 0\n    while True:\n        pass\n",
-        ),
-    )
-    .unwrap();
+    for (rel, text) in files {
+        let path = acr.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
     std::fs::write(acr.join("workspace/notes.md"), "TODO a\nfine\nTODO b\n").unwrap();
     hub.letter("demo", "count the TODOs").await;
-    let provider = counting(SCRIPT, Duration::ZERO);
+    let provider = counting(script, Duration::ZERO);
     let config = config(&format!(
         "idle_exit_secs = 2\nprogram_evaluator = {:?}",
         evaluator.display().to_string()
@@ -67,26 +70,79 @@ async fn a_program_on_the_persona_is_a_tool_at_boot_and_a_refused_one_is_named()
     );
     let log = hub.log("demo").await;
     check_log(&log);
+    log
+}
+
+/// The system prompt the agent booted with.
+fn system_prompt(log: &[l3m_core::log::Record]) -> &str {
     let RecordBody::SystemPrompt { text, .. } = &log[0].body else {
-        panic!("{:?}", kinds(&log))
+        panic!("{:?}", kinds(log))
     };
-    assert!(text.contains("program_todos"), "{text}");
-    assert!(!text.contains("program_spin"), "{text}");
-    let results: Vec<(&str, bool)> = log
-        .iter()
+    text
+}
+
+/// Each tool result: its output and whether it is an error.
+fn results(log: &[l3m_core::log::Record]) -> Vec<(&str, bool)> {
+    log.iter()
         .filter_map(|r| match &r.body {
             RecordBody::ToolResult {
                 output, is_error, ..
             } => Some((output.as_str(), *is_error)),
             _ => None,
         })
-        .collect();
-    assert_eq!(results, [(r#"{"todos":2}"#, false)]);
-    let told = log.iter().any(|r| match &r.body {
-        RecordBody::Event { text, .. } => {
-            text.contains("agent/programs/spin.star:7") && text.contains("no-while")
-        }
+        .collect()
+}
+
+/// Whether an event told the agent something containing every one of `says`.
+fn told(log: &[l3m_core::log::Record], says: &[&str]) -> bool {
+    log.iter().any(|r| match &r.body {
+        RecordBody::Event { text, .. } => says.iter().all(|s| text.contains(s)),
         _ => false,
-    });
-    assert!(told, "the agent was not told why spin.star did not load");
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_on_the_persona_is_a_tool_at_boot_and_a_refused_one_is_named() {
+    let files = [
+        ("agent/programs/todos.star", TODOS.to_owned()),
+        ("agent/programs/spin.star", spin()),
+    ];
+    let log = boot_with(&files, SCRIPT).await;
+    let text = system_prompt(&log);
+    assert!(text.contains("program_todos"), "{text}");
+    assert!(!text.contains("program_spin"), "{text}");
+    assert_eq!(results(&log), [(r#"{"todos":2}"#, false)]);
+    assert!(
+        told(&log, &["agent/programs/spin.star:7", "no-while"]),
+        "the agent was not told why spin.star did not load"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_plugin_is_offered_whole_and_one_with_a_bad_program_offers_none() {
+    let files = [
+        ("agent/plugins/tally/todos.star", TODOS.to_owned()),
+        ("agent/plugins/tally/again.star", TODOS.to_owned()),
+        ("agent/plugins/mixed/todos.star", TODOS.to_owned()),
+        ("agent/plugins/mixed/spin.star", spin()),
+    ];
+    let script = SCRIPT.replace("program_todos", "program_tally-todos");
+    let log = boot_with(&files, &script).await;
+    let text = system_prompt(&log);
+    assert!(text.contains("program_tally-todos"), "{text}");
+    assert!(text.contains("program_tally-again"), "{text}");
+    assert!(!text.contains("program_mixed-"), "{text}");
+    assert_eq!(results(&log), [(r#"{"todos":2}"#, false)]);
+    assert!(
+        told(
+            &log,
+            &[
+                "1 of your programs or plugins did not load",
+                "agent/plugins/mixed/spin.star:7",
+                "no-while",
+                "plugin `mixed` refused whole"
+            ]
+        ),
+        "the agent was not told why the plugin mixed did not load"
+    );
 }

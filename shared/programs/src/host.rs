@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::answer;
 use crate::decl::{ProgramDecl, surface};
+use crate::plugin::{self, PLUGINS_DIR};
 pub use crate::process::Evaluator;
 use crate::process::{Running, ended, exchange, parent_stop, read_source};
 use crate::protocol::{Answer, CheckRequest, FromChild, LineError, RunRequest};
@@ -71,65 +72,107 @@ pub struct Loaded {
     pub refused: Vec<LoadError>,
 }
 
-/// Reads and checks every `*.star` file in `<acr>/agent/programs/`. A missing folder is no
-/// programs; links are never followed (a link is refused, naming the file).
+/// Reads and checks every `*.star` file in `<acr>/agent/programs/`, then every plugin folder in
+/// `<acr>/agent/plugins/` (all or nothing, [`crate::plugin`]). A missing folder is no programs;
+/// links are never followed (a link is refused, naming the file).
 pub fn load(
     evaluator: &Evaluator,
     acr: &Path,
     conferred: &std::collections::BTreeSet<Axis>,
 ) -> Loaded {
     let mut loaded = Loaded::default();
-    let dir = acr.join(PROGRAMS_DIR);
-    match std::fs::symlink_metadata(&dir) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            loaded.refused.push(LoadError::new(
-                PROGRAMS_DIR,
-                1,
-                Rule::FileName,
-                "is not a directory (links are not followed)",
-            ));
-            return loaded;
-        }
-        Err(_) => return loaded,
-    }
-    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".star"))
-            .collect(),
-        Err(e) => {
-            loaded.refused.push(LoadError::new(
-                PROGRAMS_DIR,
-                1,
-                Rule::FileName,
-                format!("cannot be listed: {e}"),
-            ));
-            return loaded;
-        }
+    let tool = |plugin: Option<&str>, file: &str, source: &str| {
+        let (decl, _tier) = check(evaluator, file, source, conferred)?;
+        let name = match plugin {
+            Some(plugin) => plugin::tool_name(plugin, &decl.name),
+            None => decl.tool_name(),
+        };
+        Ok(ProgramTool {
+            name,
+            decl,
+            file: file.to_owned(),
+            source: source.into(),
+            evaluator: evaluator.clone(),
+        })
     };
-    names.sort();
-    for name in names {
+    let dir = acr.join(PROGRAMS_DIR);
+    let programs = listed(&dir, PROGRAMS_DIR, Rule::FileName, &mut loaded.refused);
+    for name in programs.into_iter().filter(|n| n.ends_with(".star")) {
         let file = format!("{PROGRAMS_DIR}/{name}");
-        let checked = read_source(&dir.join(&name), &file)
-            .and_then(|source| Ok((check(evaluator, &file, &source, conferred)?, source)));
-        match checked {
-            Ok(((decl, _tier), source)) => loaded.tools.push(ProgramTool {
-                decl,
-                file,
-                source: source.into(),
-                evaluator: evaluator.clone(),
-            }),
+        match read_source(&dir.join(&name), &file).and_then(|source| tool(None, &file, &source)) {
+            Ok(t) => loaded.tools.push(t),
+            Err(e) => loaded.refused.push(e),
+        }
+    }
+    let dir = acr.join(PLUGINS_DIR);
+    for name in listed(&dir, PLUGINS_DIR, Rule::Plugin, &mut loaded.refused) {
+        let folder = format!("{PLUGINS_DIR}/{name}");
+        let path = dir.join(&name);
+        let is_folder = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        let admitted = plugin::plugin_name(&folder, &name).and_then(|_| {
+            if !is_folder {
+                return Err(LoadError::new(
+                    &folder,
+                    1,
+                    Rule::Plugin,
+                    "is not a folder (links are not followed): a plugin is a folder of programs",
+                ));
+            }
+            plugin::read(&path, &folder, |plugin, file, source| {
+                tool(Some(plugin), file, source)
+            })
+        });
+        match admitted {
+            Ok(tools) => loaded.tools.extend(tools),
             Err(e) => loaded.refused.push(e),
         }
     }
     loaded
 }
 
-/// An admitted program as a tool: `program_<name>`, over exactly its footprint.
+/// The sorted names in the folder `dir` (named `named` in refusals; a name that is not UTF-8
+/// is kept lossily, so it is refused by name, never skipped); a missing folder is none, a
+/// folder that is a link or cannot be listed is a refusal by `rule` pushed to `refused`.
+fn listed(dir: &Path, named: &str, rule: Rule, refused: &mut Vec<LoadError>) -> Vec<String> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            refused.push(LoadError::new(
+                named,
+                1,
+                rule,
+                "is not a directory (links are not followed)",
+            ));
+            return Vec::new();
+        }
+        Err(_) => return Vec::new(),
+    }
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            let mut names: Vec<String> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        }
+        Err(e) => {
+            refused.push(LoadError::new(
+                named,
+                1,
+                rule,
+                format!("cannot be listed: {e}"),
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// An admitted program as a tool: `program_<name>` (`program_<plugin>-<name>` in a plugin),
+/// over exactly its footprint.
 #[derive(Debug, Clone)]
 pub struct ProgramTool {
+    name: String,
     decl: ProgramDecl,
     file: String,
     source: Arc<str>,
@@ -141,6 +184,7 @@ impl ProgramTool {
     /// for `source`, named `file`.
     pub fn new(decl: ProgramDecl, file: String, source: &str, evaluator: Evaluator) -> Self {
         Self {
+            name: decl.tool_name(),
             decl,
             file,
             source: source.into(),
@@ -228,7 +272,7 @@ impl ProgramTool {
 impl Tool for ProgramTool {
     fn decl(&self) -> ToolDecl {
         ToolDecl {
-            name: self.decl.tool_name(),
+            name: self.name.clone(),
             footprint: self.decl.footprint.clone(),
             claims: self.decl.claims(),
         }

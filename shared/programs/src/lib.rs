@@ -20,6 +20,11 @@
 //! holds a token or the grant, and has no function to call a model, run a shell, build, or
 //! wait on a vigil.
 //!
+//! A plugin, a folder `agent/plugins/<plugin>/` of such programs ([`plugin`]), is admitted
+//! all-or-nothing: every program becomes the tool `program_<plugin>-<name>` when each passes
+//! the three checks, and none does when one fails; the refusal names the plugin, the failing
+//! file, its line and its rule.
+//!
 //! An agent's hook, `agent/hooks.star` ([`hooks`]), is checked the same way with no effect class
 //! at all and runs in the same evaluator, over batches of events; it only proposes a
 //! disposition, which the caller admits with `l3m_core::hooks::decide`.
@@ -32,6 +37,7 @@
 //! - [`vocabulary`]: the admitted classes, their functions, the kept builtins.
 //! - [`decl`]: [`ProgramDecl`], file names, the surface check.
 //! - [`types`]: the name check over what the seal gathered.
+//! - [`plugin`]: a plugin folder: what it may hold, and its all-or-nothing admission.
 //! - [`protocol`]: the JSON lines between parent and evaluator.
 //! - [`process`]: the evaluator as a process: [`process::Evaluator`], one request, one answer.
 //! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`].
@@ -55,6 +61,7 @@ pub mod hooks;
 #[cfg(feature = "host")]
 pub mod host;
 pub mod limits;
+pub mod plugin;
 pub mod process;
 pub mod protocol;
 pub mod rule;

@@ -73,6 +73,9 @@ pub enum Rule {
     Load,
     /// A hook names an effect function or declares a class: hooks have no effect class at all.
     NoEffect,
+    /// A plugin folder that is not exactly a bundle of `<name>.star` programs: a bad plugin
+    /// name, an empty folder, another file, a nested folder or a link.
+    Plugin,
     /// A class no program may use (it has no program functions, or programs must not reach it).
     NotAdmitted,
     /// A wild class: programs that would need review are refused at load for now.
@@ -115,6 +118,7 @@ impl Rule {
             Self::UndeclaredClass => "undeclared-class",
             Self::Load => "load",
             Self::NoEffect => "no-effect",
+            Self::Plugin => "plugin",
             Self::NotAdmitted => "not-admitted",
             Self::WildClass => "wild-class",
             Self::NotCovered => "not-covered",
@@ -143,7 +147,8 @@ impl Rule {
             | Self::Footprint
             | Self::Description
             | Self::InputSchema
-            | Self::EntryPoint => Stage::Seal,
+            | Self::EntryPoint
+            | Self::Plugin => Stage::Seal,
             Self::UnknownName | Self::UndeclaredClass | Self::Load | Self::NoEffect => Stage::Type,
             Self::NotAdmitted | Self::WildClass | Self::NotCovered => Stage::Surface,
             Self::StepBudget

@@ -130,6 +130,76 @@ fn load_finds_admits_and_refuses_naming_each_file() {
 }
 
 #[test]
+fn load_admits_a_plugin_whole_or_refuses_it_naming_plugin_file_line_and_rule() {
+    let s = Session::new();
+    std::fs::write(s.hub.ws("src/a.rs"), "// TODO one\n").unwrap();
+    s.install("todos", TODOS);
+    s.install_in_plugin("notes", "todos", TODOS);
+    s.install_in_plugin("notes", "tally", TODOS);
+    s.install_in_plugin("mixed", "todos", TODOS);
+    s.install_in_plugin(
+        "mixed",
+        "spin",
+        &TODOS.replace(
+            "    total = 0\n",
+            "    total = 0\n    while True:\n        pass\n",
+        ),
+    );
+    s.install_in_plugin("wide", "todos", TODOS);
+    s.install_in_plugin(
+        "wide",
+        "fetch",
+        &TODOS.replace("\"fs-read\"]", "\"fs-read\", \"net\"]"),
+    );
+    let plugins = s.hub.acr.join(l3m_programs::plugin::PLUGINS_DIR);
+    std::fs::create_dir_all(plugins.join("empty")).unwrap();
+    s.install_in_plugin("stowaway", "todos", TODOS);
+    std::fs::write(plugins.join("stowaway/plugin.toml"), "description = \"x\"").unwrap();
+    std::os::unix::fs::symlink(plugins.join("notes"), plugins.join("linked")).unwrap();
+    s.install_in_plugin("Bad-Name", "todos", TODOS);
+    for i in 0..=l3m_programs::plugin::MAX_PLUGIN_PROGRAMS {
+        s.install_in_plugin("crowd", &format!("p{i}"), TODOS);
+    }
+    let loaded = host::load(&common::evaluator(), &s.hub.acr, &s.conferred);
+    let names: Vec<String> = loaded.tools.iter().map(|t| t.decl().name).collect();
+    assert_eq!(
+        names,
+        [
+            "program_todos",
+            "program_notes-tally",
+            "program_notes-todos"
+        ]
+    );
+    let refused: Vec<(&str, u32, Rule)> = loaded
+        .refused
+        .iter()
+        .map(|e| (e.file.as_str(), e.line, e.rule))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("agent/plugins/Bad-Name", 1, Rule::Plugin),
+            ("agent/plugins/crowd", 1, Rule::Plugin),
+            ("agent/plugins/empty", 1, Rule::Plugin),
+            ("agent/plugins/linked", 1, Rule::Plugin),
+            ("agent/plugins/mixed/spin.star", 12, Rule::NoWhile),
+            ("agent/plugins/stowaway/plugin.toml", 1, Rule::Plugin),
+            ("agent/plugins/wide/fetch.star", 2, Rule::NotCovered),
+        ]
+    );
+    assert!(
+        loaded.refused[4]
+            .detail
+            .starts_with("plugin `mixed` refused whole, none of its 2 programs is offered"),
+        "{}",
+        loaded.refused[4]
+    );
+    let tally = &loaded.tools[1];
+    let out = s.call(tally, json!({"dir": "workspace/src"})).unwrap();
+    assert_eq!(out.text, r#"{"todos":1}"#);
+}
+
+#[test]
 fn a_missing_evaluator_is_a_named_refusal() {
     let mut e = common::evaluator();
     e.program = "/nonexistent/l3m-program".into();

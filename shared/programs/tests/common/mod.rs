@@ -81,6 +81,17 @@ impl Session {
         std::fs::write(dir.join(format!("{name}.star")), source).unwrap();
     }
 
+    /// Writes `agent/plugins/<plugin>/<name>.star`.
+    pub fn install_in_plugin(&self, plugin: &str, name: &str, source: &str) {
+        let dir = self
+            .hub
+            .acr
+            .join(l3m_programs::plugin::PLUGINS_DIR)
+            .join(plugin);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.star")), source).unwrap();
+    }
+
     /// The three checks of `source` as `<name>.star`, then the tool.
     pub fn admit(&self, name: &str, source: &str) -> Result<ProgramTool, LoadError> {
         let file = format!("{}/{name}.star", host::PROGRAMS_DIR);
