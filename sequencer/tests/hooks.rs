@@ -7,12 +7,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use l3m_core::log::{Disposition, EventId, EventSource, Record, RecordBody};
-use sequencer::{Exit, run_agent};
-use tokio_util::sync::CancellationToken;
 
 const HOOK: &str = r#"
 def on_event(event):
@@ -98,17 +94,6 @@ async fn hooked(hook: &str, letters: &[&str]) -> (TestHub, sequencer::Config) {
     (hub, config)
 }
 
-/// Runs `demo` with the scripted model until it is idle.
-async fn run_idle(hub: &TestHub, config: sequencer::Config) {
-    let run = hub
-        .run("demo", config, factory_of(counting(SCRIPT, Duration::ZERO)))
-        .await;
-    assert_eq!(
-        run_agent(run, CancellationToken::new()).await.unwrap(),
-        Exit::Idle
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
     let (hub, config) = hooked(
@@ -123,8 +108,7 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
     )
     .await;
     let acr = hub.acr("demo");
-    run_idle(&hub, config.clone()).await;
-    let log = hub.log("demo").await;
+    let log = hub.run_idle("demo", config.clone(), SCRIPT).await;
     check_log(&log);
     let decided = letter_decisions(&log);
     assert_eq!(
@@ -173,8 +157,7 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
         .iter()
         .filter(|k| **k == "hook-decision")
         .count();
-    run_idle(&hub, config).await;
-    let replayed = hub.log("demo").await;
+    let replayed = hub.run_idle("demo", config, SCRIPT).await;
     check_log(&replayed);
     assert_eq!(letter_decisions(&replayed), decided);
     assert_eq!(
@@ -194,8 +177,7 @@ async fn a_hook_that_tries_an_effect_is_absent_and_the_agent_is_told_where() {
     let hook =
         "def on_event(event):\n    mail_send(\"demo\", event[\"text\"])\n    return \"dismiss\"\n";
     let (hub, config) = hooked(hook, &["hello"]).await;
-    run_idle(&hub, config).await;
-    let log = hub.log("demo").await;
+    let log = hub.run_idle("demo", config, SCRIPT).await;
     assert_eq!(
         letter_decisions(&log),
         [("hello".to_owned(), Disposition::Show)]
@@ -213,8 +195,7 @@ async fn a_hook_past_its_deadline_is_killed_and_its_events_get_the_default() {
     // `pass` runs no counted statement: only the deadline (or the CPU limit) stops this.
     let hook = "def on_event(event):\n    for a in range(1000000000):\n        for b in range(1000000000):\n            pass\n    return \"dismiss\"\n";
     let (hub, config) = hooked(hook, &["hello"]).await;
-    run_idle(&hub, config).await;
-    let log = hub.log("demo").await;
+    let log = hub.run_idle("demo", config, SCRIPT).await;
     check_log(&log);
     assert_eq!(
         letter_decisions(&log),

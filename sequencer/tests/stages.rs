@@ -53,15 +53,9 @@ async fn a_build_or_run_with_no_service_running_is_a_typed_error_result_the_mode
          [[turn]]\ntext = \"done\"\n",
         ArtifactDigest::from_bytes([7; 32]).as_str()
     );
-    let provider = counting(&script, Duration::ZERO);
-    let run = hub
-        .run("maker", config("idle_exit_secs = 2"), factory_of(provider))
+    let log = hub
+        .run_idle("maker", config("idle_exit_secs = 2"), &script)
         .await;
-    assert_eq!(
-        run_agent(run, CancellationToken::new()).await.unwrap(),
-        Exit::Idle
-    );
-    let log = hub.log("maker").await;
     check_log(&log);
     let RecordBody::SystemPrompt { text, .. } = &log[0].body else {
         panic!("the Log starts with its prompt")
@@ -204,16 +198,10 @@ async fn run_against_a_recording_builder(
             }
         })
     };
-    let provider = counting(script, Duration::ZERO);
-    let run = hub
-        .run("maker", config("idle_exit_secs = 2"), factory_of(provider))
+    let log = hub
+        .run_idle("maker", config("idle_exit_secs = 2"), script)
         .await;
-    assert_eq!(
-        run_agent(run, CancellationToken::new()).await.unwrap(),
-        Exit::Idle
-    );
     recorder.abort();
-    let log = hub.log("maker").await;
     check_log(&log);
     let seen = seen.lock().unwrap().clone();
     (log, seen)

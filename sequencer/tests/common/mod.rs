@@ -120,6 +120,21 @@ impl TestHub {
             holder: format!("test:{name}"),
         }
     }
+
+    /// Runs `name` with `config` and the scripted model `script` until it is idle, and
+    /// returns its Log.
+    pub async fn run_idle(&self, name: &str, config: Config, script: &str) -> Vec<Record> {
+        let run = self
+            .run(name, config, factory_of(counting(script, Duration::ZERO)))
+            .await;
+        assert_eq!(
+            sequencer::run_agent(run, CancellationToken::new())
+                .await
+                .unwrap(),
+            sequencer::Exit::Idle
+        );
+        self.log(name).await
+    }
 }
 
 impl TestHub {
