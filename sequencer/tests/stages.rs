@@ -3,7 +3,8 @@
 //! that is not running is a typed error result the model reads; a build open when its
 //! sequencer stops is closed at the next boot as an interrupt would close it, never sent again;
 //! a blessed target is sent only while its bytes are the blessed ones and with no argument of
-//! the model's (a builder that records what reaches it shows what was sent).
+//! the model's, and a tame target with no blessing as the harness lowered it (a builder that
+//! records what reaches it shows what was sent).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -288,4 +289,64 @@ async fn a_model_argument_smuggled_into_a_blessed_run_is_refused_and_nothing_is_
             "{needle:?} in {output}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tame_target_needs_no_blessing_and_is_sent_as_the_harness_lowered_it() {
+    let hub = TestHub::start_bound(BOUND).await;
+    hub.spawn_with("maker", 10, GRANT).await;
+    hub.letter("maker", "make it").await;
+    let project = hub.acr("maker").join("workspace/proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let tame =
+        "build/app: app.sh build/stamp\n\tcp app.sh build/app\nbuild/stamp:\n\ttouch build/stamp\n";
+    std::fs::write(project.join("Makefile"), tame).unwrap();
+    std::fs::write(
+        project.join("Makefile.wild"),
+        "build/x:\n\tcp a build/x; rm -rf /\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("app.sh"), "echo app\n").unwrap();
+    let script = [
+        make_call("{ source = \"workspace/proj\", target = \"build/app\", image = \"img\" }"),
+        make_call(
+            "{ source = \"workspace/proj\", target = \"build/x\", makefile = \"Makefile.wild\", image = \"img\" }",
+        ),
+        "[[turn]]\ntext = \"done\"\n".to_owned(),
+    ]
+    .concat();
+    let (log, seen) = run_against_a_recording_builder(&hub, &script).await;
+    let results = tool_results(&log);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[0].0.contains("the builder could not be reached"),
+        "{results:?}"
+    );
+    // Sent with the script the harness wrote: prerequisites first, every word quoted, no make.
+    let [sent] = &seen[..] else {
+        panic!("exactly one build was sent: {seen:?}")
+    };
+    let command = &sent.plan.stages[0].command;
+    assert_eq!(command[..2], ["sh", "-c"]);
+    let steps: Vec<&str> = command[2].lines().filter(|l| l.starts_with('\'')).collect();
+    assert_eq!(
+        steps,
+        ["'touch' 'build/stamp'", "'cp' 'app.sh' 'build/app'"],
+        "{}",
+        command[2]
+    );
+    assert!(!command[2].contains("make"), "{}", command[2]);
+    // A Makefile that is not tame is refused by the blessing boundary, naming its line.
+    let (refused, is_error) = &results[1];
+    assert!(*is_error);
+    assert!(
+        refused.contains("is not blessed for this agent")
+            && refused.contains("workspace/proj/Makefile.wild is not tame make (line 2:"),
+        "{refused}"
+    );
+    let refusal = log.iter().rev().find_map(|r| match &r.body {
+        RecordBody::ToolResult { refusal, .. } => refusal.clone(),
+        _ => None,
+    });
+    assert_eq!(refusal.unwrap().boundary, "blessing");
 }

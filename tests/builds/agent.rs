@@ -1,7 +1,8 @@
 //! The `build` and `run` tools of an agent's sequencer, driven by a scripted model against the
 //! real builder, runner and engine: a fetch through the proxy, a build and a run by digest land
-//! in the Log as tool results, and an agent whose grant lacks the axes is offered neither tool
-//! and has a forged call refused.
+//! in the Log as tool results; a tame Makefile is built with no human and its artifact run by
+//! digest; and an agent whose grant lacks the axes is offered neither tool and has a forged
+//! call refused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -241,6 +242,92 @@ text = "done"
     let out = l3m_core::build::ArtifactDigest::parse(out).unwrap();
     let result = std::fs::read_to_string(site.store.path_of(&out).join("result")).unwrap();
     assert_eq!(result, format!("{GREETING}\n"));
+    assert_eq!(site.leftovers().await, 0, "no container or network is left");
+    site.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_makes_a_tame_target_with_no_human_and_runs_the_artifact_by_digest() {
+    let site = Site::start("agent-tame").await;
+    let grant = Grant {
+        build: true,
+        run: true,
+        ..crate::site::maker_grant()
+    };
+    spawn(&site, "tamer", grant).await;
+    let project = site
+        .hub
+        .acr(&AgentName::parse("tamer").unwrap())
+        .join("workspace/tame");
+    std::fs::create_dir_all(&project).unwrap();
+    let makefile = "# tame: the harness lowers it, make never runs\n\
+                    build/bin/app: app.sh build/bin\n\tcp app.sh build/bin/app\n\
+                    build/bin:\n\tmkdir build/bin\n";
+    std::fs::write(project.join("Makefile"), makefile).unwrap();
+    let source = "#!/bin/sh\necho tamed\n";
+    let mode: std::fs::Permissions = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::write(project.join("app.sh"), source).unwrap();
+    std::fs::set_permissions(project.join("app.sh"), mode.clone()).unwrap();
+    let expected = tempfile::tempdir().unwrap();
+    std::fs::create_dir(expected.path().join("bin")).unwrap();
+    std::fs::write(expected.path().join("bin/app"), source).unwrap();
+    std::fs::set_permissions(expected.path().join("bin/app"), mode).unwrap();
+    let digest = hash_tree(expected.path()).unwrap();
+    let script = format!(
+        r#"
+[[turn]]
+text = "making"
+[[turn.tool_use]]
+name = "make"
+input = {{ source = "workspace/tame", target = "build/bin/app", image = "{image}" }}
+[[turn]]
+text = "running"
+[[turn.tool_use]]
+name = "run"
+input = {{ artifact = "{digest}", image = "{image}", command = ["sh", "-c", "/artifact/bin/app > /out/result"] }}
+[[turn]]
+text = "done"
+"#,
+        image = busybox_image(),
+        digest = digest.as_str()
+    );
+    let log = run_scripted(&site, "tamer", &script).await;
+    let results = results(&log);
+    let [made, ran] = &results[..] else {
+        panic!("two results: {results:#?}")
+    };
+    for result in [made, ran] {
+        assert!(!result.is_error && result.boundary.is_none(), "{result:#?}");
+    }
+    // The stage's log shows the steps the harness wrote, prerequisites first.
+    let (mkdir, cp) = (
+        made.output.find("+ mkdir build/bin").expect("mkdir ran"),
+        made.output
+            .find("+ cp app.sh build/bin/app")
+            .expect("cp ran"),
+    );
+    assert!(mkdir < cp, "{}", made.output);
+    assert!(
+        made.output
+            .contains(&format!("artifact: {}", digest.as_str())),
+        "{}",
+        made.output
+    );
+    assert!(
+        made.effects
+            .iter()
+            .any(|(c, t)| *c == EffectClass::Build && t.contains("tame build/bin/app")),
+        "{:?}",
+        made.effects
+    );
+    let out = ran
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix("out: "))
+        .expect("the out digest");
+    let out = l3m_core::build::ArtifactDigest::parse(out).unwrap();
+    let result = std::fs::read_to_string(site.store.path_of(&out).join("result")).unwrap();
+    assert_eq!(result, "tamed\n");
     assert_eq!(site.leftovers().await, 0, "no container or network is left");
     site.close().await;
 }

@@ -419,7 +419,7 @@ proptest! {
 // Tame make
 // ---------------------------------------------------------------------------------------------
 
-use l3m_core::build::{TAME_TOOLS, TameError, lower};
+use l3m_core::build::{TAME_TOOLS, TameError, command_line, lower};
 
 const TAME: &str = "\
 # a tame Makefile
@@ -510,6 +510,50 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// The words a real `/bin/sh` runs `command_line(argv)` with, printed NUL-separated by printf.
+fn words_sh_sees(argv: &[String]) -> Vec<String> {
+    let mut line = vec!["printf".to_owned(), "%s\\0".to_owned()];
+    line.extend(argv.iter().cloned());
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command_line(&line))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split_terminator('\0').map(str::to_owned).collect()
+}
+
+#[test]
+fn a_command_line_passes_hostile_words_to_the_shell_as_data() {
+    let argv: Vec<String> = [
+        "it's",
+        "$(touch /tmp/pwned)",
+        "a b",
+        "`id`",
+        "\\n",
+        "'",
+        "''",
+        "x\ny",
+        ";",
+        "*",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    assert_eq!(words_sh_sees(&argv), argv);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Whatever the words, the shell the build stage runs sees exactly them, one argument each.
+    #[test]
+    fn a_command_line_is_read_back_as_the_same_words(
+        argv in proptest::collection::vec("[^\\x00]{1,12}", 1..5),
+    ) {
+        prop_assert_eq!(words_sh_sees(&argv), argv);
     }
 }
 

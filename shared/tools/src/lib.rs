@@ -83,6 +83,6 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(shell::RunShell),
         Box::new(build::BuildTool),
         Box::new(build::RunTool),
-        Box::new(make::MakeBlessed),
+        Box::new(make::Make),
     ]
 }

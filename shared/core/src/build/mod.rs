@@ -32,4 +32,4 @@ pub use check::{
 pub use digest::{ArtifactDigest, DigestError, TreeEntry, tree_manifest};
 pub use outcome::{StageExit, StageOutcome};
 pub use plan::{Limits, Mount, MountRole, Network, Plan, Stage, StageKind, StageOwner};
-pub use tame::{TAME_TOOLS, TameError, TameStep, lower};
+pub use tame::{TAME_TOOLS, TameError, TameStep, command_line, lower};

@@ -7,6 +7,9 @@
 //! argument carries shell syntax, a variable, an absolute path or `..`; so whatever a tame
 //! build writes lands under `build/` (the only writable mount of the build stage it runs in),
 //! and undoing it is removing `build/`. This is the paper's `lower_recipes_closed`.
+//!
+//! A build stage runs the steps from a script the harness writes, each word quoted by
+//! [`command_line`], so no byte of the Makefile is ever read as shell syntax.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -176,6 +179,17 @@ pub fn lower(text: &str, goal: &str) -> Result<Vec<TameStep>, TameError> {
     let mut done = BTreeSet::new();
     visit(goal, &rules, &mut BTreeSet::new(), &mut done, &mut steps)?;
     Ok(steps)
+}
+
+/// `argv` as one line of POSIX shell that runs exactly that argument vector: every word
+/// single-quoted, a quote inside closed, escaped and reopened (`'\''`). Tame words hold no quote
+/// or shell syntax at all, so for them this only adds the quotes; it is total so that a
+/// [`TameStep`] made some other way can still never inject a command.
+pub fn command_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Depth-first, prerequisites first; `open` holds the targets on the current path.

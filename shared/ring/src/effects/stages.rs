@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use l3m_core::axis::Axis;
 use l3m_core::build::{
-    ArtifactDigest, BlessError, Blessing, Cover, Plan, Stage, StageOutcome, TreeEntry, Uncovered,
+    ArtifactDigest, BlessError, Blessing, Cover, Plan, Stage, StageOutcome, TameError, TreeEntry,
+    Uncovered,
 };
 use l3m_core::grant::AcrPath;
 use l3m_core::log::Refusal;
@@ -73,14 +74,22 @@ pub enum StageError {
         /// What failed (no responders, a timeout after so many seconds, …).
         reason: String,
     },
-    /// The blessing boundary: no human blessed the target for this agent.
+    /// The blessing boundary: no human blessed the target for this agent, and its Makefile is
+    /// not tame make, which the harness could lower without one.
     #[error(
-        "refused by the blessing boundary: target {target:?} is not blessed for this agent; a \
-         human must run `l3m bless AGENT {target}` first"
+        "refused by the blessing boundary: target {target:?} is not blessed for this agent, and \
+         {makefile} is not tame make ({why}); a human may bless the target (`l3m bless AGENT \
+         {target}`), or keep the Makefile tame: rules whose targets lie under build/, recipes \
+         that run {tools} with plain relative arguments and no shell or make syntax",
+        tools = l3m_core::build::TAME_TOOLS.join(", ")
     )]
-    NotBlessed {
+    NotTame {
         /// The target asked for.
         target: String,
+        /// The Makefile read, relative to the ACR.
+        makefile: String,
+        /// Why lowering refused it, naming the line.
+        why: TameError,
     },
     /// The blessing boundary: the target is not plain, or the pinned bytes changed.
     #[error("refused by the blessing boundary: {0}")]
@@ -95,7 +104,7 @@ impl StageError {
     pub fn refusal(&self) -> Option<Refusal> {
         match self {
             StageError::Uncovered(_) => Some(Refusal::new("build", Some(Axis::Build))),
-            StageError::NotBlessed { .. } | StageError::Blessing(_) => {
+            StageError::NotTame { .. } | StageError::Blessing(_) => {
                 Some(Refusal::new("blessing", Some(Axis::Build)))
             }
             StageError::Hub(e) | StageError::Outlet(e) => e.refusal(),
