@@ -25,7 +25,7 @@ pub mod pipeline;
 use std::sync::Arc;
 
 use l3m_containers::Driver;
-use l3m_containers::service::{Meter, Serving};
+use l3m_containers::service::{Meter, Pins, Serving};
 use l3m_core::build::StageOwner;
 use l3m_wire::WireError;
 use l3m_wire::build::gate::VoucherGate;
@@ -38,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 pub use pipeline::{BuildError, Config};
 
 /// Subscribes to the build op of `subjects`' hub and serves it until `shutdown`, taking only
-/// requests whose voucher `gate` admits, and answers the builder's health requests. Returns
+/// requests whose voucher `gate` admits (with `pins`, the driver's pins re-read from hubd first),
+/// and answers the builder's health requests. Returns
 /// once both subscriptions are live, so a caller can send at once.
 pub async fn serve(
     bus: &dyn Bus,
@@ -46,6 +47,7 @@ pub async fn serve(
     driver: Driver,
     config: Config,
     gate: Arc<VoucherGate>,
+    pins: Option<Pins>,
     shutdown: CancellationToken,
 ) -> Result<Serving, WireError> {
     let subject = subjects.request(Service::Builder, &Operation::parse(OP_BUILD)?);
@@ -59,13 +61,16 @@ pub async fn serve(
     let health = meter
         .serve(bus, subjects, driver.clone(), shutdown.clone())
         .await?;
-    let state = Arc::new((driver, config, gate, Arc::clone(&meter)));
+    let state = Arc::new((driver, config, gate, pins, Arc::clone(&meter)));
     let building = server.run(
         move |req: TypedRequest<BuildRequest>| {
             let state = Arc::clone(&state);
             async move {
-                let (driver, config, gate, meter) = &*state;
+                let (driver, config, gate, pins, meter) = &*state;
                 let taken = meter.take();
+                if let Some(pins) = pins {
+                    pins.follow(driver).await;
+                }
                 pipeline::build(driver, config, gate, &req.body)
                     .await
                     .map_err(|e| {

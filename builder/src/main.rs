@@ -81,6 +81,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         started.driver,
         config,
         started.gate,
+        Some(started.pins),
         shutdown.clone(),
     )
     .await

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use l3m_containers::service::{Meter, Serving};
+use l3m_containers::service::{Meter, Pins, Serving};
 use l3m_containers::{ArtifactError, ArtifactStore, Binds, Driver, DriverError, artifact};
 use l3m_core::build::{
     MountRole, Plan, PlanRefusal, StageKind, StageOwner, check_plan, run_within,
@@ -122,7 +122,8 @@ pub async fn run(
 }
 
 /// Subscribes to the run op of `subjects`' hub and serves it until `shutdown`, taking only
-/// requests whose voucher `gate` admits, and answers the runner's health requests; returns
+/// requests whose voucher `gate` admits (with `pins`, the driver's pins re-read from hubd first),
+/// and answers the runner's health requests; returns
 /// once both subscriptions are live.
 pub async fn serve(
     bus: &dyn Bus,
@@ -130,6 +131,7 @@ pub async fn serve(
     driver: Driver,
     store: ArtifactStore,
     gate: Arc<VoucherGate>,
+    pins: Option<Pins>,
     shutdown: CancellationToken,
 ) -> Result<Serving, WireError> {
     let subject = subjects.request(Service::Runner, &Operation::parse(OP_RUN)?);
@@ -142,13 +144,16 @@ pub async fn serve(
     let health = meter
         .serve(bus, subjects, driver.clone(), shutdown.clone())
         .await?;
-    let state = Arc::new((driver, store, gate, Arc::clone(&meter)));
+    let state = Arc::new((driver, store, gate, pins, Arc::clone(&meter)));
     let running = server.run(
         move |req: TypedRequest<RunRequest>| {
             let state = Arc::clone(&state);
             async move {
-                let (driver, store, gate, meter) = &*state;
+                let (driver, store, gate, pins, meter) = &*state;
                 let taken = meter.take();
+                if let Some(pins) = pins {
+                    pins.follow(driver).await;
+                }
                 run(driver, store, gate, &req.body).await.map_err(|e| {
                     taken.refused();
                     tracing::info!(error = %e, "run refused");

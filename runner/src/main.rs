@@ -58,6 +58,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         started.driver,
         store,
         started.gate,
+        Some(started.pins),
         shutdown.clone(),
     )
     .await

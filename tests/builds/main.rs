@@ -558,3 +558,47 @@ async fn a_c_project_compiles_with_make_and_gcc_and_its_binary_runs_by_digest() 
     assert_eq!(site.leftovers().await, 0);
     site.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_the_settings_unpin_is_refused_at_the_next_request_with_no_restart() {
+    let site = Site::start("repin").await;
+    let request = site.vouched_build(build_request(&site)).await;
+    let reply: BuildReply = site
+        .call(Service::Builder, OP_BUILD, &request)
+        .await
+        .unwrap();
+    let artifact = reply.artifact.unwrap();
+    let human = site.hub.human_client().await;
+    let pin = |image: &str| {
+        let human = &human;
+        let image = image.to_owned();
+        async move {
+            let seen = human.read_settings().await.unwrap();
+            let text = format!("schema = 1\n[builds]\nimages = [\"{image}\"]\n");
+            human.update_settings(&text, &seen.tip).await.unwrap();
+        }
+    };
+    pin(&format!("sha256:{}", "0".repeat(64))).await;
+    let refused = run_err(&site, &artifact, Some(site.run_voucher(&artifact).await)).await;
+    assert!(refused.message.contains("is not pinned"), "{refused:?}");
+    let refused = build_err(&site, site.vouched_build(build_request(&site)).await).await;
+    assert!(refused.message.contains("is not pinned"), "{refused:?}");
+    assert_eq!(site.leftovers().await, 0, "nothing was started");
+
+    let busybox = bollard::Docker::connect_with_local_defaults()
+        .unwrap()
+        .inspect_image(&l3m_containers::test_support::busybox_image())
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    pin(&busybox).await;
+    let request = RunRequest {
+        vouched: Some(site.run_voucher(&artifact).await),
+        artifact: artifact.clone(),
+        stage: run(&site.pkg_ip),
+    };
+    let ran: RunReply = site.call(Service::Runner, OP_RUN, &request).await.unwrap();
+    assert!(ran.outcome.succeeded(), "{}", log(&ran.outcome));
+    site.close().await;
+}

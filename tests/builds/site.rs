@@ -13,6 +13,7 @@ use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 use hubd::test_support::TestHub;
+use l3m_containers::service::Pins;
 use l3m_containers::test_support::{busybox_image, fresh_site};
 use l3m_containers::{ArtifactStore, Driver, Identity};
 use l3m_core::build::{ArtifactDigest, Cover, StageOwner};
@@ -204,12 +205,15 @@ impl Site {
             store: store.clone(),
             resolve: Arc::new(resolve),
         };
+        // Each request re-reads the settings' pins (none unless a test pins some).
+        let builder_pins = Pins::new(Vec::new(), Arc::clone(&builder_gate));
         builder::serve(
             builder_bus.as_ref(),
             &subjects,
             builder_driver,
             config,
             builder_gate,
+            Some(builder_pins),
             shutdown.clone(),
         )
         .await
@@ -222,12 +226,14 @@ impl Site {
                 .await
                 .unwrap();
         runner_driver.reap().await.unwrap();
+        let runner_pins = Pins::new(Vec::new(), Arc::clone(&runner_gate));
         runner::serve(
             runner_bus.as_ref(),
             &subjects,
             runner_driver,
             store.clone(),
             runner_gate,
+            Some(runner_pins),
             shutdown.clone(),
         )
         .await

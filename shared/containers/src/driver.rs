@@ -1,6 +1,7 @@
 //! Connecting to the engine, reaping what a killed predecessor left, and running one stage.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
@@ -70,7 +71,9 @@ fn engine(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> DriverErro
 pub struct Driver {
     docker: Docker,
     who: Identity,
-    pinned: Option<std::collections::BTreeSet<String>>,
+    /// The engine ids a stage's image must have (`None`: any local image). Shared by the
+    /// driver's clones, so a [`Driver::repin`] reaches every request served with one.
+    pinned: Arc<RwLock<Option<BTreeSet<String>>>>,
 }
 
 impl Driver {
@@ -85,22 +88,38 @@ impl Driver {
         Ok(Driver {
             docker,
             who,
-            pinned: None,
+            pinned: Arc::default(),
         })
     }
 
     /// Allows only images whose engine id (`sha256:…`) is in `ids`: a plan, written by an agent,
     /// cannot pick any other image on the host.
+    /// The driver's clones made before keep their own pins.
     pub fn pin_images(mut self, ids: impl IntoIterator<Item = String>) -> Self {
-        self.pinned = Some(ids.into_iter().collect());
+        self.pinned = Arc::new(RwLock::new(Some(ids.into_iter().collect())));
         self
+    }
+
+    /// Replaces the pins of this driver and of its clones: the next stage any of them runs
+    /// must use one of `ids`, or any local image if `ids` is empty (as at start with no pins).
+    pub fn repin(&self, ids: BTreeSet<String>) {
+        let pins = (!ids.is_empty()).then_some(ids);
+        *self.pinned.write().unwrap_or_else(PoisonError::into_inner) = pins;
+    }
+
+    /// The pins now, as a stage would be checked against them.
+    fn pins(&self) -> Option<BTreeSet<String>> {
+        self.pinned
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The image the container is made from: with pins, the stage's image's id, refused unless
     /// pinned (the container is made from that id, so a retag in between changes nothing);
     /// without, the image as the plan names it.
     async fn resolve_image(&self, stage: &Stage) -> Result<String, DriverError> {
-        let Some(pinned) = &self.pinned else {
+        let Some(pinned) = self.pins() else {
             return Ok(stage.image.clone());
         };
         let info = self

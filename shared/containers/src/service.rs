@@ -5,7 +5,7 @@
 //! The two differ only in their duty ([`StageOwner`]); everything else about being a W^X
 //! service is here once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -35,11 +35,45 @@ pub struct Started {
     pub gate: Arc<VoucherGate>,
     /// The engine, pinned to the images it may use, with what a predecessor left removed.
     pub driver: Driver,
+    /// Where the driver's pins come from, to follow the hub's settings per request.
+    pub pins: Pins,
+}
+
+/// The images a builder or runner may use: those its operator named at start and those the
+/// hub's settings pin (`[builds] images`) as hubd reads them now, so a change to the settings
+/// reaches the next request with no restart, and an image unpinned there stops running.
+#[derive(Debug, Clone)]
+pub struct Pins {
+    /// Named by the operator (`--image`); kept whatever the settings say.
+    fixed: Vec<String>,
+    /// Asks hubd for its build policy.
+    gate: Arc<VoucherGate>,
+}
+
+impl Pins {
+    /// Pins the operator's `fixed` images and whatever `gate`'s hubd pins at each
+    /// [`Pins::follow`].
+    pub fn new(fixed: Vec<String>, gate: Arc<VoucherGate>) -> Pins {
+        Pins { fixed, gate }
+    }
+
+    /// Re-reads the settings' pins from hubd and gives `driver` (and its clones) the fixed ones
+    /// and those. If hubd does not answer, the pins stay as they were, with a warning: the
+    /// request goes on under the last pins read, never under none.
+    pub async fn follow(&self, driver: &Driver) {
+        match self.gate.policy().await {
+            Ok(policy) => driver.repin(self.fixed.iter().cloned().chain(policy.images).collect()),
+            Err(error) => {
+                tracing::warn!(%error, "could not re-read the pinned images; keeping the last ones");
+            }
+        }
+    }
 }
 
 /// Starts the service of `owner` for the hub `hub_id`: connects to NATS as `nats` says, learns
 /// hubd's build policy (its voucher key and pinned images, so hubd must be up), connects to the
-/// engine, allows only `images` and the policy's pins (any local image when both are empty),
+/// engine, allows only `images` and the policy's pins (any local image when both are empty;
+/// [`Pins::follow`] keeps the policy's part current),
 /// and removes every container and network a killed predecessor left.
 pub async fn start(
     owner: StageOwner,
@@ -59,14 +93,18 @@ pub async fn start(
         .policy()
         .await
         .map_err(|e| format!("asking hubd for the build policy (is hubd running?): {e}"))?;
-    let mut driver = Driver::connect(Identity::of_this_process(owner, hub.as_str()))
+    let driver = Driver::connect(Identity::of_this_process(owner, hub.as_str()))
         .await
         .map_err(|e| e.to_string())?;
-    let images: Vec<String> = images.into_iter().chain(policy.images).collect();
+    let pins = Pins::new(images, Arc::clone(&gate));
+    let images: BTreeSet<String> = pins.fixed.iter().cloned().chain(policy.images).collect();
     if !images.is_empty() {
-        tracing::info!(?images, "only these images may run");
-        driver = driver.pin_images(images);
+        tracing::info!(
+            ?images,
+            "only these images may run (the settings' pins are re-read per request)"
+        );
     }
+    driver.repin(images);
     let reaped = driver.reap().await.map_err(|e| e.to_string())?;
     tracing::info!(reaped, "removed what a previous {owner} left");
     Ok(Started {
@@ -74,6 +112,7 @@ pub async fn start(
         subjects,
         gate,
         driver,
+        pins,
     })
 }
 

@@ -144,6 +144,7 @@ impl Building {
             builder_driver,
             config,
             builder_gate,
+            None,
             stop.clone(),
         )
         .await
@@ -154,6 +155,7 @@ impl Building {
             runner_driver,
             store.clone(),
             runner_gate,
+            None,
             stop.clone(),
         )
         .await
