@@ -2,9 +2,10 @@
 //!
 //! [`supervise`] watches every inbox's and cards chain's moves
 //! (`Subjects::ref_changes_of_kind`) and, at start, scans every agent. For a live agent that is
-//! asleep (no lease: `list_agents` says `asleep`) with a letter it has not marked read, or a
-//! human's answer at a card whose call its Log still holds at a stalemate, it asks its
-//! [`Launcher`] to start a sequencer. A second launch for a running agent is harmless: the
+//! asleep (no lease: `list_agents` says `asleep`) with a letter it has not marked read, a
+//! human's answer at a card whose call its Log still holds at a stalemate, or a turn its Log
+//! left under way (its sequencer died mid-turn, after marking its mail read, and the lease
+//! lapsed), it asks its [`Launcher`] to start a sequencer, which boots as after any crash. A second launch for a running agent is harmless: the
 //! lease refuses it.
 //!
 //! # Layout
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use l3m_core::duty::Duty;
+use l3m_core::log::RecordBody;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::owed::Owed;
@@ -228,8 +230,8 @@ async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
     }
 }
 
-/// Whether `agent` is live, asleep, and has a letter it has not marked read or an answer at a
-/// card its Log still waits for.
+/// Whether `agent` is live, asleep, and has a letter it has not marked read, an answer at a
+/// card its Log still waits for, or a turn under way that nothing runs.
 async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
     let tree = client.list_agents().await?;
     let asleep = tree
@@ -255,19 +257,63 @@ async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, Sequ
             InboxEntry::ReadMark(_) | InboxEntry::Receipt(_) => {}
         }
     }
-    Ok(letters.difference(&read).next().is_some() || card_answered(client, agent).await?)
+    if letters.difference(&read).next().is_some() {
+        return Ok(true);
+    }
+    let log = LogTail::read(client, agent).await?;
+    Ok(log.turn_left_open(client, agent).await? || card_answered(client, agent, &log).await?)
+}
+
+/// The end of an agent's Log, read before the whole of it: most asleep agents ended their last
+/// turn, which the last record shows, so the whole Log is read only when it may owe work.
+struct LogTail {
+    /// The Log's length.
+    len: u64,
+    /// Whether its last record is a turn's end.
+    ended: bool,
+}
+
+impl LogTail {
+    async fn read(client: &HubClient, agent: &AgentName) -> Result<LogTail, SequencerError> {
+        let len = client.read_log(agent, 0, 0).await?.len;
+        let last = match len {
+            0 => None,
+            len => client.read_log(agent, len - 1, len).await?.records.pop(),
+        };
+        let ended = last.is_none_or(|r| matches!(r.body, RecordBody::TurnEnd));
+        Ok(LogTail { len, ended })
+    }
+
+    /// Whether the Log holds a turn under way that waits on its sequencer, not on humans at
+    /// cards: one a sequencer that died mid-turn left, which nothing else would wake.
+    async fn turn_left_open(
+        &self,
+        client: &HubClient,
+        agent: &AgentName,
+    ) -> Result<bool, SequencerError> {
+        if self.ended {
+            return Ok(false);
+        }
+        let log = client.read_log_range(agent, 0, self.len).await?;
+        let owed = Owed::from_records(&log.records);
+        Ok(owed.is_live() && !owed.waits_only_on_cards())
+    }
 }
 
 /// Whether a human answered a card whose call `agent`'s Log still holds at a stalemate. The
 /// Log is read only when the cards chain holds an answer at all.
-async fn card_answered(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
+async fn card_answered(
+    client: &HubClient,
+    agent: &AgentName,
+    tail: &LogTail,
+) -> Result<bool, SequencerError> {
     let lines: Vec<CardLine> = (client.read_cards(agent).await?.iter())
         .filter_map(|l| parse_card_line(l).ok())
         .collect();
     if !lines.iter().any(|l| matches!(l, CardLine::Answered { .. })) {
         return Ok(false);
     }
-    let log = client.read_log_from(agent, 0).await?;
+    let log = client.read_log_range(agent, 0, tail.len).await?;
     let owed = Owed::from_records(&log.records);
     Ok(!answers_awaited(&lines, &owed).is_empty())
 }

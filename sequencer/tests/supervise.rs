@@ -93,6 +93,90 @@ async fn a_dead_hosts_agent_is_taken_over_when_its_lease_lapses() {
     task.await.unwrap().unwrap();
 }
 
+/// A sequencer killed mid-turn, after it journaled its letter and marked it read, leaves no
+/// unread mail behind: what wakes the agent once the lease lapses is the turn its Log left
+/// under way. The host that takes it over closes the dead call at boot and finishes the turn,
+/// with the letter journaled once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_left_under_way_by_a_killed_sequencer_is_finished_on_another_host() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let dir = hub.dir.path();
+    std::fs::write(
+        dir.join("slow.toml"),
+        "[[turn]]\ntext = \"never said\"\ndelay_ms = 60000\n",
+    )
+    .unwrap();
+    let config_file = dir.join("dead-host.toml");
+    std::fs::write(
+        &config_file,
+        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
+         script = \"slow.toml\"\n[sequencer]\nlease_ttl_secs = 0.5\n",
+    )
+    .unwrap();
+    hub.letter("demo", "are you there?").await;
+    let mut dead = launch_sequencer(&hub, &config_file, "demo");
+    wait_log(&hub, "demo", 20, |l| {
+        l.iter()
+            .any(|r| matches!(r.body, RecordBody::CallStarted { .. }))
+    })
+    .await;
+    let human = hub.human().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !(human.read_inbox(&agent("demo"), 0).await.unwrap().entries)
+        .iter()
+        .any(|e| matches!(e, l3m_core::mail::InboxEntry::ReadMark(_)))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the letter was never marked read"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+
+    let provider = counting("[[turn]]\ntext = \"taken over\"\n", Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let sup = hub
+        .task_supervisor(
+            config("idle_exit_secs = 1"),
+            factory_of(provider.clone()),
+            "live-host:2",
+            &shutdown,
+        )
+        .await;
+    let task = tokio::spawn(supervise(sup, shutdown.clone()));
+    wait_log(&hub, "demo", 20, |l| {
+        assistant_texts(l) == ["taken over"]
+            && matches!(l.last().map(|r| &r.body), Some(RecordBody::TurnEnd))
+    })
+    .await;
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let letters = log
+        .iter()
+        .filter(|r| {
+            matches!(
+                &r.body,
+                RecordBody::Event {
+                    source: l3m_core::log::EventSource::Letter { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(letters, 1, "the letter is journaled once");
+    assert!(
+        log.iter()
+            .any(|r| matches!(r.body, RecordBody::Interrupted { .. })),
+        "boot closed the dead call"
+    );
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 1);
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
 /// The host rewinds an asleep agent on the human's voucher — under its own credential, never
 /// the human's — and refuses what is not its to do: an agent outside its subtree, a voucher
 /// spent on another agent's subject, an interrupt of an agent that does not run.
