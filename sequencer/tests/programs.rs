@@ -146,3 +146,87 @@ async fn a_good_plugin_is_offered_whole_and_one_with_a_bad_program_offers_none()
         "the agent was not told why the plugin mixed did not load"
     );
 }
+
+/// The whole path of self-extension: in one session the agent writes its own program with a
+/// tame edit (journaled for undo like any write), and at its next boot the program is a tool
+/// it uses. Nothing but the model's own calls puts the file there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_writes_its_program_with_a_tame_edit_and_uses_it_after_its_next_boot() {
+    let evaluator = evaluator();
+    let bound = "files = [\"workspace\", \"agent\"]";
+    let hub = TestHub::start_bound(bound).await;
+    hub.spawn_with("demo", 10, bound).await;
+    std::fs::write(
+        hub.acr("demo").join("workspace/notes.md"),
+        "TODO a\nfine\nTODO b\n",
+    )
+    .unwrap();
+    let config = || {
+        config(&format!(
+            "idle_exit_secs = 2\nprogram_evaluator = {:?}",
+            evaluator.display().to_string()
+        ))
+    };
+    let session = |script: String| {
+        let hub = &hub;
+        async move {
+            let run = hub
+                .run(
+                    "demo",
+                    config(),
+                    factory_of(counting(&script, Duration::ZERO)),
+                )
+                .await;
+            assert_eq!(
+                run_agent(run, CancellationToken::new()).await.unwrap(),
+                Exit::Idle
+            );
+        }
+    };
+
+    hub.letter("demo", "write yourself a TODO counter").await;
+    let write: String = format!(
+        "[[turn]]\ntext = \"writing my tool\"\n[[turn.tool_use]]\nname = \"make_dir\"\n\
+         input = {{ path = \"agent/programs\" }}\n[[turn.tool_use]]\nname = \"write_file\"\n\
+         [turn.tool_use.input]\npath = \"agent/programs/todos.star\"\ncontent = '''\n{TODOS}'''\n\
+         [[turn]]\ntext = \"written; it loads at my next boot\"\n"
+    );
+    // The scripted model answers by the turns already in the conversation, so one script
+    // serves both sessions: the second starts where the first stopped.
+    let script = write + SCRIPT;
+    session(script.clone()).await;
+    let first = hub.log("demo").await;
+    check_log(&first);
+    assert!(!system_prompt(&first).contains("program_todos"));
+    assert_eq!(results(&first).len(), 2);
+    assert!(
+        results(&first).iter().all(|(_, failed)| !failed),
+        "{:?}",
+        results(&first)
+    );
+    let journaled = first.iter().any(|r| match &r.body {
+        RecordBody::ToolResult { effects, .. } => effects.iter().any(|e| e.undo.is_some()),
+        _ => false,
+    });
+    assert!(journaled, "the write left an undo entry");
+
+    hub.letter("demo", "count the TODOs").await;
+    session(script).await;
+    let log = hub.log("demo").await;
+    check_log(&log);
+    let reboot = log
+        .iter()
+        .rev()
+        .find_map(|r| match &r.body {
+            RecordBody::SystemPrompt { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(reboot.contains("program_todos"), "{reboot}");
+    assert_eq!(
+        results(&log).last(),
+        Some(&(r#"{"todos":2}"#, false)),
+        "{:?}",
+        kinds(&log)
+    );
+}
