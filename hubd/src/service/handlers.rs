@@ -4,6 +4,11 @@ use std::sync::Arc;
 
 use l3m_wire::hubd::authority::{GrantView, ReadGrant, Regrant, Regranted};
 use l3m_wire::hubd::cards::{AppendCard, CardAppended, CardRange, ReadCards};
+use l3m_wire::hubd::vigils::{
+    ArmVigil, CancelVigil, ReadVigils, VigilArmed, VigilCancelled, VigilRange,
+};
+
+use super::state::vigils::Sweep;
 use l3m_wire::hubd::credential::{
     CredentialIssued, CredentialRevoked, Credentials, IssueCredential, ListCredentials,
     RevokeCredential,
@@ -146,6 +151,41 @@ pub async fn append_card(state: Arc<State>, req: AppendCard) -> Result<CardAppen
 pub async fn read_cards(state: Arc<State>, req: ReadCards) -> Result<CardRange, ServiceError> {
     blocking(&state, move |s| {
         s.read_cards(&req.capability, &req.agent, req.from, req.to)
+    })
+    .await
+}
+
+/// `hubd.arm-vigil`; a vigil whose fact may already be true is swept at once.
+pub async fn arm_vigil(state: Arc<State>, req: ArmVigil) -> Result<VigilArmed, ServiceError> {
+    let key = req.watch.key();
+    let (armed, moved) = blocking(&state, move |s| {
+        s.arm_vigil(&req.capability, &req.agent, req.watch, req.until_ms)
+    })
+    .await?;
+    state.announce(&[moved]);
+    if let Some(key) = key {
+        state.poke_vigils(Sweep::Moved(vec![key]));
+    }
+    Ok(armed)
+}
+
+/// `hubd.cancel-vigil`.
+pub async fn cancel_vigil(
+    state: Arc<State>,
+    req: CancelVigil,
+) -> Result<VigilCancelled, ServiceError> {
+    let (cancelled, moved) = blocking(&state, move |s| {
+        s.cancel_vigil(&req.capability, &req.agent, &req.id)
+    })
+    .await?;
+    state.announce(&[moved]);
+    Ok(cancelled)
+}
+
+/// `hubd.read-vigils`.
+pub async fn read_vigils(state: Arc<State>, req: ReadVigils) -> Result<VigilRange, ServiceError> {
+    blocking(&state, move |s| {
+        s.read_vigils(&req.capability, &req.agent, req.from, req.to)
     })
     .await
 }

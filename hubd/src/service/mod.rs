@@ -15,11 +15,13 @@
 //!   and its shared helpers; its children hold the operations by concern: `credentials`
 //!   (sessions, vouchers, issuing and revoking), `log`, `tree` (spawn, retire, collect, list,
 //!   read-grant), `acr` (branches and worktrees of an agent), `pack` (fetching and pushing an
-//!   agent's branches as packs), `mail`, `regrant`, `airmail`.
+//!   agent's branches as packs), `mail`, `regrant`, `airmail`, `vigils` (arming, cancelling,
+//!   firing).
 //! - `lease`: the session leases (who runs which agent), their pure table and their operations.
 //! - `handlers`: one function per operation.
 //! - `health`: the health answer and the per-operation counts behind it and the metrics.
 //! - `announce`: the ref-move announcements, published in order after the replies.
+//! - `vigils`: the task that fires vigils when a watched ref moves, a deadline or bound passes.
 //! - `persona`: publishing an upstream persona and pulling it into a wearer.
 //! - `settings`: reading and replacing the hub's settings; the push URLs read-grant serves.
 
@@ -33,6 +35,7 @@ pub(crate) mod lease;
 mod persona;
 mod settings;
 mod state;
+mod vigils;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -72,6 +75,9 @@ pub enum RunError {
         #[source]
         source: WireError,
     },
+    /// The agents' vigils chains could not be read.
+    #[error("loading the vigils failed: {0}")]
+    Vigils(ServiceError),
 }
 
 /// A hubd whose subscriptions are all live, not yet serving.
@@ -121,6 +127,16 @@ pub async fn start(
         Arc::downgrade(&state),
         shutdown.clone(),
     ));
+    // Read once at start, like the ledger: a few ref reads per live agent.
+    let armed = state.load_vigils().map_err(RunError::Vigils)?;
+    tracing::info!(armed, "vigils loaded");
+    let (pokes, poked) = tokio::sync::mpsc::channel(vigils::POKES);
+    state.set_vigil_pokes(pokes);
+    tokio::spawn(vigils::watch(
+        Arc::downgrade(&state),
+        poked,
+        shutdown.clone(),
+    ));
     let mut binder = Binder {
         state,
         servers: JoinSet::new(),
@@ -133,6 +149,9 @@ pub async fn start(
     binder.bind(Op::ReadUndo, handlers::read_undo).await?;
     binder.bind(Op::AppendCard, handlers::append_card).await?;
     binder.bind(Op::ReadCards, handlers::read_cards).await?;
+    binder.bind(Op::ArmVigil, handlers::arm_vigil).await?;
+    binder.bind(Op::CancelVigil, handlers::cancel_vigil).await?;
+    binder.bind(Op::ReadVigils, handlers::read_vigils).await?;
     binder.bind(Op::FetchPack, handlers::fetch_pack).await?;
     binder.bind(Op::PushPack, handlers::push_pack).await?;
     binder

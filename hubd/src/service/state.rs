@@ -6,7 +6,7 @@
 //! (re-running its gate), appended, and only then does the copy replace the original.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 
 use l3m_core::duty::Duty;
 use l3m_core::ledger::{Ledger, LedgerRow};
@@ -34,6 +34,7 @@ mod pack;
 mod regrant;
 mod tree;
 mod undo;
+pub(super) mod vigils;
 use crate::capability::Sessions;
 use crate::init::{InitError, load_credentials, load_ledger};
 use crate::store::Hub;
@@ -79,6 +80,10 @@ pub struct State {
     meter: Meter,
     /// When this process loaded the hub, in milliseconds since the Unix epoch.
     started_ms: u64,
+    /// The armed vigils of every live agent, as their chains fold.
+    vigils: Mutex<vigils::Armed>,
+    /// Where a sweep is asked for when a watched ref moves (set once the task runs).
+    vigil_pokes: OnceLock<tokio::sync::mpsc::Sender<vigils::Sweep>>,
 }
 
 fn not_found(what: &'static str, name: impl ToString, detail: String) -> ServiceError {
@@ -118,6 +123,8 @@ impl State {
             uploads: Mutex::default(),
             meter: Meter::default(),
             started_ms: l3m_core::clock::now_ms(),
+            vigils: Mutex::default(),
+            vigil_pokes: OnceLock::new(),
         })
     }
 
@@ -126,9 +133,36 @@ impl State {
         self.clock.now_ms()
     }
 
-    /// Queues the announcements of `moved` (published after the reply, in order).
+    /// Queues the announcements of `moved` (published after the reply, in order), and asks for
+    /// a vigil sweep if an armed vigil watches one of them.
     pub(super) fn announce(&self, moved: &[Moved]) {
         self.announcer.announce(self, moved);
+        if self.watched(moved) {
+            self.poke_vigils(vigils::Sweep::Moved(moved.to_vec()));
+        }
+    }
+
+    /// Asks the vigil task for `sweep`; dropped (with the next full sweep as the backstop) if
+    /// its queue is full or it does not run.
+    pub(super) fn poke_vigils(&self, sweep: vigils::Sweep) {
+        if let Some(pokes) = self.vigil_pokes.get()
+            && pokes.try_send(sweep).is_err()
+        {
+            tracing::debug!("the vigil task is busy; the next full sweep catches up");
+        }
+    }
+
+    /// Where pokes go: set once, by the task that sweeps.
+    pub(super) fn set_vigil_pokes(&self, pokes: tokio::sync::mpsc::Sender<vigils::Sweep>) {
+        if self.vigil_pokes.set(pokes).is_err() {
+            tracing::warn!("a second vigil task was started; the first one keeps the pokes");
+        }
+    }
+
+    /// The armed vigils of every live agent.
+    fn armed_vigils(&self) -> MutexGuard<'_, vigils::Armed> {
+        // Every write is a whole-entry replace from a fold of the chain.
+        self.vigils.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Keeps `settings`, just written, for what hubd serves from them.

@@ -35,9 +35,12 @@ impl fmt::Display for RefKind {
 /// The agent refs that are chains.
 fn agent_ref_is_chain(which: AgentRef) -> bool {
     match which {
-        AgentRef::Log | AgentRef::Inbox | AgentRef::Outbox | AgentRef::Undo | AgentRef::Cards => {
-            true
-        }
+        AgentRef::Log
+        | AgentRef::Inbox
+        | AgentRef::Outbox
+        | AgentRef::Undo
+        | AgentRef::Cards
+        | AgentRef::Vigils => true,
         AgentRef::Grants | AgentRef::Claims | AgentRef::Persona => false,
     }
 }

@@ -18,3 +18,4 @@ mod pack;
 mod persona;
 mod settings;
 mod undo;
+mod vigils;

@@ -205,6 +205,9 @@ pub fn may_write(duty: &Duty, refname: &str, how: RefWrite) -> Result<(), DutyEr
         RefKind::Agent(_, AgentRef::Cards) => Err(refuse(
             "review cards are raised by the agent's sequencer and answered by a human",
         )),
+        RefKind::Agent(_, AgentRef::Vigils) => Err(refuse(
+            "vigils are armed and cancelled through hubd's vigil requests, and fired by hubd",
+        )),
         RefKind::Agent(a, AgentRef::Persona) if (own(&a) || human) && how != RefWrite::Delete => {
             Ok(())
         }

@@ -22,6 +22,7 @@
 //! - [`log`]: the records of an agent's Log.
 //! - [`hooks`]: which dispositions an event admits, and the default when a hook's is refused.
 //! - [`view`]: the fold from a Log to what the model sees.
+//! - [`vigil`]: bounded watches on hub facts: who may arm and cancel them, and when they fire.
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
 //! - [`story`]: one line per record, for `l3m log` and each commit of a Log's ref.
@@ -66,3 +67,4 @@ pub mod settings;
 pub mod story;
 pub mod string_form;
 pub mod view;
+pub mod vigil;

@@ -50,11 +50,13 @@ pub enum AgentRef {
     Persona,
     /// Review cards waiting for a human.
     Cards,
+    /// Vigils armed on the agent, and their firings; written by hubd only.
+    Vigils,
 }
 
 impl AgentRef {
     /// Every agent ref, in a fixed order.
-    pub const ALL: [AgentRef; 8] = [
+    pub const ALL: [AgentRef; 9] = [
         AgentRef::Grants,
         AgentRef::Log,
         AgentRef::Inbox,
@@ -63,6 +65,7 @@ impl AgentRef {
         AgentRef::Claims,
         AgentRef::Persona,
         AgentRef::Cards,
+        AgentRef::Vigils,
     ];
 
     /// The last component of the ref name.
@@ -76,6 +79,7 @@ impl AgentRef {
             AgentRef::Claims => "claims",
             AgentRef::Persona => "persona",
             AgentRef::Cards => "cards",
+            AgentRef::Vigils => "vigils",
         }
     }
 

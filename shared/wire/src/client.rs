@@ -536,6 +536,58 @@ impl HubClient {
         }
     }
 
+    /// Arms a vigil on `agent`: the caller's own agent, or a descendant to pin it on.
+    pub async fn arm_vigil(
+        &self,
+        agent: &AgentName,
+        watch: l3m_core::vigil::Watch,
+        until_ms: u64,
+    ) -> Result<crate::hubd::vigils::VigilArmed, ClientError> {
+        let request = crate::hubd::vigils::ArmVigil {
+            capability: self.cap(),
+            agent: agent.to_string(),
+            watch,
+            until_ms,
+        };
+        self.call(Op::ArmVigil, request).await
+    }
+
+    /// Cancels the armed vigil `id` on `agent`.
+    pub async fn cancel_vigil(
+        &self,
+        agent: &AgentName,
+        id: &str,
+    ) -> Result<crate::hubd::vigils::VigilCancelled, ClientError> {
+        let request = crate::hubd::vigils::CancelVigil {
+            capability: self.cap(),
+            agent: agent.to_string(),
+            id: id.to_owned(),
+        };
+        self.call(Op::CancelVigil, request).await
+    }
+
+    /// Reads `agent`'s whole vigils chain, page by page.
+    pub async fn read_vigils(&self, agent: &AgentName) -> Result<Vec<String>, ClientError> {
+        let mut lines = Vec::new();
+        loop {
+            let from = lines.len() as u64;
+            let request = crate::hubd::vigils::ReadVigils {
+                capability: self.cap(),
+                agent: agent.to_string(),
+                from,
+                to: from.saturating_add(record_format::PAGE_LINES),
+            };
+            let page: crate::hubd::vigils::VigilRange = self.call(Op::ReadVigils, request).await?;
+            if page.lines.is_empty() {
+                return Ok(lines);
+            }
+            lines.extend(page.lines);
+            if lines.len() as u64 >= page.len {
+                return Ok(lines);
+            }
+        }
+    }
+
     /// Reads `agent`'s whole undo chain, page by page, with the tip its length belongs to.
     pub async fn read_undo(&self, agent: &AgentName) -> Result<UndoRange, ClientError> {
         let page = |from: u64| {

@@ -24,6 +24,7 @@
 //! - [`blessing`]: pinning a build target's inputs (humans only) and reading the pin.
 //! - [`cards`]: raising (the agent's sequencer), answering (humans only) and reading review cards.
 //! - [`pack`]: fetching an agent's branches and pushing commits back, as packs in chunks.
+//! - [`vigils`]: arming, cancelling (the agent, an ancestor pinning, a human) and reading vigils.
 //! - [`Op`]: each request's operation token, so clients and hubd agree on subjects.
 
 pub mod authority;
@@ -41,6 +42,7 @@ pub mod session;
 pub mod settings;
 pub mod tree;
 pub mod undo;
+pub mod vigils;
 
 use crate::subjects::{Operation, Service, Subjects};
 
@@ -107,6 +109,9 @@ in_session!(
     cards::ReadCards,
     pack::FetchPack,
     pack::PushPack,
+    vigils::ArmVigil,
+    vigils::CancelVigil,
+    vigils::ReadVigils,
 );
 
 /// The operations hubd serves, one subject each (`l3m.<hub>.hubd.<op>`).
@@ -190,11 +195,17 @@ pub enum Op {
     VouchBuild,
     /// [`build_voucher::ReadBuildPolicy`].
     ReadBuildPolicy,
+    /// [`vigils::ArmVigil`].
+    ArmVigil,
+    /// [`vigils::CancelVigil`].
+    CancelVigil,
+    /// [`vigils::ReadVigils`].
+    ReadVigils,
 }
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 39] = [
+    pub const ALL: [Op; 42] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -234,6 +245,9 @@ impl Op {
         Op::PushPack,
         Op::VouchBuild,
         Op::ReadBuildPolicy,
+        Op::ArmVigil,
+        Op::CancelVigil,
+        Op::ReadVigils,
     ];
 
     /// The operation's subject token.
@@ -278,6 +292,9 @@ impl Op {
             Op::PushPack => "push-pack",
             Op::VouchBuild => "vouch-build",
             Op::ReadBuildPolicy => "read-build-policy",
+            Op::ArmVigil => "arm-vigil",
+            Op::CancelVigil => "cancel-vigil",
+            Op::ReadVigils => "read-vigils",
         }
     }
 
