@@ -1,19 +1,23 @@
-//! Inputs from the hub: unread letters, grant moves, and the lease's renewal.
+//! Inputs from the hub: unread letters, grant moves, answered cards, fired vigils, and the
+//! lease's renewal.
 //!
 //! Each runs as its own task and only posts inputs to the writer; none of them writes the Log.
-//! The watcher hears only the inbox and grants refs ([`watch`]).
+//! The watcher hears only the inbox, grants, cards and vigils refs ([`watch`]).
 //! Letters are found by reading the inbox from where the last read stopped; at boot the whole
 //! inbox is scanned and every letter this agent has not marked read is posted (core refuses one
-//! already journaled as a duplicate event, and the writer then marks it read).
+//! already journaled as a duplicate event, and the writer then marks it read); so is every
+//! vigil the chain says fired (one event each, refused as a duplicate once journaled).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use l3m_core::log::EventId;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::refs::{self, AgentRef};
 use l3m_core::review::card::{CardLine, parse_card_line};
+use l3m_core::vigil;
 use l3m_wire::bus::MessageStream;
 use l3m_wire::client::{ClientError, HubClient};
 use l3m_wire::reply::ErrorCode;
@@ -31,7 +35,12 @@ pub(crate) async fn watch(
     agent: &AgentName,
 ) -> Result<MessageStream, SequencerError> {
     let mut streams = Vec::new();
-    for which in [AgentRef::Inbox, AgentRef::Grants, AgentRef::Cards] {
+    for which in [
+        AgentRef::Inbox,
+        AgentRef::Grants,
+        AgentRef::Cards,
+        AgentRef::Vigils,
+    ] {
         let subject = client.subjects().ref_changed(which, agent);
         let stream = client
             .bus()
@@ -63,7 +72,7 @@ pub(crate) async fn start(
             _ => None,
         })
         .collect();
-    let initial = read
+    let mut initial: Vec<Input> = read
         .entries
         .into_iter()
         .filter_map(|e| match e {
@@ -71,6 +80,7 @@ pub(crate) async fn start(
             _ => None,
         })
         .collect();
+    initial.extend(fired_vigils(&client.read_vigils(&agent).await?));
     tokio::spawn(watch_refs(
         client.clone(),
         agent.clone(),
@@ -132,6 +142,16 @@ async fn watch_refs(
                     }
                 }
             }
+            AgentRef::Vigils => match client.read_vigils(&agent).await {
+                Ok(lines) => {
+                    for input in fired_vigils(&lines) {
+                        if tx.send(input).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(%agent, error = %e, "could not read the vigils"),
+            },
             AgentRef::Cards => match client.read_cards(&agent).await {
                 Ok(lines) => {
                     for line in lines {
@@ -159,6 +179,23 @@ async fn watch_refs(
             _ => {}
         }
     }
+}
+
+/// The events of every vigil a vigils chain says fired, oldest first; lines that do not parse
+/// are skipped (hubd wrote every one).
+pub(crate) fn fired_vigils(lines: &[String]) -> Vec<Input> {
+    let parsed: Vec<_> = lines
+        .iter()
+        .filter_map(|l| vigil::parse_vigil_line(l).ok())
+        .collect();
+    vigil::fired(&parsed)
+        .iter()
+        .filter_map(|(v, fact, _)| {
+            let (id, source, text) = vigil::event(v, fact);
+            let id = EventId::new(id).ok()?;
+            Some(Input::Event { id, source, text })
+        })
+        .collect()
 }
 
 async fn renew(

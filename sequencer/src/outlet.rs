@@ -18,6 +18,8 @@ use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
 use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::mail::Address;
+use l3m_core::names::AgentName;
+use l3m_core::vigil::Watch;
 use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 use l3m_wire::WireError;
 use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest};
@@ -130,6 +132,21 @@ impl SessionOutlet {
     }
 }
 
+impl SessionOutlet {
+    /// `on`, or the session's own agent.
+    fn on(&self, on: Option<&AgentName>) -> Result<AgentName, OutletError> {
+        match (on, self.client.duty()) {
+            (Some(on), _) => Ok(on.clone()),
+            (None, Duty::Sequencer { agent }) => Ok(agent.clone()),
+            (None, _) => Err(OutletError::Refused {
+                code: "invalid".into(),
+                reason: "vigils are kept with an agent's sequencer session".into(),
+                axis: None,
+            }),
+        }
+    }
+}
+
 fn outlet_error(error: ClientError) -> OutletError {
     match error {
         ClientError::Refused { error, .. } => OutletError::Refused {
@@ -239,5 +256,26 @@ impl HubOutlet for SessionOutlet {
             .block_on(self.client.read_blessing(agent, target))
             .map(|view| view.blessing)
             .map_err(|e| StageError::Hub(outlet_error(e)))
+    }
+
+    fn arm_vigil(
+        &self,
+        on: Option<&AgentName>,
+        watch: Watch,
+        until_ms: u64,
+    ) -> Result<String, OutletError> {
+        let on = self.on(on)?;
+        self.runtime
+            .block_on(self.client.arm_vigil(&on, watch, until_ms))
+            .map(|armed| armed.id)
+            .map_err(outlet_error)
+    }
+
+    fn cancel_vigil(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError> {
+        let on = self.on(on)?;
+        self.runtime
+            .block_on(self.client.cancel_vigil(&on, id))
+            .map(|_| ())
+            .map_err(outlet_error)
     }
 }

@@ -1,9 +1,11 @@
-//! Waking asleep agents that have unread mail or an answered card.
+//! Waking asleep agents that have unread mail, an answered card or a fired vigil.
 //!
-//! [`supervise`] watches every inbox's and cards chain's moves
+//! [`supervise`] watches every inbox's, cards chain's and vigils chain's moves
 //! (`Subjects::ref_changes_of_kind`) and, at start, scans every agent. For a live agent that is
 //! asleep (no lease: `list_agents` says `asleep`) with a letter it has not marked read, a
-//! human's answer at a card whose call its Log still holds at a stalemate, or a turn its Log
+//! human's answer at a card whose call its Log still holds at a stalemate, a vigil that fired
+//! and its Log has not journaled (`wakes_iff_asleep`: a running agent hears it itself), or a
+//! turn its Log
 //! left under way (its sequencer died mid-turn, after marking its mail read, and the lease
 //! lapsed), it asks its [`Launcher`] to start a sequencer, which boots as after any crash. A second launch for a running agent is harmless: the
 //! lease refuses it.
@@ -25,6 +27,8 @@ use l3m_core::log::RecordBody;
 use l3m_core::mail::InboxEntry;
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::owed::Owed;
+
+use crate::writer::Input;
 use l3m_core::refs::AgentRef;
 use l3m_core::review::card::{CardLine, answers_awaited, parse_card_line};
 use l3m_wire::client::HubClient;
@@ -183,9 +187,9 @@ pub async fn supervise_metered(
             tracing::warn!(%error, "the host's health is not served");
         }
     });
-    // A letter and a human's answer at a card both wake an asleep agent.
+    // A letter, a human's answer at a card and a fired vigil each wake an asleep agent.
     let mut streams = Vec::new();
-    for kind in [AgentRef::Inbox, AgentRef::Cards] {
+    for kind in [AgentRef::Inbox, AgentRef::Cards, AgentRef::Vigils] {
         let subject = client.subjects().ref_changes_of_kind(kind);
         let stream = client.bus().subscribe(&subject).await.map_err(|source| {
             l3m_wire::client::ClientError::Wire {
@@ -231,7 +235,8 @@ async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
 }
 
 /// Whether `agent` is live, asleep, and has a letter it has not marked read, an answer at a
-/// card its Log still waits for, or a turn under way that nothing runs.
+/// card its Log still waits for, a fired vigil its Log has not journaled, or a turn under way
+/// that nothing runs.
 async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
     let tree = client.list_agents().await?;
     let asleep = tree
@@ -261,7 +266,27 @@ async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, Sequ
         return Ok(true);
     }
     let log = LogTail::read(client, agent).await?;
-    Ok(log.turn_left_open(client, agent).await? || card_answered(client, agent, &log).await?)
+    Ok(log.turn_left_open(client, agent).await?
+        || card_answered(client, agent, &log).await?
+        || vigil_unseen(client, agent, &log).await?)
+}
+
+/// Whether a vigil fired that `agent`'s Log has not journaled; the Log is read only when the
+/// vigils chain holds a firing at all.
+async fn vigil_unseen(
+    client: &HubClient,
+    agent: &AgentName,
+    tail: &LogTail,
+) -> Result<bool, SequencerError> {
+    let fired = crate::inputs::fired_vigils(&client.read_vigils(agent).await?);
+    if fired.is_empty() {
+        return Ok(false);
+    }
+    let log = client.read_log_range(agent, 0, tail.len).await?;
+    let owed = Owed::from_records(&log.records);
+    Ok(fired
+        .iter()
+        .any(|input| matches!(input, Input::Event { id, .. } if !owed.has_event(id))))
 }
 
 /// The end of an agent's Log, read before the whole of it: most asleep agents ended their last

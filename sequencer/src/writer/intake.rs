@@ -23,6 +23,12 @@ impl Session {
                 self.signal_or_drop(signal);
             }
             Input::Letter(letter) => self.letter(*letter),
+            Input::Event { id, source, text } => {
+                match self.signal(Signal::Event { id, source, text }) {
+                    Ok(()) | Err(Stale::DuplicateEvent { .. }) => {}
+                    Err(stale) => tracing::debug!(%stale, "event not journaled"),
+                }
+            }
             Input::Grant(view, tip) => self.grant_moved(*view, tip),
             Input::Retired => return Some(Exit::Retired),
             Input::LeaseLost(why) => {

@@ -53,6 +53,15 @@ pub(crate) enum Input {
     Signal(Signal),
     /// A letter found unread in the inbox.
     Letter(Box<Letter>),
+    /// Something that happened for the agent, journaled as an event once (a fired vigil).
+    Event {
+        /// Its id: the same each time it is found, so it is journaled once.
+        id: EventId,
+        /// Where it came from.
+        source: EventSource,
+        /// What the agent reads.
+        text: String,
+    },
     /// The grant as hubd now reads it, with the grants ref's tip.
     Grant(Box<GrantView>, String),
     /// The agent was retired (its grant is gone).

@@ -30,6 +30,7 @@
 //! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
 //! - [`build`]: `build` and `run`, W^X builds through the builder and the runner.
 //! - [`make`]: `make`, a blessed Makefile target, only while its bytes are the blessed ones.
+//! - [`vigil`]: `watch` and `unwatch`, vigils on hub facts through the sequencer's outlet.
 //!
 //! # Example
 //! ```
@@ -57,6 +58,7 @@ pub mod search;
 pub mod shell;
 pub mod table;
 pub mod tool;
+pub mod vigil;
 
 pub use table::{Card, Dispatch, Offered, TableError, ToolTable};
 pub use tool::{Tool, ToolError, ToolOutput};
@@ -84,5 +86,7 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(build::BuildTool),
         Box::new(build::RunTool),
         Box::new(make::Make),
+        Box::new(vigil::WatchTool),
+        Box::new(vigil::Unwatch),
     ]
 }

@@ -2,7 +2,7 @@
 
 use l3m_core::effects::{EffectClass, ToolDecl};
 use l3m_core::log::{EffectNote, Refusal};
-use l3m_ring::effects::{EffectsError, Granted, MailError, SpawnError, StageError};
+use l3m_ring::effects::{EffectsError, Granted, MailError, OutletError, SpawnError, StageError};
 use l3m_ring::files::FilesError;
 use l3m_ring::git::GitError;
 use l3m_ring::net::NetError;
@@ -93,6 +93,9 @@ pub enum ToolError {
     /// The spawn provider refused the request, or hubd's spawn gate did.
     #[error("the spawn provider refused: {0}")]
     Spawn(#[from] SpawnError),
+    /// hubd refused the vigil (its gate names why) or could not be reached.
+    #[error("the vigil was not armed or cancelled: {0}")]
+    Vigil(#[from] OutletError),
     /// The sandboxed shell refused or failed the run; its text names the boundary.
     #[error("the shell refused: {0}")]
     Shell(#[from] ShellError),
@@ -151,6 +154,7 @@ impl ToolError {
             ToolError::Net(e) => e.refusal(),
             ToolError::Mail(e) => e.refusal(),
             ToolError::Spawn(e) => e.refusal(),
+            ToolError::Vigil(e) => e.refusal(),
             ToolError::Shell(e) => e.refusal(),
             ToolError::Stage(e) => e.refusal(),
             ToolError::Effects(e) => Some(e.refusal()),

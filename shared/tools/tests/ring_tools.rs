@@ -385,3 +385,73 @@ fn build_and_run_check_their_fields_and_the_tokens_before_the_outlet_sees_anythi
         ]
     );
 }
+
+#[test]
+fn watch_and_unwatch_reach_the_outlet_with_times_from_the_granted_clock() {
+    let hub = GitHub::new();
+    let s = session(&hub, None, false);
+    let now = CLOCK.0;
+    let armed = ran(&s, "watch", json!({"fact": "deadline", "in_secs": 60})).unwrap();
+    assert!(armed.text.starts_with("armed vigil v1: "), "{}", armed.text);
+    ran(
+        &s,
+        "watch",
+        json!({"fact": "child-done", "child": "alice/helper", "on": "alice/helper", "for_secs": 5}),
+    )
+    .unwrap();
+    ran(
+        &s,
+        "watch",
+        json!({"fact": "ref-moved", "agent": "alice", "ref": "inbox"}),
+    )
+    .unwrap();
+    ran(&s, "unwatch", json!({"id": "v1"})).unwrap();
+    let day = 24 * 60 * 60 * 1000;
+    assert_eq!(
+        s.outlet.calls(),
+        [
+            format!(
+                "arm self {{\"kind\":\"deadline\",\"at_ms\":{}}} until={}",
+                now + 60_000,
+                now + day
+            ),
+            format!(
+                "arm alice/helper {{\"kind\":\"child-done\",\"child\":\"alice/helper\"}} until={}",
+                now + 5_000
+            ),
+            format!(
+                "arm self {{\"kind\":\"ref-moved\",\"agent\":\"alice\",\"which\":\"inbox\",\"from\":null}} until={}",
+                now + day
+            ),
+            "cancel self v1".to_owned(),
+        ]
+    );
+    for (input, field) in [
+        (json!({"fact": "deadline"}), "in_secs"),
+        (json!({"fact": "deadline", "in_secs": 0}), "in_secs"),
+        (
+            json!({"fact": "deadline", "in_secs": 5, "for_secs": 700_000}),
+            "for_secs",
+        ),
+        (
+            json!({"fact": "ref-moved", "agent": "alice", "ref": "vigilz"}),
+            "ref",
+        ),
+        (
+            json!({"fact": "letter-read", "letter": "L1", "reader": "Bob"}),
+            "reader",
+        ),
+        (json!({"fact": "soon"}), "fact"),
+    ] {
+        let err = ran(&s, "watch", input.clone()).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::BadInput { field: f, .. } if f == field),
+            "{input}: {err}"
+        );
+    }
+    assert_eq!(
+        s.outlet.calls().len(),
+        4,
+        "nothing refused reached the outlet"
+    );
+}

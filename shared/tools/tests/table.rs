@@ -13,7 +13,7 @@ use l3m_tools::{Dispatch, TableError, Tool, ToolError, ToolOutput, ToolTable, bu
 use serde_json::{Value, json};
 use support::{Acr, run};
 
-const BUILTIN: [&str; 8] = [
+const BUILTIN: [&str; 10] = [
     "edit_file",
     "list_dir",
     "make_dir",
@@ -21,6 +21,8 @@ const BUILTIN: [&str; 8] = [
     "read_file",
     "remove_file",
     "search_files",
+    "unwatch",
+    "watch",
     "write_file",
 ];
 

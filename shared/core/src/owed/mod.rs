@@ -196,6 +196,12 @@ impl Owed {
         self.now.apply(&record.body);
     }
 
+    /// Whether the Log ever journaled the event `id` (a rewind does not forget it), so an
+    /// input already taken in is not taken again.
+    pub fn has_event(&self, id: &EventId) -> bool {
+        self.seen.events.contains(id)
+    }
+
     /// The seq the next record will carry.
     pub fn next_seq(&self) -> u64 {
         self.next_seq

@@ -6,15 +6,16 @@
 //! them on the agent's `refs/l3m/a/<agent>/_/vigils` chain of [`VigilLine`]s, fires each at
 //! most once, and every vigil lapses at its bound. A fired vigil reaches the agent as an event:
 //! a running sequencer hears the chain move; an asleep agent is woken by its host's supervisor,
-//! and only when it is asleep ([`wakes`]).
+//! and only when it is asleep.
 //!
 //! This module is the pure part: who may arm or cancel which vigil ([`admit_arm`],
-//! [`admit_cancel`]), what a chain folds to ([`armed`], [`fired`]), and whether a vigil fires on
-//! what hubd observed ([`fires`]).
+//! [`admit_cancel`]), what a chain folds to ([`armed`], [`fired`]), whether a vigil fires on
+//! what hubd observed ([`fires`], [`fire`]), and the event it becomes ([`event`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::duty::Duty;
+use crate::log::EventSource;
 use crate::names::{AgentName, Entity};
 use crate::refs::AgentRef;
 
@@ -409,36 +410,40 @@ pub fn fire(lines: &[VigilLine], id: &str, fact: Fact, at_ms: u64) -> Option<Vig
         })
 }
 
-/// Whether a fired vigil makes the host wake its agent: only when no sequencer runs it. A
-/// running sequencer hears its vigils chain move and journals the event itself
-/// (`wakes_iff_asleep` in the paper).
-pub fn wakes(asleep: bool, unseen_fired: bool) -> bool {
-    asleep && unseen_fired
-}
-
-/// The id of the Log event a fired vigil becomes: one per vigil, so it is journaled once.
-pub fn event_id(vigil: &str) -> String {
-    format!("vigil-{vigil}")
-}
-
-/// The event's text, as the agent reads it.
-pub fn event_text(vigil: &Vigil, fact: &Fact) -> String {
+/// The Log event a fired vigil becomes: its id (one per vigil, so it is journaled once however
+/// often the chain is read), its source (a descendant's retirement and a reached deadline as
+/// those sources, so a hook sees them as such; anything else as the vigil), and its text.
+pub fn event(vigil: &Vigil, fact: &Fact) -> (String, EventSource, String) {
+    let source = match (&vigil.watch, fact) {
+        (Watch::ChildDone { child }, Fact::Done) => EventSource::ChildDone {
+            child: child.clone(),
+        },
+        (Watch::Deadline { .. }, Fact::Reached) => EventSource::Deadline,
+        _ => EventSource::Vigil {
+            vigil: vigil.id.clone(),
+        },
+    };
     let what = match fact {
-        Fact::Moved { tip: Some(tip) } => format!("it moved to {}", &tip[..tip.len().min(12)]),
+        Fact::Moved { tip: Some(tip) } => {
+            format!("it moved to {}", tip.chars().take(12).collect::<String>())
+        }
         Fact::Moved { tip: None } => "it was deleted".to_owned(),
         Fact::Read => "it was read".to_owned(),
         Fact::Done => "it is done".to_owned(),
         Fact::Reached => "the moment came".to_owned(),
         Fact::Lapsed => "it lapsed at its bound with nothing seen".to_owned(),
     };
-    let pinned = match (&vigil.pinned, &vigil.armed_by) {
-        (true, by) => format!(" (pinned by {by})"),
-        (false, _) => String::new(),
+    let pinned = if vigil.pinned {
+        format!(" (pinned by {})", vigil.armed_by)
+    } else {
+        String::new()
     };
-    format!(
-        "watching whether {}{pinned}: {what}",
+    let text = format!(
+        "vigil {}: watching whether {}{pinned}: {what}",
+        vigil.id,
         vigil.watch.describe()
-    )
+    );
+    (format!("vigil-{}", vigil.id), source, text)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The hub-facing classes, mail and spawn: the ring checks the token, then hands the call to an
 //! outlet the sequencer plugs in, which reaches hubd (and hubd re-checks the real gate). The
-//! same outlet carries builds and runs (`stages`): they start with hubd's voucher.
+//! same outlet carries builds and runs (`stages`): they start with hubd's voucher; and vigils
+//! (the `tree-view` class), which need no token: hubd's vigil gate is the whole check.
 
 use std::sync::Arc;
 
@@ -9,6 +10,8 @@ use l3m_core::build::{ArtifactDigest, Blessing, Stage};
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
 use l3m_core::log::Refusal;
 use l3m_core::mail::Address;
+use l3m_core::names::AgentName;
+use l3m_core::vigil::Watch;
 
 use super::stages::{BuildAsk, Built, Ran, StageError};
 use crate::tokens::{MailToken, SpawnToken};
@@ -30,6 +33,16 @@ pub trait HubOutlet: Send + Sync {
     fn run(&self, artifact: &ArtifactDigest, stage: &Stage) -> Result<Ran, StageError>;
     /// Reads from hubd what a human blessed for this session's agent's runs of `target`.
     fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError>;
+    /// Asks hubd to arm a vigil on `on` (the session's own agent when `None`; a descendant
+    /// to pin one on it) until `until_ms`; returns its id.
+    fn arm_vigil(
+        &self,
+        on: Option<&AgentName>,
+        watch: Watch,
+        until_ms: u64,
+    ) -> Result<String, OutletError>;
+    /// Asks hubd to cancel the vigil `id` on `on` (the session's own agent when `None`).
+    fn cancel_vigil(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError>;
 }
 
 /// Why the outlet could not carry a call to hubd, or hubd refused it.
@@ -149,6 +162,27 @@ impl super::Spawn for SpawnProvider {
             SpawnLevel::Drive | SpawnLevel::Persist => {}
         }
         Ok(outlet(&self.outlet)?.spawn(request, task)?)
+    }
+}
+
+/// Vigils through the outlet: hubd's gate decides who may arm or cancel which.
+pub(super) struct VigilProvider {
+    /// Where requests go.
+    pub(super) outlet: Option<Arc<dyn HubOutlet>>,
+}
+
+impl super::Vigils for VigilProvider {
+    fn arm(
+        &self,
+        on: Option<&AgentName>,
+        watch: Watch,
+        until_ms: u64,
+    ) -> Result<String, OutletError> {
+        outlet(&self.outlet)?.arm_vigil(on, watch, until_ms)
+    }
+
+    fn cancel(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError> {
+        outlet(&self.outlet)?.cancel_vigil(on, id)
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! A tool body lives outside the ring (in `l3m-tools`, sealed by its linter) and is written over
 //! these traits, one per effect class that has a provider: [`FsRead`], [`FsWrite`], [`Clock`],
-//! [`GitRead`], [`GitWrite`], [`GitPush`], [`Net`], [`Mail`], [`Spawn`], [`Build`], [`Run`] and
-//! [`Shell`]. The ring implements each over its tokens; mail, spawn, build and run go on through
+//! [`GitRead`], [`GitWrite`], [`GitPush`], [`Net`], [`Mail`], [`Spawn`], [`Build`], [`Run`],
+//! [`Shell`] and [`Vigils`] (the `tree-view` class). The ring implements each over its tokens; mail, spawn, build and run go on through
 //! a [`HubOutlet`] the sequencer plugs in, after the ring has checked the token. At boot the
 //! sequencer builds one [`Effects`] bundle from the minted [`Tokens`], the undo chain, a clock
 //! and the outlet; for each call it asks [`Effects::for_footprint`] for a [`Granted`] holding
@@ -12,8 +12,8 @@
 //! `git-read` cannot commit or push.
 //!
 //! A footprint naming a class whose token was not minted is refused with
-//! [`EffectsError::MissingAxis`]; one naming a class with no provider yet (blob, tree view,
-//! airmail, wild classes other than `shell`) with [`EffectsError::NoProvider`],
+//! [`EffectsError::MissingAxis`]; one naming a class with no provider yet (blob, airmail, wild
+//! classes other than `shell`) with [`EffectsError::NoProvider`],
 //! rather than granted something empty.
 //!
 //! # Layout
@@ -34,6 +34,8 @@ use l3m_core::effects::{EffectClass, Footprint};
 use l3m_core::grant::SpawnRequest;
 use l3m_core::log::Refusal;
 use l3m_core::mail::Address;
+use l3m_core::names::AgentName;
+use l3m_core::vigil::Watch;
 
 use crate::files::{FilesError, Listing};
 use crate::git::{CommitInfo, Committed, FileDiff, GitError, Pushed, Status};
@@ -43,7 +45,7 @@ use crate::tokens::Tokens;
 use crate::undo::UndoStore;
 
 pub use hub::{HubOutlet, MailError, OutletError, SpawnError};
-use hub::{MailProvider, SpawnProvider};
+use hub::{MailProvider, SpawnProvider, VigilProvider};
 /// Reading the time (the `clock` class): core's one clock trait.
 pub use l3m_core::clock::Clock;
 use providers::{FileProvider, GitProvider, NetProvider, ShellProvider};
@@ -108,6 +110,22 @@ pub trait Spawn: Send + Sync {
     fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, SpawnError>;
 }
 
+/// Vigils: asking hubd to tell the agent when a hub fact it may already see comes true (the
+/// `tree-view` class). Arming one changes nothing but when the agent is told, so the class
+/// stays read-only; hubd's gate bounds how many and how long.
+pub trait Vigils: Send + Sync {
+    /// Arms `watch` on `on` (the agent itself when `None`; a descendant, pinned) until
+    /// `until_ms`; returns the vigil's id.
+    fn arm(
+        &self,
+        on: Option<&AgentName>,
+        watch: Watch,
+        until_ms: u64,
+    ) -> Result<String, OutletError>;
+    /// Cancels the vigil `id` on `on` (the agent itself when `None`).
+    fn cancel(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError>;
+}
+
 /// A listed program in the bubblewrap sandbox (the `shell` class, wild: reviewed first).
 pub trait Shell: Send + Sync {
     /// Runs `request` with no network, read-only outside the write roots, under a deadline.
@@ -136,6 +154,8 @@ pub struct Effects {
     shell: Option<ShellProvider>,
     /// The clock every agent holds.
     clock: Arc<dyn Clock>,
+    /// Vigils, which every agent may keep (hubd bounds them).
+    vigils: VigilProvider,
 }
 
 impl std::fmt::Debug for Effects {
@@ -233,9 +253,13 @@ impl Effects {
                 token,
                 outlet: outlet.clone(),
             }),
-            run: run.map(|token| RunProvider { token, outlet }),
+            run: run.map(|token| RunProvider {
+                token,
+                outlet: outlet.clone(),
+            }),
             shell,
             clock,
+            vigils: VigilProvider { outlet },
         }
     }
 
@@ -258,6 +282,7 @@ impl Effects {
                 EffectClass::FsRead => granted.fs_read = Some(self.files(class)?),
                 EffectClass::FsWrite => granted.fs_write = Some(self.files(class)?),
                 EffectClass::Clock => granted.clock = Some(self.clock.as_ref()),
+                EffectClass::TreeView => granted.vigils = Some(&self.vigils),
                 EffectClass::GitRead => granted.git_read = Some(git()?),
                 EffectClass::GitWrite => granted.git_write = Some(git()?),
                 EffectClass::GitPush => granted.git_push = Some(git()?),
@@ -324,6 +349,7 @@ pub struct Granted<'a> {
     build: Option<&'a dyn Build>,
     run: Option<&'a dyn Run>,
     shell: Option<&'a dyn Shell>,
+    vigils: Option<&'a dyn Vigils>,
 }
 
 impl std::fmt::Debug for Granted<'_> {
@@ -341,6 +367,7 @@ impl std::fmt::Debug for Granted<'_> {
             .field("build", &self.build.is_some())
             .field("run", &self.run.is_some())
             .field("shell", &self.shell.is_some())
+            .field("vigils", &self.vigils.is_some())
             .finish()
     }
 }
@@ -386,6 +413,8 @@ getters! {
     run: Run = Run;
     /// The sandboxed shell, if the footprint names `shell`.
     shell: Shell = Shell;
+    /// Vigils, if the footprint names `tree-view`.
+    vigils: Vigils = TreeView;
 }
 
 #[cfg(test)]

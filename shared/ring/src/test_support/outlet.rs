@@ -5,6 +5,8 @@ use std::sync::Mutex;
 use l3m_core::build::{ArtifactDigest, Blessing, Stage};
 use l3m_core::grant::SpawnRequest;
 use l3m_core::mail::Address;
+use l3m_core::names::AgentName;
+use l3m_core::vigil::Watch;
 
 use crate::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 
@@ -13,6 +15,8 @@ use crate::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 /// accepted (id `l-<n>`); spawns are accepted, or all answered with the refusal set by
 /// [`Recorder::refusing_spawns`]. Builds and runs are recorded as `build <source>` and
 /// `run <digest>` and answered as a builder that is not running would be; no target is blessed.
+/// Vigils are recorded as `arm <on|self> <watch JSON> until=<ms>` (id `v<n>`) and
+/// `cancel <on|self> <id>`, and accepted.
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<Vec<String>>,
@@ -78,6 +82,24 @@ impl HubOutlet for Recorder {
     fn blessing(&self, target: &str) -> Result<Option<Blessing>, StageError> {
         self.record(format!("blessing {target}"));
         Ok(None)
+    }
+
+    fn arm_vigil(
+        &self,
+        on: Option<&AgentName>,
+        watch: Watch,
+        until_ms: u64,
+    ) -> Result<String, OutletError> {
+        let on = on.map_or("self".to_owned(), ToString::to_string);
+        let watch = serde_json::to_string(&watch).unwrap();
+        let n = self.record(format!("arm {on} {watch} until={until_ms}"));
+        Ok(format!("v{n}"))
+    }
+
+    fn cancel_vigil(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError> {
+        let on = on.map_or("self".to_owned(), ToString::to_string);
+        self.record(format!("cancel {on} {id}"));
+        Ok(())
     }
 }
 
