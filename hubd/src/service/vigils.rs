@@ -1,6 +1,7 @@
-//! Firing vigils off the request path: one task sweeps when a watched ref moves, every second
-//! for deadlines and bounds, and now and then over everything (a move whose poke was lost, a
-//! fact that came true while hubd was down).
+//! The daemon's clock duties off the request path: firing vigils and retiring agents whose
+//! lifetime is over. One task sweeps vigils when a watched ref moves, every second for
+//! deadlines, bounds and lifetimes, and now and then over everything (a move whose poke was
+//! lost, a fact that came true while hubd was down).
 //!
 //! A request never waits for a sweep: an announcement that touches a watched ref only pokes
 //! this task ([`State::poke_vigils`]), through a bounded queue; a full queue drops the poke,
@@ -55,7 +56,15 @@ pub(super) async fn watch(
 
 async fn run(state: Arc<State>, sweep: Sweep) {
     let sweeping = Arc::clone(&state);
-    match tokio::task::spawn_blocking(move || sweeping.sweep_vigils(&sweep)).await {
+    let swept = tokio::task::spawn_blocking(move || {
+        let mut moved = match sweep {
+            Sweep::Moved(_) => Vec::new(),
+            Sweep::Clock | Sweep::All => sweeping.retire_lifetimes_over(),
+        };
+        moved.extend(sweeping.sweep_vigils(&sweep));
+        moved
+    });
+    match swept.await {
         Ok(moved) if !moved.is_empty() => state.announce(&moved),
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "a vigil sweep failed"),

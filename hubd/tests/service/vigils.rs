@@ -272,3 +272,78 @@ async fn vigils_outlive_a_restart_of_hubd_and_fire_after_it() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(fired(&f, "p").await.len(), 2, "each fired once");
 }
+
+/// hubd retires an agent when its lifetime is over, with its subtree, and not before; its
+/// parent's vigil on it fires as done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_lifetime_is_over_is_retired_with_its_subtree_and_not_before() {
+    let f = Fixture::start().await;
+    let (p, _c) = family(&f).await;
+    let end = now_ms() + 2_000;
+    let spawn = |child: &str, lifetime| {
+        let p = p.clone();
+        let request = SpawnRequest {
+            child: agent(child),
+            grant: Grant {
+                spawn: SpawnLevel::Persist,
+                lifetime,
+                ..Grant::default()
+            },
+            loan: Default::default(),
+            driven: false,
+            persona: None,
+            fork: None,
+        };
+        async move { p.spawn(request).await.unwrap() }
+    };
+    spawn("p/brief", l3m_core::grant::Lifetime::Until(end)).await;
+    let brief = f
+        .client(Duty::Sequencer {
+            agent: agent("p/brief"),
+        })
+        .await;
+    let request = SpawnRequest {
+        child: agent("p/brief/sub"),
+        grant: Grant {
+            lifetime: l3m_core::grant::Lifetime::Until(end),
+            ..Grant::default()
+        },
+        loan: Default::default(),
+        driven: false,
+        persona: None,
+        fork: None,
+    };
+    brief.spawn(request).await.unwrap();
+    let done = Watch::ChildDone {
+        child: agent("p/brief"),
+    };
+    let vigil = p.arm_vigil(&agent("p"), done, end + 60_000).await.unwrap();
+    let live = |tree: &l3m_wire::hubd::tree::AgentTree, name: &str| {
+        tree.agents.iter().any(|a| {
+            a.name == name
+                && matches!(
+                    a.life,
+                    l3m_wire::hubd::tree::AgentLife::Asleep
+                        | l3m_wire::hubd::tree::AgentLife::Running
+                )
+        })
+    };
+    let human = f.human_client().await;
+    let tree = human.list_agents().await.unwrap();
+    assert!(
+        live(&tree, "p/brief") && live(&tree, "p/brief/sub"),
+        "not before"
+    );
+    let fired = wait_fired(&f, "p", 1).await;
+    assert_eq!(fired, [(vigil.id, Fact::Done)]);
+    let tree = human.list_agents().await.unwrap();
+    assert!(
+        !live(&tree, "p/brief") && !live(&tree, "p/brief/sub"),
+        "{tree:?}"
+    );
+    assert!(
+        live(&tree, "p") && live(&tree, "p/c"),
+        "agents with no lifetime stay"
+    );
+    assert!(now_ms() >= end, "retired only once its lifetime was over");
+}

@@ -632,6 +632,20 @@ impl Ledger {
             .collect()
     }
 
+    /// The live agents whose lifetime is over at `now_ms`, shallowest first (ties in name
+    /// order): what the daemon retires, each with its subtree, so an agent listed below an
+    /// ancestor already listed is gone by its turn (`lifetimeRetires_iff_done`).
+    pub fn lifetimes_over(&self, now_ms: u64) -> Vec<AgentName> {
+        let mut over: Vec<AgentName> = self
+            .agents
+            .iter()
+            .filter(|(_, e)| e.life == Life::Live && !e.grant.lifetime.is_alive_at(now_ms))
+            .map(|(name, _)| name.clone())
+            .collect();
+        over.sort_by(|a, b| a.depth().cmp(&b.depth()).then_with(|| a.cmp(b)));
+        over
+    }
+
     /// The live agents at or below `agent`, deepest first (ties in name order): the order in
     /// which a subtree retires.
     pub fn live_subtree_deepest_first(&self, agent: &AgentName) -> Vec<AgentName> {
@@ -705,6 +719,50 @@ mod tests {
         LedgerRow::Collect {
             agent: agent(a),
             at_ms: 4,
+        }
+    }
+
+    proptest::proptest! {
+        /// An agent is retired for its lifetime exactly when that lifetime is over: listed iff
+        /// live and not alive at `now`, and a listed subtree retired leaves no agent whose
+        /// lifetime is over (`lifetimeRetires_iff_done`).
+        #[test]
+        fn lifetime_retires_iff_done(
+            ends in proptest::collection::vec(proptest::option::of(0u64..100), 1..6),
+            now in 0u64..120,
+        ) {
+            let mut rows = vec![register("alice")];
+            let mut name = String::new();
+            // A child lives no longer than its parent (the spawn gate's rule).
+            let mut bound: Option<u64> = None;
+            for (i, end) in ends.iter().enumerate() {
+                let parent = if i == 0 { "human:alice".to_owned() } else { name.clone() };
+                name = if i == 0 { "alice".to_owned() } else { format!("{name}/c{i}") };
+                bound = match (bound, *end) {
+                    (Some(b), Some(e)) => Some(b.min(e)),
+                    (b, e) => b.or(e),
+                };
+                let mut row = spawn(&parent, &name, 0);
+                if let (LedgerRow::Spawn { grant, .. }, Some(end)) = (&mut row, bound) {
+                    grant.lifetime = crate::grant::Lifetime::Until(end);
+                }
+                rows.push(row);
+            }
+            let mut l = Ledger::replay(&rows).unwrap();
+            let over = l.lifetimes_over(now);
+            for a in l.live_agents() {
+                let done = !l.grant(a).unwrap().lifetime.is_alive_at(now);
+                proptest::prop_assert_eq!(over.contains(a), done, "{}", a);
+            }
+            for a in &over {
+                if l.is_live(a) {
+                    let rows = l.retire_subtree(a, now).unwrap();
+                    for row in rows {
+                        l.apply(&row).unwrap();
+                    }
+                }
+            }
+            proptest::prop_assert!(l.lifetimes_over(now).is_empty());
         }
     }
 

@@ -262,9 +262,40 @@ impl State {
         let duty = self.duty(capability)?;
         let agent = gate::agent(agent)?;
         gate::may_prune(&duty, &agent, "retire")?;
+        self.retire_subtree(&agent, &format!("retire {agent} and its subtree"))
+    }
+
+    /// Retires every agent whose lifetime is over, each with its subtree (the daemon's duty,
+    /// `lifetimeRetires_iff_done`); returns the grants refs that moved. A failure is logged and
+    /// tried again at the next sweep.
+    pub(in crate::service) fn retire_lifetimes_over(&self) -> Vec<Moved> {
+        let over = self.tree().ledger.lifetimes_over(self.now_ms());
+        let mut moved = Vec::new();
+        for agent in over {
+            if !self.tree().ledger.is_live(&agent) {
+                continue; // retired with an ancestor already listed
+            }
+            match self.retire_subtree(&agent, &format!("retire {agent}: its lifetime is over")) {
+                Ok((retired, m)) => {
+                    tracing::info!(agents = ?retired.agents, "lifetime over; retired");
+                    moved.extend(m);
+                }
+                Err(error) => tracing::warn!(%agent, %error, "could not retire at lifetime's end"),
+            }
+        }
+        moved
+    }
+
+    /// Retires the live subtree of `agent`, deepest first, with `summary` as the ledger
+    /// commit's: ledger rows, sessions and leases ended, grants refs deleted, ACRs removed.
+    fn retire_subtree(
+        &self,
+        agent: &AgentName,
+        summary: &str,
+    ) -> Result<(Retired, Vec<Moved>), ServiceError> {
         let mut tree = self.tree();
-        let rows = tree.ledger.retire_subtree(&agent, self.now_ms())?;
-        self.append_ledger(&mut tree, &rows, &format!("retire {agent} and its subtree"))?;
+        let rows = tree.ledger.retire_subtree(agent, self.now_ms())?;
+        self.append_ledger(&mut tree, &rows, summary)?;
         drop(tree);
         let retired: Vec<AgentName> = rows
             .iter()
