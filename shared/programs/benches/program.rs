@@ -8,7 +8,10 @@
 //!   (`host::check_source`), against the in-process checks;
 //! - call: `program_read` (a program returning `fs_read(path)`) against the built-in
 //!   `read_file` tool reading the same file through the same granted effects (the goal
-//!   for a call's harness overhead: ≤ 2×).
+//!   for a call's harness overhead: ≤ 2×), in the steady state of repeated calls, which one
+//!   warm evaluator serves;
+//! - cold call: the same call on a fresh tool each time (a process started, the program
+//!   checked and loaded, then the call), against the warm call: what the warm evaluator saves.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -140,5 +143,19 @@ fn main() -> Result<()> {
         via_builtin,
         "≤ 2×",
     );
+    let cold = time(|| {
+        let fresh = ProgramTool::new(
+            program.program().clone(),
+            read_file.into(),
+            reader,
+            evaluator.clone(),
+        );
+        let out = fresh.call(input.clone(), &granted)?;
+        if out.text != expected {
+            return Err("a cold program_read returned something else".into());
+        }
+        Ok(())
+    })?;
+    row("cold call vs warm call", cold, via_program, "-");
     Ok(())
 }

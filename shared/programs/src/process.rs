@@ -1,5 +1,6 @@
 //! The evaluator as a process: starting `l3m-program` under its limits, exchanging one
 //! request for its last line within a deadline, and naming how it ended when it did not answer.
+//! A serving evaluator (`crate::warm`) keeps one such process for many calls.
 //!
 //! Used by the sequencer's programs and hooks ([`crate::host`], [`crate::hooks`]) and by the
 //! CLI's `l3m hooks test`; it links no interpreter and no ring.
@@ -82,11 +83,16 @@ impl Evaluator {
 pub(crate) struct Running {
     child: Child,
     stdin: Option<ChildStdin>,
+    /// Every line the child writes, in order, until the first that cannot be read (the pipe
+    /// closed, or a protocol error), which is the last.
     pub(crate) lines: mpsc::Receiver<Result<FromChild, LineError>>,
+    /// The tail of the child's stderr, read all along so that the child never blocks on it.
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
 
 impl Running {
+    /// Starts the evaluator in `mode`, its stdout read into [`Running::lines`] and its
+    /// stderr drained by threads of their own.
     pub(crate) fn start(evaluator: &Evaluator, mode: &str) -> Result<Self, String> {
         let mut child = evaluator
             .spawn(mode)
@@ -103,18 +109,13 @@ impl Running {
             let mut out = BufReader::new(stdout);
             loop {
                 let line = read_line::<FromChild>(&mut out);
-                let last = !matches!(line, Ok(FromChild::Call { .. }));
+                let last = line.is_err();
                 if tx.send(line).is_err() || last {
                     break;
                 }
             }
         });
-        let stderr = std::thread::spawn(move || {
-            let mut tail = Vec::new();
-            let _ = stderr.take(64 * 1024).read_to_end(&mut tail);
-            let cut = tail.len().saturating_sub(STDERR_TAIL);
-            tail.split_off(cut)
-        });
+        let stderr = std::thread::spawn(move || tail(stderr));
         Ok(Self {
             child,
             stdin: Some(stdin),
@@ -123,6 +124,17 @@ impl Running {
         })
     }
 
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the child has ended (it is reaped if so).
+    pub(crate) fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Writes `message` as one line on the child's stdin.
     pub(crate) fn send(&mut self, message: &impl serde::Serialize) -> std::io::Result<()> {
         match self.stdin.as_mut() {
             Some(stdin) => write_line(stdin, message),
@@ -148,6 +160,24 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes of `stderr`, read to its end.
+fn tail(mut stderr: impl Read) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stderr.read(&mut chunk) {
+            Ok(0) => return kept,
+            Ok(n) => {
+                kept.extend_from_slice(&chunk[..n]);
+                let cut = kept.len().saturating_sub(STDERR_TAIL);
+                kept.drain(..cut);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return kept,
+        }
     }
 }
 
