@@ -12,6 +12,9 @@
 //!   warm evaluator serves;
 //! - cold call: the same call on a fresh tool each time (a process started, the program
 //!   checked and loaded, then the call), against the warm call: what the warm evaluator saves.
+//! - no-effect call: a warm call of a program that returns a constant, against `read_file`:
+//!   the harness's own cost per call (a request line and a `Done` line), without the round
+//!   trip each effect adds (a `Call` line and its answer).
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -119,8 +122,16 @@ fn main() -> Result<()> {
     let reader = "FOOTPRINT = [\"fs-read\"]\nDESCRIPTION = \"read\"\nINPUT = {\"type\": \"object\"}\n\
                   def main(input):\n    return fs_read(input[\"path\"])\n";
     let read_file = "agent/programs/read.star";
-    let decl = check_source(&evaluator, read_file, reader)?;
-    let program = ProgramTool::new(decl, read_file.into(), reader, evaluator.clone());
+    let tool = |file: &str, source: &str| -> Result<ProgramTool> {
+        let decl = check_source(&evaluator, file, source)?;
+        Ok(ProgramTool::new(
+            decl,
+            file.into(),
+            source,
+            evaluator.clone(),
+        ))
+    };
+    let program = tool(read_file, reader)?;
     let input = json!({"path": "workspace/notes.md"});
     let expected = std::fs::read_to_string(acr.path().join("workspace/notes.md"))?;
     let via_program = time(|| {
@@ -144,12 +155,8 @@ fn main() -> Result<()> {
         "≤ 2×",
     );
     let cold = time(|| {
-        let fresh = ProgramTool::new(
-            program.program().clone(),
-            read_file.into(),
-            reader,
-            evaluator.clone(),
-        );
+        let decl = program.program().clone();
+        let fresh = ProgramTool::new(decl, read_file.into(), reader, evaluator.clone());
         let out = fresh.call(input.clone(), &granted)?;
         if out.text != expected {
             return Err("a cold program_read returned something else".into());
@@ -157,5 +164,18 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     row("cold call vs warm call", cold, via_program, "-");
+    let constant = "FOOTPRINT = [\"fs-read\"]\nDESCRIPTION = \"constant\"\n\
+                    INPUT = {\"type\": \"object\"}\ndef main(input):\n    return \"done\"\n";
+    let constant = tool("agent/programs/constant.star", constant)?;
+    let via_constant = time(|| {
+        constant.call(input.clone(), &granted)?;
+        Ok(())
+    })?;
+    row(
+        "call: no-effect vs read_file",
+        via_constant,
+        via_builtin,
+        "-",
+    );
     Ok(())
 }

@@ -231,7 +231,7 @@ impl ProgramTool {
             detail: e.to_string(),
         };
         let mut slot = self.slot();
-        let started = Instant::now();
+        let until = Instant::now() + self.evaluator.deadline;
         let kept = slot
             .take()
             .and_then(|mut warm| warm.alive().then_some(warm));
@@ -246,22 +246,22 @@ impl ProgramTool {
         // The first effect the ring refused: if the program then fails, that refusal is the
         // reason, with its boundary and axis.
         let mut refused: Option<ToolError> = None;
-        let (result, kept) = warm.call(
-            &self.file,
-            &request,
-            started,
-            self.evaluator.deadline,
-            |function, args| match answer::call(function, args, fx) {
-                Ok(value) => Answer::Ok { value },
-                Err(e) => {
-                    let message = e.to_string();
-                    if refused.is_none() && e.refusal().is_some() {
-                        refused = Some(e);
+        let (result, kept) =
+            warm.call(
+                &self.file,
+                &request,
+                until,
+                |function, args| match answer::call(function, args, fx) {
+                    Ok(value) => Answer::Ok { value },
+                    Err(e) => {
+                        let message = e.to_string();
+                        if refused.is_none() && e.refusal().is_some() {
+                            refused = Some(e);
+                        }
+                        Answer::Err { message }
                     }
-                    Answer::Err { message }
-                }
-            },
-        );
+                },
+            );
         *slot = kept;
         drop(slot);
         result.map_err(|e| refused.take().unwrap_or_else(|| stop(e)))

@@ -11,14 +11,13 @@
 //! calls, which is cheaper than having to trust that no stop leaves anything behind. Nor after
 //! [`SERVED_CALLS`] calls, which the evaluator's lifetime CPU limit is sized for.
 
-use std::sync::mpsc::RecvTimeoutError;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use crate::limits::SERVED_CALLS;
-use crate::process::{Evaluator, Running, ended, parent_stop};
-use crate::protocol::{Answer, CallRequest, CheckRequest, FromChild, LineError};
+use crate::process::{Evaluator, Running, parent_stop};
+use crate::protocol::{Answer, CallRequest, CheckRequest, FromChild};
 use crate::rule::{Rule, RunError};
 
 /// A serving evaluator, its program loaded (or refused: then every call reports the refusal).
@@ -63,49 +62,37 @@ impl Warm {
     }
 
     /// Runs one call of `file`'s program on `request`, answering each effect it asks for with
-    /// `answer`, until `started + deadline`. Returns the call's result and the evaluator when
+    /// `answer`, until `until`. Returns the call's result and the evaluator when
     /// it may serve the next call (see the module's doc); otherwise it is killed and reaped.
     pub(crate) fn call(
         mut self,
         file: &str,
         request: &CallRequest,
-        started: Instant,
-        deadline: Duration,
+        until: Instant,
         mut answer: impl FnMut(&str, &Map<String, Value>) -> Answer,
     ) -> (Result<Value, RunError>, Option<Self>) {
         // A failed send means the child is gone; its end is read below.
         let _ = self.running.send(request);
         loop {
-            let left = deadline.saturating_sub(started.elapsed());
-            match self.running.lines.recv_timeout(left) {
-                Ok(Ok(FromChild::Call { function, args })) => {
+            match self.running.next(until) {
+                Ok(FromChild::Call { function, args }) => {
                     let reply = answer(&function, &args);
                     let _ = self.running.send(&reply);
                 }
-                Ok(Ok(FromChild::Done { result })) => {
+                Ok(FromChild::Done { result }) => {
                     self.served += 1;
                     let keep = result.is_ok() && self.served < SERVED_CALLS;
                     return (result, keep.then_some(self));
                 }
-                Ok(Ok(
+                Ok(
                     other @ (FromChild::Checked { .. }
                     | FromChild::HookChecked { .. }
                     | FromChild::Decided { .. }),
-                )) => {
+                ) => {
                     let detail = format!("the evaluator answered a call with {other:?}");
                     return (Err(parent_stop(file, Rule::Evaluator, detail)), None);
                 }
-                Ok(Err(LineError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
-                    let (status, stderr) = self.running.end();
-                    return (Err(ended(file, status, &stderr, false)), None);
-                }
-                Ok(Err(e)) => {
-                    return (Err(parent_stop(file, Rule::Evaluator, e.to_string())), None);
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    let (status, stderr) = self.running.end();
-                    return (Err(ended(file, status, &stderr, true)), None);
-                }
+                Err(why) => return (Err(self.running.stop(file, why)), None),
             }
         }
     }

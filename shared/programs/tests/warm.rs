@@ -265,3 +265,15 @@ fn the_one_shot_run_mode_still_answers() {
         }
     );
 }
+
+#[test]
+fn a_result_longer_than_one_read_arrives_whole() {
+    let s = Session::new();
+    let long = "FOOTPRINT = []\nDESCRIPTION = \"d\"\nINPUT = {\"type\": \"object\"}\n\
+                def main(input):\n    return \"ab\" * input[\"n\"]\n";
+    let tool = s.admit("long", long).unwrap();
+    for n in [100_000, 3, 70_000] {
+        let out = s.call(&tool, json!({ "n": n })).unwrap();
+        assert_eq!(out.text, "ab".repeat(n));
+    }
+}
