@@ -179,12 +179,15 @@ impl Running {
         }
     }
 
-    /// The child's process id.
+    /// The child's process id (a warm evaluator's, for [`crate::host::ProgramTool`]).
+    #[cfg(feature = "host")]
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// Whether the child has ended (it is reaped if so).
+    /// Whether the child has ended (it is reaped if so): a warm evaluator that ended while it
+    /// waited is not given the next call.
+    #[cfg(feature = "host")]
     pub(crate) fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
     }
