@@ -8,7 +8,13 @@
 //!   (`host::check_source`), against the in-process checks;
 //! - call: `program_read` (a program returning `fs_read(path)`) against the built-in
 //!   `read_file` tool reading the same file through the same granted effects (the issue's goal
-//!   for a call's harness overhead: ≤ 2×).
+//!   for a call's harness overhead: ≤ 2×), in the steady state of repeated calls, which one
+//!   warm evaluator serves;
+//! - cold call: the same call on a fresh tool each time (a process started, the program
+//!   checked and loaded, then the call), against the warm call: what the warm evaluator saves.
+//! - no-effect call: a warm call of a program that returns a constant, against `read_file`:
+//!   the harness's own cost per call (a request line and a `Done` line), without the round
+//!   trip each effect adds (a `Call` line and its answer).
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -116,8 +122,16 @@ fn main() -> Result<()> {
     let reader = "FOOTPRINT = [\"fs-read\"]\nDESCRIPTION = \"read\"\nINPUT = {\"type\": \"object\"}\n\
                   def main(input):\n    return fs_read(input[\"path\"])\n";
     let read_file = "agent/programs/read.star";
-    let decl = check_source(&evaluator, read_file, reader)?;
-    let program = ProgramTool::new(decl, read_file.into(), reader, evaluator.clone());
+    let tool = |file: &str, source: &str| -> Result<ProgramTool> {
+        let decl = check_source(&evaluator, file, source)?;
+        Ok(ProgramTool::new(
+            decl,
+            file.into(),
+            source,
+            evaluator.clone(),
+        ))
+    };
+    let program = tool(read_file, reader)?;
     let input = json!({"path": "workspace/notes.md"});
     let expected = std::fs::read_to_string(acr.path().join("workspace/notes.md"))?;
     let via_program = time(|| {
@@ -139,6 +153,29 @@ fn main() -> Result<()> {
         via_program,
         via_builtin,
         "≤ 2×",
+    );
+    let cold = time(|| {
+        let decl = program.program().clone();
+        let fresh = ProgramTool::new(decl, read_file.into(), reader, evaluator.clone());
+        let out = fresh.call(input.clone(), &granted)?;
+        if out.text != expected {
+            return Err("a cold program_read returned something else".into());
+        }
+        Ok(())
+    })?;
+    row("cold call vs warm call", cold, via_program, "-");
+    let constant = "FOOTPRINT = [\"fs-read\"]\nDESCRIPTION = \"constant\"\n\
+                    INPUT = {\"type\": \"object\"}\ndef main(input):\n    return \"done\"\n";
+    let constant = tool("agent/programs/constant.star", constant)?;
+    let via_constant = time(|| {
+        constant.call(input.clone(), &granted)?;
+        Ok(())
+    })?;
+    row(
+        "call: no-effect vs read_file",
+        via_constant,
+        via_builtin,
+        "-",
     );
     Ok(())
 }

@@ -1,22 +1,31 @@
 //! The evaluator process's main: parse its arguments, limit itself, read one request from its
-//! parent, answer it. `src/bin/l3m-program.rs` is a thin wrapper around [`main`].
+//! parent, answer it; or, serving, load one program and answer its calls one after another.
+//! `src/bin/l3m-program.rs` is a thin wrapper around [`main`].
 //!
 //! ```text
 //! l3m-program check --memory-mib N --cpu-secs S      # stdin: CheckRequest; stdout: Checked
 //! l3m-program run   --memory-mib N --cpu-secs S      # stdin: RunRequest;   stdout: Call…, Done
 //! l3m-program check-hook --memory-mib N --cpu-secs S # stdin: CheckRequest; stdout: HookChecked
 //! l3m-program hook  --memory-mib N --cpu-secs S      # stdin: HookRequest;  stdout: Decided
+//! l3m-program serve --memory-mib N --cpu-secs S      # stdin: CheckRequest, then CallRequest…
+//!                                                    # stdout: per call, Call…, Done
 //! ```
-//! Exit codes: 0 when a final line was written (whatever it says), 1 when the pipe failed,
+//! A serving evaluator's `--cpu-secs` is each call's share ([`limits::renew_cpu`]); it ends
+//! when its parent closes the pipe or after [`limits::SERVED_CALLS`] calls.
+//!
+//! Exit codes: 0 when a final line was written (whatever it says) or, serving, when the
+//! parent closed the pipe or the calls were all served; 1 when the pipe or a limit failed;
 //! 2 for bad arguments.
 
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Stdin, Write};
 use std::process::ExitCode;
 
 use crate::evaluate;
 use crate::globals::{self, Parent};
 use crate::limits::{self, Limits};
-use crate::protocol::{CheckRequest, FromChild, HookRequest, RunRequest, read_line, write_line};
+use crate::protocol::{
+    CallRequest, CheckRequest, FromChild, HookRequest, LineError, RunRequest, read_line, write_line,
+};
 use crate::rule::RunError;
 
 /// What the evaluator was asked to do.
@@ -26,18 +35,20 @@ enum Mode {
     Run,
     CheckHook,
     Hook,
+    Serve,
 }
 
-/// Parses `check|run|check-hook|hook --memory-mib N --cpu-secs S`.
+/// Parses `check|run|check-hook|hook|serve --memory-mib N --cpu-secs S`.
 fn parse(args: &[String]) -> Result<(Mode, Limits), String> {
     let mode = match args.first().map(String::as_str) {
         Some("check") => Mode::Check,
         Some("run") => Mode::Run,
         Some("check-hook") => Mode::CheckHook,
         Some("hook") => Mode::Hook,
+        Some("serve") => Mode::Serve,
         other => {
             return Err(format!(
-                "expected `check`, `run`, `check-hook` or `hook`, got {other:?}"
+                "expected `check`, `run`, `check-hook`, `hook` or `serve`, got {other:?}"
             ));
         }
     };
@@ -72,14 +83,18 @@ pub fn main(args: &[String]) -> ExitCode {
         Err(e) => {
             let _ = writeln!(
                 std::io::stderr(),
-                "l3m-program: {e}\nusage: l3m-program check|run|check-hook|hook --memory-mib N \
-                 --cpu-secs S"
+                "l3m-program: {e}\nusage: l3m-program check|run|check-hook|hook|serve \
+                 --memory-mib N --cpu-secs S"
             );
             return ExitCode::from(2);
         }
     };
     let mut stdout = std::io::stdout();
-    if let Err(e) = limits::apply(limits) {
+    let applied = match mode {
+        Mode::Serve => limits::apply_serving(limits),
+        _ => limits::apply(limits),
+    };
+    if let Err(e) = applied {
         let _ = writeln!(std::io::stderr(), "l3m-program: {e}");
         return ExitCode::from(1);
     }
@@ -127,6 +142,7 @@ pub fn main(args: &[String]) -> ExitCode {
             ),
             Err(e) => Err(std::io::Error::other(e.to_string())),
         },
+        Mode::Serve => serve(stdin, limits),
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,
@@ -135,6 +151,33 @@ pub fn main(args: &[String]) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Serves one program: checks and loads the program the first line names, once, then answers
+/// each [`CallRequest`] with the program's calls and one `Done`, each call under its own CPU
+/// limit, until the parent closes the pipe or [`limits::SERVED_CALLS`] calls are answered.
+fn serve(stdin: BufReader<Stdin>, limits: Limits) -> std::io::Result<()> {
+    let io = |e: LineError| std::io::Error::other(e.to_string());
+    globals::connect(Parent {
+        input: stdin,
+        output: std::io::stdout(),
+    });
+    let named: CheckRequest = globals::receive().map_err(io)?;
+    let program = evaluate::Program::load(&named.file, &named.source);
+    for _ in 0..limits::SERVED_CALLS {
+        let call: CallRequest = match globals::receive() {
+            Ok(call) => call,
+            Err(LineError::Closed) => return Ok(()),
+            Err(e) => return Err(io(e)),
+        };
+        limits::renew_cpu(limits).map_err(std::io::Error::other)?;
+        let result = match &program {
+            Ok(program) => program.call(call.input, call.steps),
+            Err(refused) => Err(refused.clone()),
+        };
+        globals::tell(&FromChild::Done { result })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -161,6 +204,12 @@ mod tests {
         assert_eq!(
             parse(&args("hook --memory-mib 64 --cpu-secs 2")).unwrap().0,
             Mode::Hook
+        );
+        assert_eq!(
+            parse(&args("serve --memory-mib 64 --cpu-secs 2"))
+                .unwrap()
+                .0,
+            Mode::Serve
         );
         assert!(parse(&args("check --memory-mib x --cpu-secs 1")).is_err());
         assert!(

@@ -4,16 +4,20 @@
 //!
 //! [`check`] never runs a program's functions: the seal admits only literal assignments and
 //! `def`s at the top level, so loading the module defines functions and constants and nothing
-//! else. [`run`] checks again (the source it is handed is the one checked at boot, but the
-//! child trusts nothing it is handed), loads the module against its footprint's globals, and
-//! calls `main(input)`, counting every statement against the budget.
+//! else. [`Program::load`] checks again (the source it is handed is the one checked at boot,
+//! but the child trusts nothing it is handed), loads the module against its footprint's
+//! globals and freezes it; [`Program::call`] runs `main(input)` in a fresh heap against that
+//! frozen module, counting every statement against the budget. A frozen value cannot change,
+//! so a program's constants are constants and no call can leave state for the next: a serving
+//! evaluator loads once and calls many times, and [`run`] is one load and one call.
 
 use l3m_core::effects::Footprint;
 use serde_json::Value;
 use starlark::codemap::FileSpanRef;
-use starlark::environment::Module;
+use starlark::environment::{FrozenModule, Module};
 use starlark::eval::{BeforeStmtFuncDyn, Evaluator};
 use starlark::syntax::AstModule;
+use starlark::values::OwnedFrozenValue;
 
 use crate::decl::{MAX_SOURCE, ProgramDecl, program_name};
 use crate::globals;
@@ -46,14 +50,14 @@ fn within_size(file: &str, source: &str) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn check_parsed(file: &str, source: &str) -> Result<(ProgramDecl, AstModule), LoadError> {
+fn check_parsed(file: &str, source: &str) -> Result<(ProgramDecl, FrozenModule), LoadError> {
     let file_name = file.rsplit('/').next().unwrap_or(file);
     let name = program_name(file, file_name)?;
     within_size(file, source)?;
     let module = seal::parse(file, source)?;
     let shape = seal::seal(file, &module)?;
     types::resolve(file, &shape.footprint, &shape.free)?;
-    load(file, module.clone(), &shape.footprint)?;
+    let frozen = load(file, module, &shape.footprint)?;
     let decl = ProgramDecl {
         name,
         description: shape.description,
@@ -61,7 +65,7 @@ fn check_parsed(file: &str, source: &str) -> Result<(ProgramDecl, AstModule), Lo
         footprint_line: shape.footprint_line,
         input_schema: shape.input_schema,
     };
-    Ok((decl, module))
+    Ok((decl, frozen))
 }
 
 /// The seal and type checks of a hooks file, named `file`, and its load with no effect
@@ -70,30 +74,55 @@ pub fn check_hook(file: &str, source: &str) -> Result<(), LoadError> {
     check_hook_parsed(file, source).map(|_| ())
 }
 
-fn check_hook_parsed(file: &str, source: &str) -> Result<AstModule, LoadError> {
+fn check_hook_parsed(file: &str, source: &str) -> Result<FrozenModule, LoadError> {
     within_size(file, source)?;
     let module = seal::parse(file, source)?;
     let free = seal::seal_hook(file, &module)?;
     types::resolve_hook(file, &free)?;
-    load(file, module.clone(), &Footprint::default())?;
-    Ok(module)
+    load(file, module, &Footprint::default())
 }
 
-/// Loads the module in a fresh environment against exactly its footprint's globals: the
-/// interpreter resolves every name statically, so a name outside them fails here.
-fn load(file: &str, module: AstModule, footprint: &Footprint) -> Result<(), LoadError> {
+/// Loads the module in a fresh environment against exactly its footprint's globals (the
+/// interpreter resolves every name statically, so a name outside them fails here), and
+/// freezes it. The seal admits nothing at the top level but literals and `def`s, so no step
+/// budget is needed.
+fn load(file: &str, module: AstModule, footprint: &Footprint) -> Result<FrozenModule, LoadError> {
+    let refuse = |line, detail| LoadError::new(file, line, Rule::Load, detail);
     let env = Module::new();
-    let mut eval = Evaluator::new(&env);
-    eval.eval_module(module, &globals::for_footprint(footprint))
-        .map(|_| ())
-        .map_err(|e| {
-            LoadError::new(
-                file,
-                error_line(&e).unwrap_or(1),
-                Rule::Load,
-                e.without_diagnostic().to_string(),
-            )
-        })
+    {
+        let mut eval = Evaluator::new(&env);
+        eval.eval_module(module, &globals::for_footprint(footprint))
+            .map_err(|e| {
+                refuse(
+                    error_line(&e).unwrap_or(1),
+                    e.without_diagnostic().to_string(),
+                )
+            })?;
+    }
+    env.freeze()
+        .map_err(|e| refuse(1, format!("freezing the module: {e:?}")))
+}
+
+/// The function `name` of the frozen module: `main` of a program, `on_event` of a hook.
+fn entry(file: &str, frozen: &FrozenModule, name: &str) -> Result<OwnedFrozenValue, LoadError> {
+    frozen.get(name).map_err(|e| {
+        LoadError::new(
+            file,
+            1,
+            Rule::EntryPoint,
+            format!("`{name}` is missing after load: {e}"),
+        )
+    })
+}
+
+/// A refusal at load, as the run it stopped reports it.
+fn refused_at_load(e: LoadError) -> RunError {
+    RunError {
+        file: e.file,
+        line: Some(e.line),
+        rule: e.rule,
+        detail: format!("refused at load: {}", e.detail),
+    }
 }
 
 /// The 1-based line an interpreter error points at, if it points anywhere.
@@ -125,34 +154,37 @@ impl<'a, 'e: 'a> BeforeStmtFuncDyn<'a, 'e> for Steps {
     }
 }
 
-/// Runs `main(input)` of the program in `source` with at most `steps` statements. Its class
-/// functions reach the parent through the link `globals::connect` installed.
+/// A program checked, loaded and frozen once, whose `main` may be called many times.
+#[derive(Debug)]
+pub struct Program {
+    /// The program's file, as errors name it.
+    file: String,
+    /// Its `main`, which keeps the frozen module alive.
+    main: OwnedFrozenValue,
+}
+
+impl Program {
+    /// Checks `source` (named `file`) again, loads it against its footprint's globals and
+    /// freezes it; a refusal is the [`RunError`] every call of it would report.
+    pub fn load(file: &str, source: &str) -> Result<Self, RunError> {
+        let (_, frozen) = check_parsed(file, source).map_err(refused_at_load)?;
+        let main = entry(file, &frozen, ENTRY).map_err(refused_at_load)?;
+        Ok(Self {
+            file: file.to_owned(),
+            main,
+        })
+    }
+
+    /// Runs `main(input)` with at most `steps` statements, in a heap of its own. Its class
+    /// functions reach the parent through the link `globals::connect` installed.
+    pub fn call(&self, input: Value, steps: u64) -> Result<Value, RunError> {
+        call_frozen(&self.file, &self.main, ENTRY, input, steps)
+    }
+}
+
+/// Runs `main(input)` of the program in `source` once, with at most `steps` statements.
 pub fn run(file: &str, source: &str, input: Value, steps: u64) -> Result<Value, RunError> {
-    let stop = |rule, line, detail: String| RunError {
-        file: file.to_owned(),
-        line,
-        rule,
-        detail,
-    };
-    let (decl, module) = check_parsed(file, source).map_err(|e| {
-        stop(
-            e.rule,
-            Some(e.line),
-            format!("refused at load: {}", e.detail),
-        )
-    })?;
-    let env = Module::new();
-    let globals = globals::for_footprint(&decl.footprint);
-    let mut eval = Evaluator::new(&env);
-    let spent = limit(&mut eval, file, steps)?;
-    let failed = |e: starlark::Error| stopped(file, &spent, steps, e);
-    eval.eval_module(module, &globals).map_err(&failed)?;
-    let main = env
-        .get(ENTRY)
-        .ok_or_else(|| stop(Rule::Evaluator, None, "`main` vanished after load".into()))?;
-    let input = eval.heap().alloc(input);
-    let out = eval.eval_function(main, &[input], &[]).map_err(&failed)?;
-    json_of(file, ENTRY, out)
+    Program::load(file, source)?.call(input, steps)
 }
 
 /// Runs the hook in `source` on each of `events`: `on_event(event)`, each call with its own
@@ -165,46 +197,32 @@ pub fn run_hook(
     events: Vec<Value>,
     steps: u64,
 ) -> Result<Vec<Result<Value, RunError>>, RunError> {
-    let stop = |rule, line, detail: String| RunError {
-        file: file.to_owned(),
-        line,
-        rule,
-        detail,
-    };
-    let module = check_hook_parsed(file, source).map_err(|e| {
-        stop(
-            e.rule,
-            Some(e.line),
-            format!("refused at load: {}", e.detail),
-        )
-    })?;
-    let env = Module::new();
-    {
-        let mut eval = Evaluator::new(&env);
-        let spent = limit(&mut eval, file, steps)?;
-        eval.eval_module(module, &globals::for_footprint(&Footprint::default()))
-            .map_err(|e| stopped(file, &spent, steps, e))?;
-    }
-    let frozen = env
-        .freeze()
-        .map_err(|e| stop(Rule::Evaluator, None, format!("freezing the hook: {e:?}")))?;
-    let entry = frozen
-        .get(HOOK_ENTRY)
-        .map_err(|e| stop(Rule::Evaluator, None, format!("`{HOOK_ENTRY}`: {e}")))?;
+    let frozen = check_hook_parsed(file, source).map_err(refused_at_load)?;
+    let on_event = entry(file, &frozen, HOOK_ENTRY).map_err(refused_at_load)?;
     Ok(events
         .into_iter()
-        .map(|event| {
-            let call = Module::new();
-            let mut eval = Evaluator::new(&call);
-            let spent = limit(&mut eval, file, steps)?;
-            let on_event = entry.owned_value(call.frozen_heap());
-            let event = eval.heap().alloc(event);
-            let out = eval
-                .eval_function(on_event, &[event], &[])
-                .map_err(|e| stopped(file, &spent, steps, e))?;
-            json_of(file, HOOK_ENTRY, out)
-        })
+        .map(|event| call_frozen(file, &on_event, HOOK_ENTRY, event, steps))
         .collect())
+}
+
+/// Calls the frozen function `function` (named `name`) on `arg` in a fresh module and heap,
+/// with at most `steps` statements, and returns its result as JSON.
+fn call_frozen(
+    file: &str,
+    function: &OwnedFrozenValue,
+    name: &str,
+    arg: Value,
+    steps: u64,
+) -> Result<Value, RunError> {
+    let call = Module::new();
+    let mut eval = Evaluator::new(&call);
+    let spent = limit(&mut eval, file, steps)?;
+    let function = function.owned_value(call.frozen_heap());
+    let arg = eval.heap().alloc(arg);
+    let out = eval
+        .eval_function(function, &[arg], &[])
+        .map_err(|e| stopped(file, &spent, steps, e))?;
+    json_of(file, name, out)
 }
 
 /// Sets the call depth and installs a step counter of `steps` on `eval`; the flag it returns

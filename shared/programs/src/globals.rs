@@ -10,17 +10,18 @@ use std::io::{BufReader, Stdin, Stdout};
 use std::sync::OnceLock;
 
 use l3m_core::effects::Footprint;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use starlark::environment::{Globals, GlobalsBuilder};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
 use starlark::values::Value as StarValue;
 
-use crate::protocol::{Answer, FromChild, read_line, write_line};
+use crate::protocol::{Answer, FromChild, LineError, read_line, write_line};
 use crate::vocabulary::{BUILTINS, Class};
 
-/// The process's link to its parent, set once by the evaluator's `run` before the program
-/// starts; without it (in a check) every class function fails.
+/// The process's link to its parent, set once by the evaluator's `run` or `serve` before the
+/// program starts; without it (in a check) every class function fails.
 pub(crate) struct Parent {
     /// Answers arrive here.
     pub(crate) input: BufReader<Stdin>,
@@ -35,6 +36,23 @@ thread_local! {
 /// Installs the link to the parent for the rest of this thread.
 pub(crate) fn connect(parent: Parent) {
     PARENT.with(|p| *p.borrow_mut() = Some(parent));
+}
+
+/// Reads the parent's next line through the link (a serving evaluator's next request); with
+/// no link there is nothing to read, as if the pipe had closed.
+pub(crate) fn receive<T: DeserializeOwned>() -> Result<T, LineError> {
+    PARENT.with(|p| match p.borrow_mut().as_mut() {
+        Some(parent) => read_line(&mut parent.input),
+        None => Err(LineError::Closed),
+    })
+}
+
+/// Writes `message` to the parent through the link (a serving evaluator's `Done`).
+pub(crate) fn tell(message: &FromChild) -> std::io::Result<()> {
+    PARENT.with(|p| match p.borrow_mut().as_mut() {
+        Some(parent) => write_line(&mut parent.output, message),
+        None => Err(std::io::Error::other("no parent to tell")),
+    })
 }
 
 /// Asks the parent for `function(args)` and waits for the answer.

@@ -3,13 +3,15 @@
 //!
 //! A [`ProgramTool`] is a [`Tool`] like any built-in: the tool table offers it only when the
 //! tokens cover its footprint, and hands its [`Tool::call`] a [`Granted`] holding exactly its
-//! footprint's classes. The call starts the evaluator ([`Evaluator`]), answers each effect the
-//! program asks for through that `Granted` (`answer`), and kills the evaluator when its
-//! deadline passes. The evaluator gets the program's source and input, never a token.
+//! footprint's classes. The call sends its input to the program's warm evaluator (`warm`: one
+//! `l3m-program serve` process per tool, started at its first call, which checked and loaded
+//! the program once), answers each effect the program asks for through that `Granted`
+//! (`answer`), and kills the evaluator when its deadline passes; a call that did not end
+//! cleanly leaves no evaluator behind, and the next starts a fresh one. The evaluator gets the
+//! program's source and input, never a token.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use l3m_core::axis::Axis;
@@ -22,9 +24,10 @@ use crate::answer;
 use crate::decl::{ProgramDecl, surface};
 use crate::plugin::{self, PLUGINS_DIR};
 pub use crate::process::Evaluator;
-use crate::process::{Running, ended, exchange, parent_stop, read_source};
-use crate::protocol::{Answer, CheckRequest, FromChild, LineError, RunRequest};
+use crate::process::{exchange, read_source};
+use crate::protocol::{Answer, CallRequest, CheckRequest, FromChild};
 use crate::rule::{LoadError, Rule, RunError};
+use crate::warm::Warm;
 
 pub use crate::decl::PROGRAMS_DIR;
 
@@ -93,6 +96,7 @@ pub fn load(
             file: file.to_owned(),
             source: source.into(),
             evaluator: evaluator.clone(),
+            warm: Arc::default(),
         })
     };
     let dir = acr.join(PROGRAMS_DIR);
@@ -177,6 +181,9 @@ pub struct ProgramTool {
     file: String,
     source: Arc<str>,
     evaluator: Evaluator,
+    /// The evaluator serving this program between calls, when the last call ended cleanly.
+    /// The lock makes one program's calls serial; clones of the tool share it.
+    warm: Arc<Mutex<Option<Warm>>>,
 }
 
 impl ProgramTool {
@@ -189,6 +196,7 @@ impl ProgramTool {
             file,
             source: source.into(),
             evaluator,
+            warm: Arc::default(),
         }
     }
 
@@ -197,75 +205,66 @@ impl ProgramTool {
         &self.decl
     }
 
-    /// Runs the program on `input`, answering its calls from `fx`.
+    /// The process id of the evaluator kept warm for this program's next call, if there is
+    /// one: it shows (to tests and diagnostics) that calls share one process and that a call
+    /// which did not end cleanly left none behind.
+    pub fn evaluator_pid(&self) -> Option<u32> {
+        self.slot().as_ref().map(Warm::pid)
+    }
+
+    /// The warm evaluator's slot, locked. A call that panicked holding it may have left its
+    /// evaluator anywhere, so a poisoned slot is emptied (the evaluator is killed and reaped).
+    fn slot(&self) -> MutexGuard<'_, Option<Warm>> {
+        self.warm.lock().unwrap_or_else(|poisoned| {
+            let mut slot = poisoned.into_inner();
+            *slot = None;
+            slot
+        })
+    }
+
+    /// Runs the program on `input` in its warm evaluator (a fresh one when none is kept),
+    /// answering its calls from `fx`.
     fn run(&self, input: Value, fx: &Granted<'_>) -> Result<Value, ToolError> {
         let stop = |e: RunError| ToolError::Program {
             limit: matches!(e.rule, Rule::StepBudget | Rule::Deadline | Rule::Memory),
             rule: e.rule.name().to_owned(),
             detail: e.to_string(),
         };
-        let started = Instant::now();
-        let mut running = Running::start(&self.evaluator, "run")
-            .map_err(|detail| stop(parent_stop(&self.file, Rule::Evaluator, detail)))?;
-        let request = RunRequest {
-            file: self.file.clone(),
-            source: self.source.to_string(),
+        let mut slot = self.slot();
+        let until = Instant::now() + self.evaluator.deadline;
+        let kept = slot
+            .take()
+            .and_then(|mut warm| warm.alive().then_some(warm));
+        let warm = match kept {
+            Some(warm) => warm,
+            None => Warm::start(&self.evaluator, &self.file, &self.source).map_err(stop)?,
+        };
+        let request = CallRequest {
             input,
             steps: self.evaluator.steps,
         };
-        // A failed send means the child is gone; its end is read below.
-        let _ = running.send(&request);
         // The first effect the ring refused: if the program then fails, that refusal is the
         // reason, with its boundary and axis.
         let mut refused: Option<ToolError> = None;
-        loop {
-            let left = self.evaluator.deadline.saturating_sub(started.elapsed());
-            match running.lines.recv_timeout(left) {
-                Ok(Ok(FromChild::Call { function, args })) => {
-                    let answer = match answer::call(&function, &args, fx) {
-                        Ok(value) => Answer::Ok { value },
-                        Err(e) => {
-                            let message = e.to_string();
-                            if refused.is_none() && e.refusal().is_some() {
-                                refused = Some(e);
-                            }
-                            Answer::Err { message }
+        let (result, kept) =
+            warm.call(
+                &self.file,
+                &request,
+                until,
+                |function, args| match answer::call(function, args, fx) {
+                    Ok(value) => Answer::Ok { value },
+                    Err(e) => {
+                        let message = e.to_string();
+                        if refused.is_none() && e.refusal().is_some() {
+                            refused = Some(e);
                         }
-                    };
-                    let _ = running.send(&answer);
-                }
-                Ok(Ok(FromChild::Done { result })) => {
-                    drop(running);
-                    return result.map_err(|e| refused.take().unwrap_or_else(|| stop(e)));
-                }
-                Ok(Ok(
-                    other @ (FromChild::Checked { .. }
-                    | FromChild::HookChecked { .. }
-                    | FromChild::Decided { .. }),
-                )) => {
-                    return Err(stop(parent_stop(
-                        &self.file,
-                        Rule::Evaluator,
-                        format!("the evaluator answered a run with {other:?}"),
-                    )));
-                }
-                Ok(Err(LineError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
-                    let (status, stderr) = running.end();
-                    return Err(stop(ended(&self.file, status, &stderr, false)));
-                }
-                Ok(Err(e)) => {
-                    return Err(stop(parent_stop(
-                        &self.file,
-                        Rule::Evaluator,
-                        e.to_string(),
-                    )));
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    let (status, stderr) = running.end();
-                    return Err(stop(ended(&self.file, status, &stderr, true)));
-                }
-            }
-        }
+                        Answer::Err { message }
+                    }
+                },
+            );
+        *slot = kept;
+        drop(slot);
+        result.map_err(|e| refused.take().unwrap_or_else(|| stop(e)))
     }
 }
 

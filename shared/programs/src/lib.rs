@@ -16,8 +16,10 @@
 //! processes) and counts statements; it reaches effects only by asking its parent over a pipe
 //! ([`protocol`]). The parent ([`host::ProgramTool`], an ordinary [`l3m_tools::Tool`]) answers
 //! each call through the same ring providers as the built-in tools, with exactly the classes of
-//! the program's footprint granted, and kills the child at its deadline. The program never
-//! holds a token or the grant, and has no function to call a model, run a shell, build, or
+//! the program's footprint granted, and kills the child at its deadline. One evaluator serves a
+//! program's calls one after another, its module loaded once and frozen, each call in a heap
+//! of its own; a call that does not end cleanly leaves none behind, and the next gets a fresh
+//! one. The program never holds a token or the grant, and has no function to call a model, run a shell, build, or
 //! wait on a vigil.
 //!
 //! A plugin, a folder `agent/plugins/<plugin>/` of such programs ([`plugin`]), is admitted
@@ -41,6 +43,7 @@
 //! - [`protocol`]: the JSON lines between parent and evaluator.
 //! - [`process`]: the evaluator as a process: [`process::Evaluator`], one request, one answer.
 //! - [`host`]: the parent: [`host::check`], [`host::ProgramTool`].
+//! - `warm`: a serving evaluator, kept by a [`host::ProgramTool`] between calls.
 //! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
 //!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
@@ -69,6 +72,8 @@ pub mod rule;
 pub mod seal;
 pub mod types;
 pub mod vocabulary;
+#[cfg(feature = "host")]
+mod warm;
 
 pub use decl::ProgramDecl;
 pub use rule::{LoadError, Rule, RunError, Stage};

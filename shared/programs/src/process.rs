@@ -1,19 +1,22 @@
 //! The evaluator as a process: starting `l3m-program` under its limits, exchanging one
 //! request for its last line within a deadline, and naming how it ended when it did not answer.
+//! A serving evaluator (`crate::warm`) keeps one such process for many calls.
 //!
 //! Used by the sequencer's programs and hooks ([`crate::host`], [`crate::hooks`]) and by the
 //! CLI's `l3m hooks test`; it links no interpreter and no ring.
 
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::Errno;
 
 use crate::decl::MAX_SOURCE;
 use crate::limits::Limits;
-use crate::protocol::{FromChild, LineError, read_line, write_line};
+use crate::protocol::{FromChild, LineError, MAX_LINE, write_line};
 use crate::rule::{LoadError, Rule, RunError};
 
 /// The most stderr kept from a failed evaluator, for its error.
@@ -82,11 +85,26 @@ impl Evaluator {
 pub(crate) struct Running {
     child: Child,
     stdin: Option<ChildStdin>,
-    pub(crate) lines: mpsc::Receiver<Result<FromChild, LineError>>,
+    /// Read on the calling thread, polled up to the deadline: no thread between the child's
+    /// line and the call that waits for it.
+    stdout: ChildStdout,
+    /// What was read from stdout past the last whole line.
+    pending: Vec<u8>,
+    /// The tail of the child's stderr, read all along so that the child never blocks on it.
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
 
+/// Why [`Running::next`] returned no line.
+#[derive(Debug)]
+pub(crate) enum NoLine {
+    /// The deadline passed first.
+    Deadline,
+    /// The pipe closed, or the child broke the protocol.
+    Broken(LineError),
+}
+
 impl Running {
+    /// Starts the evaluator in `mode`, its stderr drained by a thread of its own.
     pub(crate) fn start(evaluator: &Evaluator, mode: &str) -> Result<Self, String> {
         let mut child = evaluator
             .spawn(mode)
@@ -98,31 +116,83 @@ impl Running {
             let _ = child.wait();
             return Err("the evaluator's pipes were not captured".into());
         };
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut out = BufReader::new(stdout);
-            loop {
-                let line = read_line::<FromChild>(&mut out);
-                let last = !matches!(line, Ok(FromChild::Call { .. }));
-                if tx.send(line).is_err() || last {
-                    break;
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut tail = Vec::new();
-            let _ = stderr.take(64 * 1024).read_to_end(&mut tail);
-            let cut = tail.len().saturating_sub(STDERR_TAIL);
-            tail.split_off(cut)
-        });
+        let stderr = std::thread::spawn(move || tail(stderr));
         Ok(Self {
             child,
             stdin: Some(stdin),
-            lines,
+            stdout,
+            pending: Vec::new(),
             stderr: Some(stderr),
         })
     }
 
+    /// The child's next line, waiting for it until `until` at the latest. A line longer than
+    /// [`MAX_LINE`] is a protocol error.
+    pub(crate) fn next(&mut self, until: Instant) -> Result<FromChild, NoLine> {
+        let mut scanned = 0;
+        loop {
+            if let Some(at) = self.pending[scanned..].iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=scanned + at).collect();
+                return serde_json::from_slice(&line).map_err(|e| NoLine::Broken(e.into()));
+            }
+            scanned = self.pending.len();
+            if scanned > MAX_LINE {
+                return Err(NoLine::Broken(LineError::TooLong));
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(NoLine::Deadline);
+            }
+            let timeout = Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(&self.stdout, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) | Err(Errno::INTR) => continue,
+                Ok(_) => {}
+                Err(e) => return Err(NoLine::Broken(LineError::Io(e.into()))),
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            match self.stdout.read(&mut chunk) {
+                Ok(0) => return Err(NoLine::Broken(LineError::Closed)),
+                Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NoLine::Broken(LineError::Io(e))),
+            }
+        }
+    }
+
+    /// The stop of `file` that `why` means: at the deadline the child is killed; when the
+    /// pipe closed, how the child ended says why; a protocol error is the evaluator's.
+    pub(crate) fn stop(self, file: &str, why: NoLine) -> RunError {
+        match why {
+            NoLine::Deadline => {
+                let (status, stderr) = self.end();
+                ended(file, status, &stderr, true)
+            }
+            NoLine::Broken(LineError::Closed) => {
+                let (status, stderr) = self.end();
+                ended(file, status, &stderr, false)
+            }
+            NoLine::Broken(e) => parent_stop(file, Rule::Evaluator, e.to_string()),
+        }
+    }
+
+    /// The child's process id (a warm evaluator's, for [`crate::host::ProgramTool`]).
+    #[cfg(feature = "host")]
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the child has ended (it is reaped if so): a warm evaluator that ended while it
+    /// waited is not given the next call.
+    #[cfg(feature = "host")]
+    pub(crate) fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Writes `message` as one line on the child's stdin.
     pub(crate) fn send(&mut self, message: &impl serde::Serialize) -> std::io::Result<()> {
         match self.stdin.as_mut() {
             Some(stdin) => write_line(stdin, message),
@@ -148,6 +218,24 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes of `stderr`, read to its end.
+fn tail(mut stderr: impl Read) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stderr.read(&mut chunk) {
+            Ok(0) => return kept,
+            Ok(n) => {
+                kept.extend_from_slice(&chunk[..n]);
+                let cut = kept.len().saturating_sub(STDERR_TAIL);
+                kept.drain(..cut);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return kept,
+        }
     }
 }
 
@@ -209,28 +297,21 @@ pub fn exchange(
 ) -> Result<FromChild, RunError> {
     let mut running = Running::start(evaluator, mode)
         .map_err(|detail| parent_stop(file, Rule::Evaluator, detail))?;
+    let until = Instant::now() + evaluator.deadline;
     if let Err(e) = running.send(request) {
         let (status, stderr) = running.end();
         let mut stop = ended(file, status, &stderr, false);
         stop.detail = format!("{}; sending the request failed: {e}", stop.detail);
         return Err(stop);
     }
-    match running.lines.recv_timeout(evaluator.deadline) {
-        Ok(Ok(FromChild::Call { function, .. })) => Err(parent_stop(
+    match running.next(until) {
+        Ok(FromChild::Call { function, .. }) => Err(parent_stop(
             file,
             Rule::Evaluator,
             format!("the evaluator asked for `{function}` where no call is allowed"),
         )),
-        Ok(Ok(last)) => Ok(last),
-        Ok(Err(LineError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
-            let (status, stderr) = running.end();
-            Err(ended(file, status, &stderr, false))
-        }
-        Ok(Err(e)) => Err(parent_stop(file, Rule::Evaluator, e.to_string())),
-        Err(RecvTimeoutError::Timeout) => {
-            let (status, stderr) = running.end();
-            Err(ended(file, status, &stderr, true))
-        }
+        Ok(last) => Ok(last),
+        Err(why) => Err(running.stop(file, why)),
     }
 }
 

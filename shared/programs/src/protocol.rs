@@ -11,6 +11,12 @@
 //! names a function and its arguments, and the parent answers it through the ring with the
 //! tokens the grant minted, or refuses it.
 //!
+//! A serving evaluator (`l3m-program serve`) keeps its pipes for many calls of one program:
+//! its first line is a [`CheckRequest`] naming the program, which it checks and loads once;
+//! each later line is a [`CallRequest`], answered like a run (its [`FromChild::Call`]s, then
+//! one [`FromChild::Done`]). A program refused at load is answered with that refusal for
+//! every call.
+//!
 //! Every line is bounded ([`MAX_LINE`]); a longer one is a protocol error on either side.
 
 use std::io::{BufRead, Read};
@@ -25,7 +31,8 @@ use crate::rule::{LoadError, RunError};
 /// escaped as JSON fits, and so does a fetched body of a few MiB).
 pub const MAX_LINE: usize = 16 << 20;
 
-/// Check a program's seal and type (the parent then checks its surface).
+/// Check a program's seal and type (the parent then checks its surface); or, as a serving
+/// evaluator's first line, name the program it serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckRequest {
     /// The file, as refusals name it.
@@ -44,6 +51,15 @@ pub struct RunRequest {
     /// The input the model gave.
     pub input: Value,
     /// How many statements the program may run.
+    pub steps: u64,
+}
+
+/// One call of a served program's `main`, after the [`CheckRequest`] that named the program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRequest {
+    /// The input the model gave.
+    pub input: Value,
+    /// How many statements this call may run.
     pub steps: u64,
 }
 
