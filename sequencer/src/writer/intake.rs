@@ -111,7 +111,7 @@ impl Session {
         if self.log.grants_commit.as_deref() == Some(tip.as_str()) {
             return;
         }
-        // A ref that moved without changing the grant (a loan, a pinned vigil) is nothing the
+        // A ref that moved without changing the grant (a loan) is nothing the
         // model can act on: it is not journaled as a grant change (a new loan shows as the
         // budget change below).
         let changed = view.grant != self.grant.grant;

@@ -34,7 +34,7 @@ pub const WORK_PREFIX: &str = "refs/heads/l3m/";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentRef {
-    /// Grant, budget and pinned vigils; written by the issuer only.
+    /// Grant and budget; written by the issuer only.
     Grants,
     /// The Log; written by that agent's sequencer only, by compare-and-swap.
     Log,
