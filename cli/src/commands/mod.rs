@@ -32,6 +32,7 @@ pub mod status;
 pub mod tree;
 pub mod up;
 pub mod view;
+pub mod vigil;
 
 use clap::{Parser, Subcommand};
 
@@ -101,6 +102,9 @@ pub enum Command {
     /// Approve or deny a waiting review card (humans only).
     #[command(subcommand)]
     Card(cards::CardCommand),
+    /// List an agent's vigils, pin one on it, or cancel one.
+    #[command(subcommand)]
+    Vigil(vigil::Command),
     /// Check this machine and the configuration.
     Doctor(doctor::Args),
     /// Run the demo: a fresh hub and a real agent scenario (scripted model).
@@ -150,6 +154,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Collect(args) => collect::cmd_collect(args, cx).await,
         Command::Cards(args) => cards::cmd_cards(args, cx).await,
         Command::Card(command) => cards::cmd_card(command, cx).await,
+        Command::Vigil(command) => vigil::dispatch(command, cx).await,
         Command::Mail(command) => mail::dispatch(command, cx).await,
         Command::Grant(command) => grant::dispatch(command, cx).await,
         Command::Stats(args) => stats::cmd_stats(args, cx).await,
