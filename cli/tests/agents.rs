@@ -160,7 +160,7 @@ fn reviewed_shell_call() -> predicates::BoxPredicate<str> {
 }
 
 #[test]
-fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail() {
+fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_and_vigils() {
     // The demo's W^X build runs in the image deploy/images/build makes (skipped without it).
     assert_eq!(
         l3m_containers::test_support::busybox_image(),
@@ -200,6 +200,12 @@ fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_and_airmail(
         ))
         .stdout(predicate::str::contains(
             "out/greeting.txt: \"built without a network, run by its digest\"",
+        ))
+        .stdout(predicate::str::contains(
+            "[ok] keeper could not cancel the vigil the human pinned on it",
+        ))
+        .stdout(predicate::str::contains(
+            "[ok] both vigils fired once each and reached keeper as events",
         ))
         .stdout(predicate::str::contains("FAILED").not());
     for hub in [root.clone(), root.join("south")] {

@@ -104,7 +104,7 @@ impl Tool for WatchTool {
         let whom = on.map_or(String::new(), |on| format!(" pinned on {on}"));
         Ok(ToolOutput::text(format!(
             "armed vigil {id}{whom}: you will be told when {described}, or when it lapses at {}",
-            crate::clock::rfc3339(until_ms)
+            l3m_core::clock::rfc3339(until_ms)
         )))
     }
 }

@@ -196,7 +196,7 @@ pub async fn step(
         std::fs::write(&source, SOURCE).map_err(|e| CliError::io("write", &source, e))
     };
     let task = "Build workspace/hello and run what you built.";
-    assign(me, &maker, GRANT, write_project, task).await?;
+    assign(me, &maker, GRANT, async || write_project(), task).await?;
     let log = until_turn_end(me, &maker, "build", within).await?;
     let expected = expected_digest()?;
     Ok(judge(&log, &expected, |out| {

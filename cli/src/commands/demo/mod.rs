@@ -18,7 +18,8 @@
 //! (`review`; skipped, saying why, without bubblewrap or with the human's own model); and
 //! `maker`, granted `build` and `run`, builds a project in a container with no network and runs
 //! the artifact by its digest (`build`; skipped, saying why, without a Docker engine or the
-//! `l3m/busybox:dev` image, or with the human's own model).
+//! `l3m/busybox:dev` image, or with the human's own model); and `keeper` keeps time with
+//! vigils, one its own and one the human pinned on it, which it cannot cancel (`vigil`).
 //! The demo checks each step and exits non-zero if one did not happen.
 
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ mod airmail;
 mod build;
 mod credentials;
 mod review;
+mod vigil;
 
 use crate::context::Context;
 use crate::embedded::{Embedded, sequencer_config, start_sequencers};
@@ -54,6 +56,7 @@ const LEAD_SCRIPT: &str = include_str!("lead.toml");
 const WORKER_SCRIPT: &str = include_str!("worker.toml");
 const BOB_SCRIPT: &str = include_str!("bob.toml");
 const TIDY_SCRIPT: &str = include_str!("tidy.toml");
+const KEEPER_SCRIPT: &str = include_str!("keeper.toml");
 const MODELS: &str = include_str!("models.toml");
 
 /// What the worker first writes: the rewind must bring this back byte for byte.
@@ -168,6 +171,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
                 ("worker.toml", WORKER_SCRIPT),
                 ("bob.toml", BOB_SCRIPT),
                 ("tidy.toml", TIDY_SCRIPT),
+                ("keeper.toml", KEEPER_SCRIPT),
                 ("maker.toml", &build::script()?),
                 ("models.toml", MODELS),
             ] {
@@ -370,6 +374,12 @@ async fn scenario(
     text.push_str(&seen.text);
     checks.extend(seen.checks);
 
+    bar.set_message("vigils: keeper is told when its reminders fire, one pinned by you");
+    let left = deadline.saturating_duration_since(Instant::now());
+    let seen = vigil::step(me, left.max(Duration::from_secs(30))).await?;
+    text.push_str(&seen.text);
+    checks.extend(seen.checks);
+
     bar.set_message("issuing and revoking a host credential for lead/");
     let seen = credentials::step(me, &lead, &worker).await?;
     text.push_str(&seen.text);
@@ -463,12 +473,12 @@ async fn wait_for_file(path: &Path, text: &str, within: Duration) -> bool {
 }
 
 /// Spawns root agent `agent` with `grant` (TOML) and a small loan, runs `prepare` (its ACR now
-/// exists), and mails it `task`.
+/// exists; nothing has woken it yet), and mails it `task`.
 async fn assign(
     me: &HubClient,
     agent: &AgentName,
     grant: &str,
-    prepare: impl FnOnce() -> Result<(), CliError>,
+    prepare: impl AsyncFnOnce() -> Result<(), CliError>,
     task: &str,
 ) -> Result<(), CliError> {
     me.spawn(SpawnRequest {
@@ -484,7 +494,7 @@ async fn assign(
         fork: None,
     })
     .await?;
-    prepare()?;
+    prepare().await?;
     me.send_letter(agent.as_str(), Some("task"), task).await?;
     Ok(())
 }

@@ -188,7 +188,7 @@ pub async fn step(
         me,
         &tidy,
         GRANT,
-        || Ok(()),
+        async || Ok(()),
         "Write workspace/lines.txt with three lines and tell me how many lines it has.",
     )
     .await?;

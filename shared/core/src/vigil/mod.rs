@@ -78,7 +78,9 @@ impl Watch {
             Watch::RefMoved { agent, which, .. } => format!("{agent}'s {which} ref moves"),
             Watch::LetterRead { letter, reader } => format!("{reader} reads letter {letter}"),
             Watch::ChildDone { child } => format!("{child} is retired"),
-            Watch::Deadline { at_ms } => format!("the clock reaches {at_ms} ms"),
+            Watch::Deadline { at_ms } => {
+                format!("the clock reaches {}", crate::clock::rfc3339(*at_ms))
+            }
         }
     }
 }
