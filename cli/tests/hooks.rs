@@ -72,7 +72,7 @@ fn an_admissible_disposition_exits_0_and_an_inadmissible_one_names_its_rule() {
     assert_eq!(out["journaled"]["kind"], "show");
 
     // A human the agent's default reach does not cover; with a --mail cover the reply is
-    // admitted by the event but not carried out by the harness yet, so the default stands.
+    // still refused: hubd keeps inboxes for agents only, so the letter would be swallowed.
     let human = write(
         &home,
         "human.json",
@@ -81,7 +81,7 @@ fn an_admissible_disposition_exits_0_and_an_inadmissible_one_names_its_rule() {
     assert_eq!(test(&home, &hook, &human, &[], 1)["rule"], "not-reached");
     let out = test(&home, &hook, &human, &["--mail", "human:bob"], 1);
     assert_eq!(out["proposed"]["text"], "thanks, human:bob");
-    assert_eq!(out["rule"], "not-carried-out");
+    assert_eq!(out["rule"], "no-inbox");
     assert_eq!(out["journaled"]["kind"], "show");
 }
 

@@ -123,9 +123,14 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
             // refused and the letter shown.
             ("answer me".to_owned(), Disposition::Show),
             ("crash".to_owned(), Disposition::Show),
-            // Admitted by the event (the helper is in the agent's subtree) but not carried
-            // out by the writer yet: the default stands, so the letter is not swallowed.
-            ("pass it on".to_owned(), Disposition::Show),
+            // Admitted by the event (the helper's name is in the agent's subtree) and
+            // journaled; carrying it out fails, since no such agent lives, and says so.
+            (
+                "pass it on".to_owned(),
+                Disposition::Forward {
+                    to: l3m_core::names::Entity::Agent(agent("demo/helper"))
+                }
+            ),
         ]
     );
     let told = notices(&log);
@@ -139,11 +144,11 @@ async fn a_hook_dismisses_one_letter_shows_another_and_replay_needs_no_hook() {
             .any(|t| t.contains("your hook failed") && t.contains("rule runtime")),
         "{told:#?}"
     );
-    assert!(
-        told.iter()
-            .any(|t| t.contains("forward to demo/helper") && t.contains("rule not-carried-out")),
-        "{told:#?}"
-    );
+    let noted = log.iter().any(|r| {
+        matches!(&r.body, RecordBody::Event { text, .. }
+            if text.contains("journaled but not carried out") && text.contains("demo/helper"))
+    });
+    assert!(noted, "{:#?}", kinds(&log));
     let seen = serde_json::to_string(&l3m_core::view::view(&log)).unwrap();
     assert!(seen.contains("please look at the build"), "{seen}");
     assert!(
@@ -206,5 +211,96 @@ async fn a_hook_past_its_deadline_is_killed_and_its_events_get_the_default() {
         told.iter()
             .any(|t| t.contains("your hook failed") && t.contains("rule deadline")),
         "{told:#?}"
+    );
+}
+
+/// A hook's reply and forward are carried out under the agent's own session once the decision
+/// is journaled: the reply reaches the sender marked as a reply to its letter (so the sender's
+/// own hook may never answer it automatically), the forward carries the letter's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hooks_reply_and_forward_are_carried_out_and_a_reply_is_marked_as_one() {
+    let bound = "files = [\"workspace\", \"agent\"]\nspawn = \"persist\"";
+    let hub = TestHub::start_bound(bound).await;
+    hub.spawn_with("demo", 10, bound).await;
+    std::fs::write(hub.acr("demo").join("agent/hooks.star"), HOOK).unwrap();
+    let demo = hub.sequencer_client("demo").await;
+    demo.spawn(l3m_core::grant::SpawnRequest {
+        child: agent("demo/helper"),
+        grant: l3m_core::grant::Grant::default(),
+        loan: Default::default(),
+        driven: false,
+        persona: None,
+        fork: None,
+    })
+    .await
+    .unwrap();
+    let helper = hub.sequencer_client("demo/helper").await;
+    let to_demo = l3m_core::mail::Address::for_agent(agent("demo")).render();
+    let asked = helper
+        .send_letter(&to_demo, None, "answer me")
+        .await
+        .unwrap();
+    hub.letter("demo", "pass it on: the build is green").await;
+    let config = config(&format!(
+        "idle_exit_secs = 2\nprogram_evaluator = {:?}",
+        evaluator().display().to_string()
+    ));
+    let log = hub.run_idle("demo", config, SCRIPT).await;
+    check_log(&log);
+    let inbox = hub
+        .human()
+        .await
+        .read_inbox(&agent("demo/helper"), 0)
+        .await
+        .unwrap();
+    let letters: Vec<l3m_core::mail::Letter> = inbox
+        .entries
+        .into_iter()
+        .filter_map(|e| match e {
+            l3m_core::mail::InboxEntry::Letter(l) => Some(*l),
+            _ => None,
+        })
+        .collect();
+    let reply = letters.iter().find(|l| l.body == "on it").unwrap();
+    assert_eq!(
+        reply.in_reply_to.as_ref().map(|id| id.as_str()),
+        Some(asked.letter.as_str())
+    );
+    assert!(
+        reply.from.render().contains("demo"),
+        "{}",
+        reply.from.render()
+    );
+    let forwarded = letters
+        .iter()
+        .find(|l| l.subject.as_deref() == Some("forwarded"))
+        .unwrap();
+    assert!(
+        forwarded.body.contains("the build is green"),
+        "{}",
+        forwarded.body
+    );
+    assert!(forwarded.in_reply_to.is_none());
+    // The reply is a reply: the helper's own hook could not answer it automatically.
+    let source = EventSource::Letter {
+        letter_id: reply.id.to_string(),
+        from: l3m_core::names::Entity::Agent(agent("demo")),
+        in_reply_to: reply.in_reply_to.as_ref().map(ToString::to_string),
+    };
+    let mail = l3m_core::grant::default_mail(&agent("demo/helper"));
+    let cx = l3m_core::hooks::HookContext {
+        agent: &agent("demo/helper"),
+        mail: &mail,
+        programs: &Default::default(),
+        carries: l3m_core::hooks::CARRIED,
+    };
+    let again = Disposition::Reply {
+        text: "thanks".into(),
+    };
+    assert_eq!(
+        l3m_core::hooks::admit(&cx, &source, &again)
+            .unwrap_err()
+            .rule(),
+        "reply-to-reply"
     );
 }

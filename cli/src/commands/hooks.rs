@@ -195,7 +195,7 @@ async fn cmd_test(args: TestArgs, cx: Context) -> Result<(), CliError> {
         agent: &agent,
         mail: &mail,
         programs: &programs,
-        carries: l3m_core::hooks::PLAIN,
+        carries: l3m_core::hooks::CARRIED,
     };
     match proposal {
         Ok(proposed) => {

@@ -277,7 +277,13 @@ pub async fn list_agents(state: Arc<State>, req: ListAgents) -> Result<AgentTree
 /// `hubd.send-letter`.
 pub async fn send_letter(state: Arc<State>, req: SendLetter) -> Result<LetterSent, ServiceError> {
     let (sent, moved) = blocking(&state, move |s| {
-        s.send_letter(&req.capability, &req.to, req.subject, req.body)
+        s.send_letter(
+            &req.capability,
+            &req.to,
+            req.subject,
+            req.body,
+            req.in_reply_to.as_deref(),
+        )
     })
     .await?;
     state.announce(&[moved]);

@@ -136,6 +136,7 @@ async fn airmail_is_refused_without_the_axis_for_the_office_or_to_a_local_addres
                 to: TO.into(),
                 subject: None,
                 body: "x".into(),
+                in_reply_to: None,
             },
         )
         .await
@@ -409,6 +410,7 @@ async fn reading_airmail_stages_a_receipt_for_its_office_and_reading_local_mail_
                 to: "bob".into(),
                 subject: None,
                 body: "local".into(),
+                in_reply_to: None,
             },
         )
         .await

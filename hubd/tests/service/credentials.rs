@@ -304,6 +304,7 @@ async fn a_host_session_reads_its_subtree_and_writes_nothing() {
         to: Address::for_agent(agent("bob")).render(),
         subject: None,
         body: "wake up".into(),
+        in_reply_to: None,
     };
     let reply = f.call::<_, LetterSent>(Op::SendLetter, &letter).await;
     refused(reply, ErrorCode::Refused, "letter");

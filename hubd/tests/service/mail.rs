@@ -26,6 +26,7 @@ async fn a_letter_is_stamped_delivered_read_and_marked_and_the_mail_axis_holds()
                 to: to("bob"),
                 subject: None,
                 body: "hi".into(),
+                in_reply_to: None,
             },
         )
         .await
@@ -72,6 +73,7 @@ async fn a_letter_is_stamped_delivered_read_and_marked_and_the_mail_axis_holds()
                 to: to("carol"),
                 subject: None,
                 body: "x".into(),
+                in_reply_to: None,
             },
         )
         .await
@@ -109,6 +111,7 @@ async fn every_agent_may_mail_its_own_subtree_and_its_ancestors_but_not_a_siblin
         to: to(to_agent),
         subject: None,
         body: "hello".into(),
+        in_reply_to: None,
     };
     let down: LetterSent = f
         .call(Op::SendLetter, &send(bob.clone(), "bob/a"))
@@ -141,6 +144,7 @@ async fn an_inbox_of_any_allowed_size_reads_back_in_pages_and_an_oversized_lette
         to: to("bob"),
         subject: None,
         body,
+        in_reply_to: None,
     };
     // One letter of control characters: small as text, six times larger escaped.
     let escaped = "\u{1}".repeat(MAX_STORED_LINE / 6 + 1);
@@ -190,4 +194,76 @@ async fn an_inbox_of_any_allowed_size_reads_back_in_pages_and_an_oversized_lette
             .iter()
             .all(|e| matches!(e, InboxEntry::Letter(l) if l.body == body))
     );
+}
+
+/// A reply names a letter its sender really received: hubd stamps `in_reply_to` only for a
+/// letter in the sender's own inbox, so a hook can trust that a letter marked as a reply is
+/// one, and refuses a forged or a human's reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_is_stamped_only_for_a_letter_the_sender_received() {
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    f.spawn(&human, "carol", root_grant()).await.unwrap();
+    let bob = f.sequencer("bob").await;
+    let send = |capability, to_agent: &str, in_reply_to: Option<String>| SendLetter {
+        capability,
+        to: to(to_agent),
+        subject: None,
+        body: "re".into(),
+        in_reply_to,
+    };
+    let first: LetterSent = f
+        .call(Op::SendLetter, &send(human.clone(), "bob", None))
+        .await
+        .unwrap();
+    let to_carol: LetterSent = f
+        .call(Op::SendLetter, &send(human.clone(), "carol", None))
+        .await
+        .unwrap();
+    // bob answers the letter he got; he writes to himself, the one root his default reach
+    // (his subtree and his ancestors) covers here.
+    let reply: LetterSent = f
+        .call(
+            Op::SendLetter,
+            &send(bob.clone(), "bob", Some(first.letter.clone())),
+        )
+        .await
+        .unwrap();
+    let inbox: InboxLines = f
+        .call(
+            Op::ReadInbox,
+            &ReadInbox {
+                capability: bob.clone(),
+                agent: "bob".into(),
+                from: 0,
+            },
+        )
+        .await
+        .unwrap();
+    let stamped = inbox
+        .entries
+        .iter()
+        .enumerate()
+        .find_map(|(i, l)| match InboxEntry::from_line(l, i + 1).unwrap() {
+            InboxEntry::Letter(l) if l.id.as_str() == reply.letter => Some(l),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        stamped.in_reply_to.as_ref().map(|i| i.as_str()),
+        Some(first.letter.as_str())
+    );
+    // A letter bob never received (carol's), a made-up id, or a human's reply is refused.
+    for (capability, answered) in [
+        (bob.clone(), to_carol.letter.clone()),
+        (bob.clone(), "ffffffffffffffff".to_owned()),
+        (human.clone(), first.letter.clone()),
+    ] {
+        let err = f
+            .call::<_, LetterSent>(Op::SendLetter, &send(capability, "bob", Some(answered)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Invalid, "{err:?}");
+    }
 }

@@ -27,6 +27,17 @@ impl Session {
                 }
             });
         }
+        for carry in self.buffer.carry.drain(..) {
+            let (client, tx) = (self.client.clone(), self.tx.clone());
+            tokio::spawn(async move {
+                if let Err(why) = carry_out(&client, &carry).await {
+                    tracing::warn!(?carry, %why, "a hook decision was not carried out");
+                    let _closed = tx.send(Input::Note(format!(
+                        "your hook's decision was journaled but not carried out: {why}"
+                    )));
+                }
+            });
+        }
         for to in self.buffer.rewinds.drain(..) {
             let client = self.client.clone();
             let (hub_root, agent, grant) = (
@@ -203,4 +214,26 @@ pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("it panicked")
+}
+
+/// Carries out one journaled hook decision through hubd, under the agent's own session (so
+/// hubd's gates apply as to any letter or retire the agent asks for).
+async fn carry_out(client: &HubClient, carry: &Carry) -> Result<(), String> {
+    let address = |to: &l3m_core::names::Entity| match to {
+        l3m_core::names::Entity::Agent(a) => {
+            Ok(l3m_core::mail::Address::for_agent(a.clone()).render())
+        }
+        other => Err(format!("{other} has no inbox on this hub")),
+    };
+    match carry {
+        Carry::Reply { to, answered, text } => {
+            client.reply(&address(to)?, answered, text).await.map(drop)
+        }
+        Carry::Forward { to, text } => client
+            .send_letter(&address(to)?, Some("forwarded"), text)
+            .await
+            .map(drop),
+        Carry::Retire(child) => client.retire(child).await.map(drop),
+    }
+    .map_err(|e| e.to_string())
 }

@@ -293,9 +293,7 @@ impl Session {
                 agent: &self.agent,
                 mail: &mail,
                 programs: &programs,
-                // The writer decides only what the model sees; mail, defer and retire are
-                // not carried out yet (docs/guarantees.md, Known gaps).
-                carries: l3m_core::hooks::PLAIN,
+                carries: l3m_core::hooks::CARRIED,
             };
             let (disposition, narration) = match proposal {
                 Ok(proposed) => {
@@ -328,10 +326,31 @@ impl Session {
                     shown,
                 );
             }
-            self.signal_or_drop(Signal::Decision {
+            let carry = match (&disposition, &event.source) {
+                (
+                    Disposition::Reply { text },
+                    EventSource::Letter {
+                        from, letter_id, ..
+                    },
+                ) => Some(Carry::Reply {
+                    to: from.clone(),
+                    answered: letter_id.clone(),
+                    text: text.clone(),
+                }),
+                (Disposition::Forward { to }, _) => Some(Carry::Forward {
+                    to: to.clone(),
+                    text: event.text.clone(),
+                }),
+                (Disposition::RetireChild { child }, _) => Some(Carry::Retire(child.clone())),
+                _ => None,
+            };
+            match self.signal(Signal::Decision {
                 event: id,
                 disposition,
-            });
+            }) {
+                Ok(()) => self.buffer.carry.extend(carry),
+                Err(stale) => tracing::debug!(agent = %self.agent, %stale, "dropped a decision"),
+            }
         }
     }
 }

@@ -44,7 +44,7 @@ mod review;
 mod state;
 
 pub(crate) use state::LogState;
-use state::{PassBuffer, Running};
+use state::{Carry, PassBuffer, Running};
 
 /// Something for the writer to journal or act on.
 #[derive(Debug)]

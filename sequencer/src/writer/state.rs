@@ -61,4 +61,31 @@ pub(super) struct PassBuffer {
     pub(super) replies: Vec<(oneshot::Sender<ControlReply>, ControlReply)>,
     /// Rewinds to restore files for once appended.
     pub(super) rewinds: Vec<u64>,
+    /// What journaled hook decisions ask the harness to do once appended.
+    pub(super) carry: Vec<Carry>,
+}
+
+/// A hook decision's effect, carried out after the decision is appended (so a crash before
+/// the append reruns the hook and never doubles the effect; one after it loses the effect,
+/// which the Log still shows was decided).
+#[derive(Debug, Clone)]
+pub(super) enum Carry {
+    /// A reply to the letter `answered`, to its sender.
+    Reply {
+        /// The sender.
+        to: l3m_core::names::Entity,
+        /// The letter answered.
+        answered: String,
+        /// What the hook wrote.
+        text: String,
+    },
+    /// The letter's text, forwarded.
+    Forward {
+        /// Where to.
+        to: l3m_core::names::Entity,
+        /// The letter as the agent saw it.
+        text: String,
+    },
+    /// A child whose completion the event told, retired.
+    Retire(l3m_core::names::AgentName),
 }

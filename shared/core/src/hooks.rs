@@ -27,6 +27,19 @@ pub const MAX_REPLY: usize = 4096;
 /// The dispositions that only decide what the model sees: every harness carries them out.
 pub const PLAIN: &[&str] = &["show", "dismiss", "ignore", "close"];
 
+/// The dispositions l3m's sequencer carries out: every one but `defer` (running the program a
+/// hook defers to, and its completion event, are not built). `l3m hooks test` admits by the
+/// same list, so it shows what the sequencer would do.
+pub const CARRIED: &[&str] = &[
+    "show",
+    "dismiss",
+    "ignore",
+    "close",
+    "reply",
+    "forward",
+    "retire-child",
+];
+
 /// Every disposition's kind, as [`kind`] names it.
 pub const ALL: &[&str] = &[
     "show",
@@ -100,6 +113,13 @@ pub enum Inadmissible {
         /// Its length in bytes.
         len: usize,
     },
+    /// A reply or forward to a human or a service: hubd keeps inboxes for agents only, so the
+    /// letter could not be delivered and the event would be swallowed.
+    #[error("{to} has no inbox on this hub; only agents are written to automatically")]
+    NoInbox {
+        /// The addressee.
+        to: Entity,
+    },
     /// A forward of something that is not a letter.
     #[error("only a letter can be forwarded; this event is not one")]
     ForwardNotLetter,
@@ -148,6 +168,7 @@ impl Inadmissible {
             Self::NotReached { .. } => "not-reached",
             Self::ReplyText { .. } => "reply-text",
             Self::ForwardNotLetter => "forward-not-letter",
+            Self::NoInbox { .. } => "no-inbox",
             Self::DeferAgain { .. } => "defer-again",
             Self::UnknownProgram { .. } => "unknown-program",
             Self::RetireNotDone { .. } => "retire-not-done",
@@ -182,10 +203,12 @@ fn admit_event(
     let reach = |to: &Entity| {
         if to.as_agent() == Some(cx.agent) {
             Err(Inadmissible::ToSelf { to: to.clone() })
-        } else if cx.mail.iter().any(|c| c.covers(to)) {
-            Ok(())
-        } else {
+        } else if !cx.mail.iter().any(|c| c.covers(to)) {
             Err(Inadmissible::NotReached { to: to.clone() })
+        } else if to.as_agent().is_none() {
+            Err(Inadmissible::NoInbox { to: to.clone() })
+        } else {
+            Ok(())
         }
     };
     match (disposition, source) {
@@ -371,7 +394,8 @@ mod tests {
                 rule(&EventSource::Deadline, &reply("ok")),
                 "reply-not-letter"
             );
-            assert!(admit(cx, &letter("human:alice", None), &reply("ok")).is_ok());
+            assert_eq!(rule(&letter("human:alice", None), &reply("ok")), "no-inbox");
+            assert!(admit(cx, &letter("alice/main/w", None), &reply("ok")).is_ok());
             let done = EventSource::ProgramDone {
                 program: "triage".into(),
             };
@@ -401,8 +425,9 @@ mod tests {
                 ..*cx
             };
             let human = letter("human:alice", None);
+            let child = letter("alice/main/w", None);
             assert_eq!(
-                admit(&plain, &human, &reply("ok")).unwrap_err().rule(),
+                admit(&plain, &child, &reply("ok")).unwrap_err().rule(),
                 "not-carried-out"
             );
             // The event's own rule is named first.

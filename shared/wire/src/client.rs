@@ -830,6 +830,27 @@ impl HubClient {
         subject: Option<&str>,
         body: &str,
     ) -> Result<LetterSent, ClientError> {
+        self.send(to, subject, body, None).await
+    }
+
+    /// Answers the letter `answered` (one in this agent's own inbox) with a letter to `to`; the
+    /// recipient sees it as a reply, which no hook answers automatically.
+    pub async fn reply(
+        &self,
+        to: &str,
+        answered: &str,
+        body: &str,
+    ) -> Result<LetterSent, ClientError> {
+        self.send(to, None, body, Some(answered)).await
+    }
+
+    async fn send(
+        &self,
+        to: &str,
+        subject: Option<&str>,
+        body: &str,
+        in_reply_to: Option<&str>,
+    ) -> Result<LetterSent, ClientError> {
         self.call(
             Op::SendLetter,
             SendLetter {
@@ -837,6 +858,7 @@ impl HubClient {
                 to: to.to_owned(),
                 subject: subject.map(str::to_owned),
                 body: body.to_owned(),
+                in_reply_to: in_reply_to.map(str::to_owned),
             },
         )
         .await

@@ -25,6 +25,7 @@ impl State {
         to: &str,
         subject: Option<String>,
         body: String,
+        in_reply_to: Option<&str>,
     ) -> Result<(LetterSent, Moved), ServiceError> {
         let duty = self.duty(capability)?;
         let address = Address::parse(to)
@@ -86,7 +87,19 @@ impl State {
                 "{recipient} has no inbox in hub.git: hubd delivers to agents only"
             )));
         };
-        let (id, letter) = self.stamp_letter(address, subject, body, &sender)?;
+        let answers = match (in_reply_to, &sender) {
+            (None, _) => None,
+            (Some(answered), Sender::Agent { agent: own, .. }) => {
+                Some(self.received(own, answered)?)
+            }
+            (Some(_), Sender::Human { .. }) => {
+                return Err(ServiceError::Invalid(
+                    "a human has no inbox here, so has no letter to answer".into(),
+                ));
+            }
+        };
+        let (id, mut letter) = self.stamp_letter(address, subject, body, &sender)?;
+        letter.in_reply_to = answers;
         let entry = InboxEntry::Letter(Box::new(letter));
         let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
         let seq = self.append_line(&inbox, &entry, &format!("letter {id}"))?;
@@ -98,6 +111,29 @@ impl State {
             },
             (AgentRef::Inbox, agent),
         ))
+    }
+
+    /// The letter `id` as one `agent` received: in its own inbox, so a reply names a letter its
+    /// sender really got.
+    fn received(
+        &self,
+        agent: &l3m_core::names::AgentName,
+        id: &str,
+    ) -> Result<LetterId, ServiceError> {
+        let inbox = refs::agent_ref(agent, AgentRef::Inbox);
+        let (lines, _, _) = self.read_chain(&inbox, 0, u64::MAX)?;
+        lines
+            .iter()
+            .enumerate()
+            .find_map(|(i, line)| match InboxEntry::from_line(line, i + 1) {
+                Ok(InboxEntry::Letter(l)) if l.id.as_str() == id => Some(l.id),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                ServiceError::Invalid(format!(
+                    "{agent}'s inbox holds no letter {id}; a reply answers a letter its sender got"
+                ))
+            })
     }
 
     /// A letter stamped by the host: a fresh random id, the time, the session's true sender.

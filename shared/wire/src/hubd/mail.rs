@@ -62,6 +62,10 @@ pub struct SendLetter {
     pub subject: Option<String>,
     /// The text.
     pub body: String,
+    /// The letter this one answers: one in the sender's own inbox (hubd checks it), so the
+    /// recipient's hook knows a reply when it sees one and never answers it automatically.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
 }
 
 impl Message for SendLetter {
