@@ -338,19 +338,7 @@ async fn a_hubd_restart_under_a_running_agent_loses_and_doubles_nothing() {
     assert!(!task.is_finished(), "the sequencer stopped at the restart");
     let log = hub.log("demo").await;
     check_log(&log);
-    let letters = log
-        .iter()
-        .filter(|r| {
-            matches!(
-                &r.body,
-                RecordBody::Event {
-                    source: EventSource::Letter { .. },
-                    ..
-                }
-            )
-        })
-        .count();
-    assert_eq!(letters, 2, "{:?}", kinds(&log));
+    assert_eq!(letters_journaled(&log), 2, "{:?}", kinds(&log));
     assert_eq!(provider.requests.load(Ordering::SeqCst), 2);
     // Control requests vouched by the new hubd are taken: the sequencer checks them against
     // the key of its reopened session.

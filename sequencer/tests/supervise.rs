@@ -154,19 +154,7 @@ async fn a_turn_left_under_way_by_a_killed_sequencer_is_finished_on_another_host
     .await;
     let log = hub.log("demo").await;
     check_log(&log);
-    let letters = log
-        .iter()
-        .filter(|r| {
-            matches!(
-                &r.body,
-                RecordBody::Event {
-                    source: l3m_core::log::EventSource::Letter { .. },
-                    ..
-                }
-            )
-        })
-        .count();
-    assert_eq!(letters, 1, "the letter is journaled once");
+    assert_eq!(letters_journaled(&log), 1, "the letter is journaled once");
     assert!(
         log.iter()
             .any(|r| matches!(r.body, RecordBody::Interrupted { .. })),

@@ -238,6 +238,22 @@ pub fn kinds(records: &[Record]) -> Vec<&'static str> {
     records.iter().map(|r| r.body.kind()).collect()
 }
 
+/// How many letters the Log journaled as events: each letter once, whatever restarts happened.
+pub fn letters_journaled(records: &[Record]) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            matches!(
+                &r.body,
+                RecordBody::Event {
+                    source: l3m_core::log::EventSource::Letter { .. },
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
 pub fn assistant_texts(records: &[Record]) -> Vec<String> {
     records
         .iter()

@@ -516,21 +516,35 @@ impl HubClient {
 
     /// Reads `agent`'s whole cards chain, page by page.
     pub async fn read_cards(&self, agent: &AgentName) -> Result<Vec<String>, ClientError> {
-        let mut lines = Vec::new();
-        loop {
-            let from = lines.len() as u64;
+        self.read_lines(|from, to| async move {
             let request = crate::hubd::cards::ReadCards {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 from,
-                to: from.saturating_add(record_format::PAGE_LINES),
+                to,
             };
             let page: crate::hubd::cards::CardRange = self.call(Op::ReadCards, request).await?;
-            if page.lines.is_empty() {
+            Ok((page.lines, page.len))
+        })
+        .await
+    }
+
+    /// Every line of a chain read a page at a time by `page(from, to)`, which answers the
+    /// page's lines and the chain's length.
+    async fn read_lines<F, Fut>(&self, page: F) -> Result<Vec<String>, ClientError>
+    where
+        F: Fn(u64, u64) -> Fut,
+        Fut: std::future::Future<Output = Result<(Vec<String>, u64), ClientError>>,
+    {
+        let mut lines = Vec::new();
+        loop {
+            let from = lines.len() as u64;
+            let (more, len) = page(from, from.saturating_add(record_format::PAGE_LINES)).await?;
+            if more.is_empty() {
                 return Ok(lines);
             }
-            lines.extend(page.lines);
-            if lines.len() as u64 >= page.len {
+            lines.extend(more);
+            if lines.len() as u64 >= len {
                 return Ok(lines);
             }
         }
@@ -568,24 +582,17 @@ impl HubClient {
 
     /// Reads `agent`'s whole vigils chain, page by page.
     pub async fn read_vigils(&self, agent: &AgentName) -> Result<Vec<String>, ClientError> {
-        let mut lines = Vec::new();
-        loop {
-            let from = lines.len() as u64;
+        self.read_lines(|from, to| async move {
             let request = crate::hubd::vigils::ReadVigils {
                 capability: self.cap(),
                 agent: agent.to_string(),
                 from,
-                to: from.saturating_add(record_format::PAGE_LINES),
+                to,
             };
             let page: crate::hubd::vigils::VigilRange = self.call(Op::ReadVigils, request).await?;
-            if page.lines.is_empty() {
-                return Ok(lines);
-            }
-            lines.extend(page.lines);
-            if lines.len() as u64 >= page.len {
-                return Ok(lines);
-            }
-        }
+            Ok((page.lines, page.len))
+        })
+        .await
     }
 
     /// Reads `agent`'s whole undo chain, page by page, with the tip its length belongs to.
