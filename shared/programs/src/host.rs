@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::answer;
 use crate::decl::{ProgramDecl, surface};
+use crate::drive::Drive;
 use crate::plugin::{self, PLUGINS_DIR};
 pub use crate::process::Evaluator;
 use crate::process::{exchange, read_source};
@@ -246,12 +247,14 @@ impl ProgramTool {
         // The first effect the ring refused: if the program then fails, that refusal is the
         // reason, with its boundary and axis.
         let mut refused: Option<ToolError> = None;
+        // The children this call drives: retired when it is dropped, however the call ends.
+        let mut drive = Drive::new(fx, until);
         let (result, kept) =
             warm.call(
                 &self.file,
                 &request,
                 until,
-                |function, args| match answer::call(function, args, fx) {
+                |function, args| match answer::call(function, args, fx, &mut drive) {
                     Ok(value) => Answer::Ok { value },
                     Err(e) => {
                         let message = e.to_string();
@@ -262,6 +265,7 @@ impl ProgramTool {
                     }
                 },
             );
+        drop(drive);
         *slot = kept;
         drop(slot);
         result.map_err(|e| refused.take().unwrap_or_else(|| stop(e)))

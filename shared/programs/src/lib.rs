@@ -47,6 +47,8 @@
 //! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
 //!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
+//! - [`menu`]: the fixed menu a driven child's answer is read against (the quarantined reader).
+//! - `drive`: the children one program call drives, retired when the call returns.
 //! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -56,6 +58,8 @@ mod answer;
 #[cfg(feature = "eval")]
 pub mod child;
 pub mod decl;
+#[cfg(feature = "host")]
+mod drive;
 #[cfg(feature = "eval")]
 pub mod evaluate;
 #[cfg(feature = "eval")]
@@ -64,6 +68,7 @@ pub mod hooks;
 #[cfg(feature = "host")]
 pub mod host;
 pub mod limits;
+pub mod menu;
 pub mod plugin;
 pub mod process;
 pub mod protocol;
