@@ -233,9 +233,15 @@ impl HubOutlet for SessionOutlet {
         child: &AgentName,
         until: Instant,
     ) -> Result<Option<String>, OutletError> {
-        let agent = self.on(None)?;
+        let Duty::Sequencer { agent } = self.client.duty() else {
+            return Err(OutletError::Refused {
+                code: "invalid".into(),
+                reason: "a driven child's answer is taken from an agent's inbox with its sequencer session".into(),
+                axis: None,
+            });
+        };
         self.runtime
-            .block_on(take_letter(&self.client, &agent, child, until))
+            .block_on(take_letter(&self.client, agent, child, until))
             .map_err(outlet_error)
     }
 

@@ -20,7 +20,10 @@
 //! program's calls one after another, its module loaded once and frozen, each call in a heap
 //! of its own; a call that does not end cleanly leaves none behind, and the next gets a fresh
 //! one. The program never holds a token or the grant, and has no function to call a model, run a shell, build, or
-//! wait on a vigil.
+//! wait on a vigil. With the `spawn` class it drives children ([`menu`], `drive`): each is
+//! spawned driven through hubd's spawn gate (so within the agent's grant), its answer reaches
+//! the program only as a word of the program's fixed menu, and the parent retires it when the
+//! call ends, however it ends.
 //!
 //! A plugin, a folder `agent/plugins/<plugin>/` of such programs ([`plugin`]), is admitted
 //! all-or-nothing: every program becomes the tool `program_<plugin>-<name>` when each passes
