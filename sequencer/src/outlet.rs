@@ -1,6 +1,11 @@
 //! The session's [`HubOutlet`]: how the ring's mail, spawn, build and run tools reach hubd,
 //! the builder and the runner.
 //!
+//! A program's driven children are retired through it, and their answers taken from the
+//! agent's own inbox (the first unread letter from the child, marked read as it is taken),
+//! polled until the program's deadline; every driven child is noted in the session's
+//! [`Driven`] set before its task is sent, so the inbox watcher never shows its letters.
+//!
 //! The ring checks the agent's tokens first (an uncovered address, a spawn level of `off` or a
 //! build of a folder outside the write roots never gets here); hubd then runs the real gates
 //! again. Tool bodies run on a blocking thread, so the outlet enters the runtime with
@@ -19,8 +24,7 @@ use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
 use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
 use l3m_core::mail::{Address, InboxEntry};
-use l3m_core::names::AgentName;
-use l3m_core::names::Entity;
+use l3m_core::names::{AgentName, Entity};
 use l3m_core::vigil::Watch;
 use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 use l3m_wire::WireError;

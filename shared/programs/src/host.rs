@@ -6,7 +6,8 @@
 //! footprint's classes. The call sends its input to the program's warm evaluator (`warm`: one
 //! `l3m-program serve` process per tool, started at its first call, which checked and loaded
 //! the program once), answers each effect the program asks for through that `Granted`
-//! (`answer`), and kills the evaluator when its deadline passes; a call that did not end
+//! (`answer`; the spawn class through the call's `drive`, which retires every child the call
+//! spawned when the call ends), and kills the evaluator when its deadline passes; a call that did not end
 //! cleanly leaves no evaluator behind, and the next starts a fresh one. The evaluator gets the
 //! program's source and input, never a token.
 
