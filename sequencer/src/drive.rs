@@ -5,7 +5,8 @@
 //! - **their letters are the programs' alone**: a letter from a driven child is never posted to
 //!   the writer as mail, so the agent's model never reads it; a program's `await_answer` takes
 //!   it from the inbox, marks it read and hands on one menu word. A letter no call took stays
-//!   unread in the inbox (the human can read it there), and is never shown to the model;
+//!   unread in the inbox (the human can read it there), is never shown to the model, and
+//!   does not wake the agent (the supervisor does not count it as unread mail);
 //! - **no call survives a restart**: at boot, every live driven child of the agent is retired
 //!   (the call that spawned it died with the last process), and every driven child the ledger
 //!   knows joins the set, so its unread letters are not shown either.

@@ -310,4 +310,23 @@ async fn boot_retires_driven_children_a_killed_sequencer_left() {
         !text.contains(INJECTED),
         "the reader's letter reached the model"
     );
+    // The reader's letter stays unread, and no supervisor wakes the parent for it.
+    let shutdown = CancellationToken::new();
+    let sup = hub
+        .task_supervisor(
+            config(&format!("idle_exit_secs = 1\n{line}")),
+            factory_of(counting(&script, Duration::ZERO)),
+            "host:2",
+            &shutdown,
+        )
+        .await;
+    let task = tokio::spawn(supervise(sup, shutdown.clone()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        hub.log("demo").await.len(),
+        log.len(),
+        "woken for a driven child's letter"
+    );
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
 }
