@@ -152,12 +152,7 @@ async fn boot_holding(
         &acr,
         Some(outlet),
         undo,
-        config
-            .sequencer
-            .program_evaluator
-            .clone()
-            .map(l3m_programs::host::Evaluator::new)
-            .as_ref(),
+        config.sequencer.evaluator().as_ref(),
     )?);
     let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
     let builds = toolbox.footprints().values().any(|f| {
