@@ -20,6 +20,7 @@ use l3m_wire::client::HubClient;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::drive::Driven;
 use crate::outlet::SessionOutlet;
 use crate::prompt::{self, Persona};
 use crate::toolbox::Toolbox;
@@ -135,9 +136,13 @@ async fn boot_holding(
     let read = client.read_log_from(agent, 0).await?;
     let grant = client.read_grant(agent).await?;
     let acr = hub_root.join(paths::acr(agent));
+    // No call survives a restart: the children the last process's calls drove are retired.
+    let driven = Driven::default();
+    let left = crate::drive::retire_left(client, agent, &driven).await?;
     let outlet: Arc<dyn l3m_ring::effects::HubOutlet> = Arc::new(SessionOutlet::new(
         client.clone(),
         tokio::runtime::Handle::current(),
+        driven.clone(),
     ));
     let undo = Arc::new(HubUndo::open(client.clone(), agent.clone()).await?);
     let toolbox = Arc::new(Toolbox::build(
@@ -147,12 +152,7 @@ async fn boot_holding(
         &acr,
         Some(outlet),
         undo,
-        config
-            .sequencer
-            .program_evaluator
-            .clone()
-            .map(l3m_programs::host::Evaluator::new)
-            .as_ref(),
+        config.sequencer.evaluator().as_ref(),
     )?);
     let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
     let builds = toolbox.footprints().values().any(|f| {
@@ -216,6 +216,18 @@ async fn boot_holding(
             );
         }
     }
+    if !left.is_empty() {
+        let id = format!("driven-{}", session.log.owed.next_seq());
+        let names: Vec<String> = left.iter().map(ToString::to_string).collect();
+        session.notice(
+            id,
+            format!(
+                "{RESTARTED}; the driven children your programs' calls left were retired: {}",
+                names.join(", ")
+            ),
+            Disposition::Show,
+        );
+    }
     let refused = toolbox_refusals(&session);
     if !refused.is_empty() {
         let id = format!("programs-{}", session.log.owed.next_seq());
@@ -227,6 +239,7 @@ async fn boot_holding(
         agent.clone(),
         watch,
         tx.clone(),
+        driven,
         lease,
         config.sequencer.lease_ttl(),
         tasks.clone(),

@@ -49,7 +49,9 @@ pub enum ConfigError {
     #[error("[review]: {0}")]
     Review(#[from] l3m_core::review::ReviewError),
     /// A limit is out of range.
-    #[error("[sequencer] {field} is out of range (max_attempts >= 1, lease_ttl_secs 0.5..=600)")]
+    #[error(
+        "[sequencer] {field} is out of range (max_attempts >= 1, lease_ttl_secs 0.5..=600, program_deadline_secs 1..=3600)"
+    )]
     Limit {
         /// The field.
         field: &'static str,
@@ -108,6 +110,10 @@ pub struct Limits {
     /// The `l3m-program` evaluator that checks and runs the agent's sealed programs. Unset, the
     /// `sequencer` binary uses the one beside itself; with none, programs are not loaded.
     pub program_evaluator: Option<std::path::PathBuf>,
+    /// Wall-clock seconds one program call may take (1 to 3600), its effects included: a
+    /// program that drives children waits for their answers within it. The evaluator's CPU
+    /// limit is its own and does not grow with it.
+    pub program_deadline_secs: u64,
 }
 
 impl Default for Limits {
@@ -119,6 +125,7 @@ impl Default for Limits {
             idle_exit_secs: None,
             retry_backoff_ms: 200,
             program_evaluator: None,
+            program_deadline_secs: 10,
         }
     }
 }
@@ -127,6 +134,16 @@ impl Limits {
     /// The lease's time to live.
     pub fn lease_ttl(&self) -> Duration {
         Duration::try_from_secs_f64(self.lease_ttl_secs).unwrap_or(Duration::from_secs(15))
+    }
+
+    /// The evaluator of the agent's programs, with the configured call deadline; `None` when
+    /// no evaluator is known (then programs are not loaded).
+    pub fn evaluator(&self) -> Option<l3m_programs::host::Evaluator> {
+        self.program_evaluator.clone().map(|path| {
+            let mut evaluator = l3m_programs::host::Evaluator::new(path);
+            evaluator.deadline = Duration::from_secs(self.program_deadline_secs);
+            evaluator
+        })
     }
 }
 
@@ -156,6 +173,11 @@ impl Config {
         if !(0.5..=600.0).contains(&self.sequencer.lease_ttl_secs) {
             return Err(ConfigError::Limit {
                 field: "lease_ttl_secs",
+            });
+        }
+        if !(1..=3600).contains(&self.sequencer.program_deadline_secs) {
+            return Err(ConfigError::Limit {
+                field: "program_deadline_secs",
             });
         }
         if let Some(review) = &self.review {
@@ -271,5 +293,32 @@ mod tests {
             Config::default().models_for(&name("a")),
             Err(ConfigError::NoModel { .. })
         ));
+    }
+
+    #[test]
+    fn a_program_deadline_reaches_the_evaluator_and_is_bounded() {
+        let c =
+            Config::parse("[sequencer]\nprogram_evaluator = \"/e\"\nprogram_deadline_secs = 60")
+                .unwrap();
+        assert_eq!(
+            c.sequencer.evaluator().unwrap().deadline,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            Config::parse("")
+                .unwrap()
+                .sequencer
+                .evaluator()
+                .map(|e| e.deadline),
+            None
+        );
+        for bad in ["0", "3601"] {
+            let err =
+                Config::parse(&format!("[sequencer]\nprogram_deadline_secs = {bad}")).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Limit { field } if field == "program_deadline_secs"),
+                "{err}"
+            );
+        }
     }
 }

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::SequencerError;
+use crate::drive::Driven;
 use crate::writer::Input;
 
 /// Subscribes to the moves of the agent's inbox, grants and cards refs: the only refs the
@@ -53,11 +54,14 @@ pub(crate) async fn watch(
 }
 
 /// Scans the inbox, then starts the watcher and the lease renewal; returns the unread letters.
+/// Letters from `driven` children are never posted: they are the programs' ([`crate::drive`]).
+#[allow(clippy::too_many_arguments)] // each is one thing the watcher needs, none derived
 pub(crate) async fn start(
     client: HubClient,
     agent: AgentName,
     watch: MessageStream,
     tx: mpsc::UnboundedSender<Input>,
+    driven: Driven,
     lease: u64,
     ttl: Duration,
     stop: CancellationToken,
@@ -76,7 +80,9 @@ pub(crate) async fn start(
         .entries
         .into_iter()
         .filter_map(|e| match e {
-            InboxEntry::Letter(l) if !marked.contains(l.id.as_str()) => Some(Input::Letter(l)),
+            InboxEntry::Letter(l) if !marked.contains(l.id.as_str()) && !driven.sent(&l.from) => {
+                Some(Input::Letter(l))
+            }
             _ => None,
         })
         .collect();
@@ -86,6 +92,7 @@ pub(crate) async fn start(
         agent.clone(),
         watch,
         tx.clone(),
+        driven,
         read.len,
         stop.clone(),
     ));
@@ -98,6 +105,7 @@ async fn watch_refs(
     agent: AgentName,
     mut watch: MessageStream,
     tx: mpsc::UnboundedSender<Input>,
+    driven: Driven,
     mut inbox_len: u64,
     stop: CancellationToken,
 ) {
@@ -118,6 +126,7 @@ async fn watch_refs(
                     inbox_len = read.from + read.entries.len() as u64;
                     for entry in read.entries {
                         if let InboxEntry::Letter(l) = entry
+                            && !driven.sent(&l.from)
                             && tx.send(Input::Letter(l)).is_err()
                         {
                             return;

@@ -16,6 +16,9 @@
 //! - Budget: each `call-started` is appended with a `budget-change` (one call, and the bytes
 //!   journaled since the previous call); at boot and on grant moves the budget is hubd's
 //!   account `left` less what this Log has spent, journaled only if it differs.
+//! - Letters from the agent's driven children (its programs' calls' children) are never
+//!   posted as mail: a program takes each through `await_answer` as one menu word
+//!   ([`drive`]); boot retires every live driven child, since no call survives a restart.
 //! - Model calls go to the agent's model on attempt 1 and to its fallback (if configured) on
 //!   later attempts, after a doubling backoff.
 //!
@@ -26,6 +29,7 @@
 //! # Layout
 //! - [`model`]: the provider face, `l3m-models` re-exported.
 //! - [`outlet`]: how the mail and spawn tools reach hubd.
+//! - [`drive`]: the agent's driven children: their letters held back, their retirement at boot.
 //! - [`config`]: the TOML configuration.
 //! - [`prompt`]: the system prompt, assembled purely.
 //! - [`toolbox`]: the tool table, minted effects and undo attribution.
@@ -41,6 +45,7 @@
 pub mod bounds;
 pub mod config;
 pub mod control;
+pub mod drive;
 pub mod model;
 pub mod outlet;
 pub mod prompt;

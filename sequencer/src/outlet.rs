@@ -1,6 +1,11 @@
 //! The session's [`HubOutlet`]: how the ring's mail, spawn, build and run tools reach hubd,
 //! the builder and the runner.
 //!
+//! A program's driven children are retired through it, and their answers taken from the
+//! agent's own inbox (the first unread letter from the child, marked read as it is taken),
+//! polled until the program's deadline; every driven child is noted in the session's
+//! [`Driven`] set before its task is sent, so the inbox watcher never shows its letters.
+//!
 //! The ring checks the agent's tokens first (an uncovered address, a spawn level of `off` or a
 //! build of a folder outside the write roots never gets here); hubd then runs the real gates
 //! again. Tool bodies run on a blocking thread, so the outlet enters the runtime with
@@ -12,13 +17,14 @@
 //! running, refuses, or does not answer in time comes back as a typed [`StageError`] the model
 //! reads; nothing here panics or retries (a retried build could run twice).
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
 use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
-use l3m_core::mail::Address;
-use l3m_core::names::AgentName;
+use l3m_core::mail::{Address, InboxEntry};
+use l3m_core::names::{AgentName, Entity};
 use l3m_core::vigil::Watch;
 use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 use l3m_wire::WireError;
@@ -29,6 +35,8 @@ use l3m_wire::hubd::Op;
 use l3m_wire::hubd::build_voucher::{BuildPolicy, ReadBuildPolicy};
 use l3m_wire::subjects::{Operation, Service};
 use tokio::runtime::Handle;
+
+use crate::drive::Driven;
 
 /// How long boot waits for hubd's build policy (the pinned images the prompt names).
 const POLICY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,12 +77,22 @@ pub const STAGE_MARGIN: Duration = Duration::from_secs(30);
 pub struct SessionOutlet {
     client: HubClient,
     runtime: Handle,
+    /// The agent's driven children: each driven spawn is noted here before its task is sent.
+    driven: Driven,
 }
 
+/// How often a program waiting for a driven child's answer reads the inbox again.
+const ANSWER_POLL: Duration = Duration::from_millis(100);
+
 impl SessionOutlet {
-    /// An outlet that sends with `client` on `runtime` (the session's runtime).
-    pub fn new(client: HubClient, runtime: Handle) -> SessionOutlet {
-        SessionOutlet { client, runtime }
+    /// An outlet that sends with `client` on `runtime` (the session's runtime), noting the
+    /// driven children it spawns in `driven`.
+    pub fn new(client: HubClient, runtime: Handle, driven: Driven) -> SessionOutlet {
+        SessionOutlet {
+            client,
+            runtime,
+            driven,
+        }
     }
 
     /// Asks `service`'s `op` with `request`, waiting for `stages`' deadlines plus the margin.
@@ -191,6 +209,10 @@ impl HubOutlet for SessionOutlet {
                 .spawn(request.clone())
                 .await
                 .map_err(outlet_error)?;
+            if request.driven {
+                // Noted before the task wakes the child, so no letter of its is shown as mail.
+                self.driven.note(request.child.clone());
+            }
             if !task.trim().is_empty() {
                 // The task is the child's first letter: it wakes the child, and it is durable
                 // in the child's inbox before the spawn tool reports success.
@@ -201,6 +223,30 @@ impl HubOutlet for SessionOutlet {
             }
             Ok(spawned.child)
         })
+    }
+
+    fn retire(&self, child: &AgentName) -> Result<(), OutletError> {
+        self.runtime
+            .block_on(self.client.retire(child))
+            .map(|_| ())
+            .map_err(outlet_error)
+    }
+
+    fn take_letter(
+        &self,
+        child: &AgentName,
+        until: Instant,
+    ) -> Result<Option<String>, OutletError> {
+        let Duty::Sequencer { agent } = self.client.duty() else {
+            return Err(OutletError::Refused {
+                code: "invalid".into(),
+                reason: "a driven child's answer is taken from an agent's inbox with its sequencer session".into(),
+                axis: None,
+            });
+        };
+        self.runtime
+            .block_on(take_letter(&self.client, agent, child, until))
+            .map_err(outlet_error)
     }
 
     fn build(&self, ask: &BuildAsk) -> Result<Built, StageError> {
@@ -277,5 +323,44 @@ impl HubOutlet for SessionOutlet {
             .block_on(self.client.cancel_vigil(&on, id))
             .map(|_| ())
             .map_err(outlet_error)
+    }
+}
+
+/// Reads `agent`'s inbox until `until` for the first letter from `child` that `agent` has not
+/// marked read; marks it read and returns its body.
+async fn take_letter(
+    client: &HubClient,
+    agent: &AgentName,
+    child: &AgentName,
+    until: Instant,
+) -> Result<Option<String>, ClientError> {
+    let me = Entity::Agent(agent.clone());
+    let (mut marked, mut letters) = (HashSet::new(), Vec::new());
+    let mut from = 0;
+    loop {
+        let read = client.read_inbox(agent, from).await?;
+        from = read.from + read.entries.len() as u64;
+        for entry in read.entries {
+            match entry {
+                InboxEntry::ReadMark(m) if m.by == me => {
+                    marked.insert(m.letter.to_string());
+                }
+                InboxEntry::Letter(l)
+                    if l.from.office().is_none() && l.from.agent() == Some(child) =>
+                {
+                    letters.push(*l);
+                }
+                _ => {}
+            }
+        }
+        if let Some(letter) = letters.iter().find(|l| !marked.contains(l.id.as_str())) {
+            client.mark_read(letter.id.as_str()).await?;
+            return Ok(Some(letter.body.clone()));
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Ok(None);
+        }
+        tokio::time::sleep(ANSWER_POLL.min(until - now)).await;
     }
 }

@@ -236,7 +236,8 @@ async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
 
 /// Whether `agent` is live, asleep, and has a letter it has not marked read, an answer at a
 /// card its Log still waits for, a fired vigil its Log has not journaled, or a turn under way
-/// that nothing runs.
+/// that nothing runs. A letter from one of its driven children does not count: only a program
+/// call waits for one, and no call outlives the process that ran it (`crate::drive`).
 async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
     let tree = client.list_agents().await?;
     let asleep = tree
@@ -246,15 +247,26 @@ async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, Sequ
     if !asleep {
         return Ok(false);
     }
+    let driven: HashSet<AgentName> = tree
+        .agents
+        .iter()
+        .filter(|a| a.driven)
+        .filter_map(|a| AgentName::parse(&a.name).ok())
+        .filter(|child| child.parent().as_ref() == Some(agent))
+        .collect();
     let me = Entity::Agent(agent.clone());
     let inbox = client.read_inbox(agent, 0).await?;
     let mut letters = HashSet::new();
     let mut read = HashSet::new();
     for entry in &inbox.entries {
         match entry {
-            InboxEntry::Letter(l) => {
+            InboxEntry::Letter(l)
+                if l.from.office().is_some()
+                    || l.from.agent().is_none_or(|a| !driven.contains(a)) =>
+            {
                 letters.insert(l.id.to_string());
             }
+            InboxEntry::Letter(_) => {}
             InboxEntry::ReadMark(m) if m.by == me => {
                 read.insert(m.letter.to_string());
             }

@@ -91,12 +91,13 @@ fn spawn_boundary_makes_spawn_absent_when_the_level_is_off() {
 }
 
 #[test]
-fn spawn_boundary_refuses_a_persistent_child_at_level_drive_before_the_outlet() {
+fn spawn_boundary_refuses_a_model_spawn_at_level_drive_before_the_outlet() {
+    // A model's spawn is persistent: at level drive only a program's call may spawn (driven).
     let hub = GitHub::new();
     let session = Session::new(&hub, json!({"spawn": "drive"}));
     let out = session.table.dispatch(
         "spawn_agent",
-        json!({"name": "alice/kid", "task": "t", "grant": {}, "persist": true}),
+        json!({"name": "alice/kid", "task": "t", "grant": {}}),
         &session.effects,
     );
     assert!(
@@ -107,13 +108,17 @@ fn spawn_boundary_refuses_a_persistent_child_at_level_drive_before_the_outlet() 
         "{out:?}"
     );
     assert!(session.outlet.calls().is_empty());
-    let ok = session.table.dispatch(
+    let persist = Session::new(&hub, json!({"spawn": "persist"}));
+    let ok = persist.table.dispatch(
         "spawn_agent",
         json!({"name": "alice/kid", "task": "t", "grant": {"files": ["workspace"]}}),
-        &session.effects,
+        &persist.effects,
     );
     assert!(matches!(ok, Dispatch::Ran(Ok(_))), "{ok:?}");
-    let calls = session.outlet.calls();
+    let calls = persist.outlet.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
-    assert!(calls[0].starts_with("spawn alice/kid "), "{calls:?}");
+    assert!(
+        calls[0].starts_with("spawn alice/kid driven=false"),
+        "{calls:?}"
+    );
 }

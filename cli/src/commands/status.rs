@@ -249,6 +249,7 @@ mod tests {
                 AgentLife::Asleep
             },
             holder: holder.map(str::to_owned),
+            driven: false,
         }
     }
 

@@ -114,6 +114,7 @@ mod tests {
             parent: parent.into(),
             life,
             holder: None,
+            driven: false,
         }
     }
 

@@ -123,11 +123,7 @@ impl Session {
                 &self.hub_root.join(l3m_core::refs::paths::acr(&self.agent)),
                 self.tools.outlet(),
                 self.tools.undo(),
-                self.limits
-                    .program_evaluator
-                    .clone()
-                    .map(l3m_programs::host::Evaluator::new)
-                    .as_ref(),
+                self.limits.evaluator().as_ref(),
             ) {
                 Ok(tools) => {
                     self.tools = Arc::new(tools);

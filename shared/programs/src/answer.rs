@@ -1,6 +1,7 @@
 //! The parent's answer to one effect a program asks for: the function's arguments checked, the
 //! call made through the ring's providers exactly as a built-in tool makes it, the result as
 //! JSON. A function of a class the footprint does not declare is refused by [`Granted`] itself.
+//! The spawn class's functions are answered by the call's [`Drive`], which keeps its children.
 
 use l3m_core::mail::Address;
 use l3m_ring::effects::Granted;
@@ -8,12 +9,19 @@ use l3m_ring::net::FetchRequest;
 use l3m_tools::ToolError;
 use serde_json::{Map, Value, json};
 
-/// Answers `function(args)` with the effects `fx` grants.
-pub fn call(
+use crate::drive::Drive;
+
+/// Answers `function(args)` with the effects `fx` grants; the children the call drives are
+/// `drive`'s.
+pub(crate) fn call(
     function: &str,
     args: &Map<String, Value>,
     fx: &Granted<'_>,
+    drive: &mut Drive<'_, '_>,
 ) -> Result<Value, ToolError> {
+    if let Some(answer) = drive.answer(function, args) {
+        return answer;
+    }
     match function {
         "fs_read" => {
             let path = text(args, "path")?;
@@ -89,6 +97,7 @@ mod tests {
     use l3m_ring::tokens::{MintInput, mint};
     use l3m_ring::undo::MemoryUndo;
     use std::sync::Arc;
+    use std::time::Duration;
 
     fn effects() -> (tempfile::TempDir, Effects) {
         let dir = tempfile::tempdir().unwrap();
@@ -108,6 +117,16 @@ mod tests {
         (dir, fx)
     }
 
+    /// [`call`] with a drive of its own, for the classes that keep no children.
+    fn ask(
+        function: &str,
+        args: &Map<String, Value>,
+        fx: &Granted<'_>,
+    ) -> Result<Value, ToolError> {
+        let mut drive = Drive::new(fx, std::time::Instant::now() + Duration::from_secs(5));
+        call(function, args, fx, &mut drive)
+    }
+
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
     }
@@ -118,7 +137,7 @@ mod tests {
         let granted = fx
             .for_footprint(&Footprint::of([EffectClass::FsRead, EffectClass::FsWrite]))
             .unwrap();
-        call(
+        ask(
             "fs_write",
             &args(json!({"path": "workspace/a", "text": "hi"})),
             &granted,
@@ -129,23 +148,23 @@ mod tests {
             b"hi"
         );
         assert_eq!(
-            call("fs_read", &args(json!({"path": "workspace/a"})), &granted).unwrap(),
+            ask("fs_read", &args(json!({"path": "workspace/a"})), &granted).unwrap(),
             json!("hi")
         );
-        let listing = call("fs_list", &args(json!({"path": "workspace"})), &granted).unwrap();
+        let listing = ask("fs_list", &args(json!({"path": "workspace"})), &granted).unwrap();
         assert_eq!(listing, json!([{"name": "a", "kind": "regular file"}]));
         // The clock is not in the footprint: the grant refuses it, naming the class.
-        let e = call("clock_now", &Map::new(), &granted).unwrap_err();
+        let e = ask("clock_now", &Map::new(), &granted).unwrap_err();
         assert!(matches!(e, ToolError::Effects(_)), "{e}");
         // The provider still refuses what the token does not reach.
-        let e = call(
+        let e = ask(
             "fs_write",
             &args(json!({"path": "../x", "text": ""})),
             &granted,
         )
         .unwrap_err();
         assert!(e.refusal().is_some(), "{e}");
-        let e = call("fs_read", &args(json!({"path": 3})), &granted).unwrap_err();
+        let e = ask("fs_read", &args(json!({"path": 3})), &granted).unwrap_err();
         assert!(matches!(e, ToolError::BadInput { ref field, .. } if field == "path"));
     }
 
@@ -154,7 +173,7 @@ mod tests {
         let (_dir, fx) = effects();
         let granted = fx.for_footprint(&Footprint::default()).unwrap();
         for f in FUNCTIONS {
-            let e = call(f.name, &Map::new(), &granted).unwrap_err();
+            let e = ask(f.name, &Map::new(), &granted).unwrap_err();
             assert!(
                 !matches!(e, ToolError::BadInput { ref field, .. } if field == "function"),
                 "{} is not answered",

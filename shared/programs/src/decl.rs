@@ -182,8 +182,10 @@ mod tests {
         );
         let e = surface("f", &decl([EffectClass::Shell]), &none).unwrap_err();
         assert_eq!((e.rule, e.line), (Rule::WildClass, 2));
-        let e = surface("f", &decl([EffectClass::Spawn]), &none).unwrap_err();
+        let e = surface("f", &decl([EffectClass::Build]), &none).unwrap_err();
         assert_eq!(e.rule, Rule::NotAdmitted);
+        let e = surface("f", &decl([EffectClass::Spawn]), &none).unwrap_err();
+        assert_eq!(e.rule, Rule::NotCovered);
         let e = surface("f", &decl([EffectClass::Net]), &none).unwrap_err();
         assert_eq!(e.rule, Rule::NotCovered);
         assert!(e.detail.contains("net"), "{e}");

@@ -143,6 +143,42 @@ fn mail_functions(builder: &mut GlobalsBuilder) {
     }
 }
 
+#[starlark_module]
+fn spawn_functions(builder: &mut GlobalsBuilder) {
+    fn spawn_child<'v>(
+        #[starlark(require = pos)] name: &str,
+        #[starlark(require = pos)] task: &str,
+        #[starlark(require = pos)] grant: StarValue<'v>,
+        #[starlark(require = pos)] loan: StarValue<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<StarValue<'v>> {
+        let args = json!({
+            "name": name,
+            "task": task,
+            "grant": grant.to_json_value()?,
+            "loan": loan.to_json_value()?,
+        });
+        ask_value(eval, "spawn_child", args)
+    }
+
+    fn await_answer<'v>(
+        #[starlark(require = pos)] child: &str,
+        #[starlark(require = pos)] secs: i32,
+        #[starlark(require = pos)] menu: StarValue<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<StarValue<'v>> {
+        let args = json!({ "child": child, "secs": secs, "menu": menu.to_json_value()? });
+        ask_value(eval, "await_answer", args)
+    }
+
+    fn retire_child<'v>(
+        #[starlark(require = pos)] child: &str,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<StarValue<'v>> {
+        ask_value(eval, "retire_child", json!({ "child": child }))
+    }
+}
+
 /// The standard library, built once, from which the kept builtins are copied.
 fn standard() -> &'static Globals {
     static STANDARD: OnceLock<Globals> = OnceLock::new();
@@ -166,6 +202,7 @@ pub fn for_footprint(footprint: &Footprint) -> Globals {
             Class::Clock => clock_functions,
             Class::Net => net_functions,
             Class::Mail => mail_functions,
+            Class::Spawn => spawn_functions,
         };
         add(&mut builder);
     }

@@ -6,7 +6,8 @@
 //! footprint's classes. The call sends its input to the program's warm evaluator (`warm`: one
 //! `l3m-program serve` process per tool, started at its first call, which checked and loaded
 //! the program once), answers each effect the program asks for through that `Granted`
-//! (`answer`), and kills the evaluator when its deadline passes; a call that did not end
+//! (`answer`; the spawn class through the call's `drive`, which retires every child the call
+//! spawned when the call ends), and kills the evaluator when its deadline passes; a call that did not end
 //! cleanly leaves no evaluator behind, and the next starts a fresh one. The evaluator gets the
 //! program's source and input, never a token.
 
@@ -22,6 +23,7 @@ use serde_json::Value;
 
 use crate::answer;
 use crate::decl::{ProgramDecl, surface};
+use crate::drive::Drive;
 use crate::plugin::{self, PLUGINS_DIR};
 pub use crate::process::Evaluator;
 use crate::process::{exchange, read_source};
@@ -246,12 +248,14 @@ impl ProgramTool {
         // The first effect the ring refused: if the program then fails, that refusal is the
         // reason, with its boundary and axis.
         let mut refused: Option<ToolError> = None;
+        // The children this call drives: retired when it is dropped, however the call ends.
+        let mut drive = Drive::new(fx, until);
         let (result, kept) =
             warm.call(
                 &self.file,
                 &request,
                 until,
-                |function, args| match answer::call(function, args, fx) {
+                |function, args| match answer::call(function, args, fx, &mut drive) {
                     Ok(value) => Answer::Ok { value },
                     Err(e) => {
                         let message = e.to_string();
@@ -262,6 +266,7 @@ impl ProgramTool {
                     }
                 },
             );
+        drop(drive);
         *slot = kept;
         drop(slot);
         result.map_err(|e| refused.take().unwrap_or_else(|| stop(e)))

@@ -20,7 +20,10 @@
 //! program's calls one after another, its module loaded once and frozen, each call in a heap
 //! of its own; a call that does not end cleanly leaves none behind, and the next gets a fresh
 //! one. The program never holds a token or the grant, and has no function to call a model, run a shell, build, or
-//! wait on a vigil.
+//! wait on a vigil. With the `spawn` class it drives children ([`menu`], `drive`): each is
+//! spawned driven through hubd's spawn gate (so within the agent's grant), its answer reaches
+//! the program only as a word of the program's fixed menu, and the parent retires it when the
+//! call ends, however it ends.
 //!
 //! A plugin, a folder `agent/plugins/<plugin>/` of such programs ([`plugin`]), is admitted
 //! all-or-nothing: every program becomes the tool `program_<plugin>-<name>` when each passes
@@ -47,6 +50,8 @@
 //! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
 //!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
+//! - [`menu`]: the fixed menu a driven child's answer is read against (the quarantined reader).
+//! - `drive`: the children one program call drives, retired when the call returns.
 //! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -56,6 +61,8 @@ mod answer;
 #[cfg(feature = "eval")]
 pub mod child;
 pub mod decl;
+#[cfg(feature = "host")]
+mod drive;
 #[cfg(feature = "eval")]
 pub mod evaluate;
 #[cfg(feature = "eval")]
@@ -64,6 +71,7 @@ pub mod hooks;
 #[cfg(feature = "host")]
 pub mod host;
 pub mod limits;
+pub mod menu;
 pub mod plugin;
 pub mod process;
 pub mod protocol;

@@ -34,16 +34,19 @@ pub enum Class {
     Net,
     /// `mail`.
     Mail,
+    /// `spawn`: driven children only, each retired when the call that spawned it returns.
+    Spawn,
 }
 
 impl Class {
     /// Every admitted class.
-    pub const ALL: [Class; 5] = [
+    pub const ALL: [Class; 6] = [
         Class::FsRead,
         Class::FsWrite,
         Class::Clock,
         Class::Net,
         Class::Mail,
+        Class::Spawn,
     ];
 
     /// The effect class it is.
@@ -54,6 +57,7 @@ impl Class {
             Class::Clock => EffectClass::Clock,
             Class::Net => EffectClass::Net,
             Class::Mail => EffectClass::Mail,
+            Class::Spawn => EffectClass::Spawn,
         }
     }
 
@@ -100,6 +104,28 @@ pub const FUNCTIONS: &[Function] = &[
         class: Class::Mail,
         params: &["to", "body"],
         doc: "sends a letter to an address the mail token covers; returns the letter's id",
+    },
+    Function {
+        name: "spawn_child",
+        class: Class::Spawn,
+        params: &["name", "task", "grant", "loan"],
+        doc: "spawns a driven child (full name, first letter, grant dict within the agent's, \
+              loan dict such as {\"model-calls\": 3}) through hubd's spawn gate; it is retired \
+              when this call returns; returns its name",
+    },
+    Function {
+        name: "await_answer",
+        class: Class::Spawn,
+        params: &["child", "secs", "menu"],
+        doc: "waits up to `secs` (and this call's deadline) for a letter from a child this call \
+              spawned, marks it read, and returns the menu word its first word is, \"unclear\" \
+              when it is none, or None when no letter came; never the letter's text",
+    },
+    Function {
+        name: "retire_child",
+        class: Class::Spawn,
+        params: &["child"],
+        doc: "retires a child this call spawned before the call returns",
     },
 ];
 
@@ -163,7 +189,7 @@ mod tests {
             assert_eq!(Class::of(&class.effect()), Some(class));
         }
         assert_eq!(Class::of(&EffectClass::Shell), None);
-        assert_eq!(Class::of(&EffectClass::Spawn), None);
+        assert_eq!(Class::of(&EffectClass::Spawn), Some(Class::Spawn));
     }
 
     #[test]

@@ -55,18 +55,6 @@ impl<'a> Args<'a> {
         self.0.get(field)
     }
 
-    /// An optional boolean field.
-    pub(crate) fn opt_bool(&self, field: &str) -> Result<Option<bool>, ToolError> {
-        match self.0.get(field) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(bad(
-                field,
-                format!("expected a boolean, got {}", kind(other)),
-            )),
-        }
-    }
-
     /// An optional array of strings.
     pub(crate) fn opt_strings(&self, field: &str) -> Result<Option<Vec<&'a str>>, ToolError> {
         match self.0.get(field) {

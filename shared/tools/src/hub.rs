@@ -57,6 +57,11 @@ impl Tool for SendLetter {
 }
 
 /// Asks hubd to admit a child under a grant within the agent's own.
+///
+/// A model's spawn is always persistent (it needs spawn level `persist`): the tool call
+/// returns as soon as hubd admits the child, so a child driven by it would be retired before
+/// it did anything. Driven children are a program's (`spawn_child`), retired when the
+/// program's call returns; at level `drive` an agent spawns only through its programs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SpawnAgent;
 
@@ -66,7 +71,7 @@ impl Tool for SpawnAgent {
     }
 
     fn description(&self) -> &str {
-        "Spawn a child agent: its full name (your name plus one segment), its task, the grant it gets (every axis within yours; a wider one is refused, never clamped) and optionally the fuel lent to it. A child retires when the call that started it returns unless `persist` is true, which needs spawn level persist."
+        "Spawn a persistent child agent: its full name (your name plus one segment), its task, the grant it gets (every axis within yours; a wider one is refused, never clamped) and optionally the fuel lent to it. The child lives until it is retired, so this needs spawn level persist; at level drive, only your programs spawn children (driven ones, retired when the program's call returns)."
     }
 
     fn input_schema(&self) -> Value {
@@ -76,8 +81,7 @@ impl Tool for SpawnAgent {
                 "name": {"type": "string", "description": "the child's full name, e.g. `alice/main/helper`"},
                 "task": {"type": "string", "description": "the child's first instruction"},
                 "grant": {"type": "object", "description": "the child's grant, axis by axis as in a grant file, e.g. {\"files\": [\"workspace\"], \"spawn\": \"off\"}"},
-                "loan": {"type": "object", "description": "fuel lent: {\"model-calls\": n, \"bytes\": n, \"wakes\": n} (default none)"},
-                "persist": {"type": "boolean", "description": "whether the child outlives this call (default false)"}
+                "loan": {"type": "object", "description": "fuel lent: {\"model-calls\": n, \"bytes\": n, \"wakes\": n} (default none)"}
             },
             "required": ["name", "task", "grant"],
             "additionalProperties": false
@@ -94,20 +98,13 @@ impl Tool for SpawnAgent {
             child,
             grant,
             loan,
-            driven: !args.opt_bool("persist")?.unwrap_or(false),
+            driven: false,
             persona: None,
             fork: None,
         };
         let name = fx.spawn()?.spawn(&request, args.string("task")?)?;
-        Ok(ToolOutput::text(format!(
-            "spawned {name} ({})",
-            if request.driven {
-                "driven"
-            } else {
-                "persistent"
-            }
-        ))
-        .lasting(EffectClass::Spawn, format!("spawned {name}")))
+        Ok(ToolOutput::text(format!("spawned {name} (persistent)"))
+            .lasting(EffectClass::Spawn, format!("spawned {name}")))
     }
 }
 

@@ -150,8 +150,7 @@ fn send_letter_and_spawn_agent_reach_the_outlet_in_core_form() {
             "name": "alice/helper",
             "task": "read the code",
             "grant": {"files": ["workspace"], "net": ["example.org"]},
-            "loan": {"model-calls": 5, "bytes": 0, "wakes": 0},
-            "persist": true
+            "loan": {"model-calls": 5, "bytes": 0, "wakes": 0}
         }),
     )
     .unwrap_err();

@@ -394,6 +394,7 @@ impl State {
                         Life::Collected { .. } => AgentLife::Collected,
                     },
                     holder,
+                    driven: entry.driven,
                 })
             })
             // One more than a page holds, to know whether another page follows.

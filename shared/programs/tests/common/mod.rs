@@ -45,8 +45,14 @@ pub struct Session {
 
 impl Session {
     pub fn new() -> Self {
+        Self::with_spawn(None)
+    }
+
+    /// The same ring, with a spawn token of `level` (none when `None`).
+    pub fn with_spawn(spawn: Option<l3m_core::grant::SpawnLevel>) -> Self {
         let hub = Hub::new();
         let input = MintInput {
+            spawn,
             acr: hub.acr.clone(),
             files: Some(vec!["workspace".into(), "agent".into()]),
             mail: Some(MailInput {

@@ -4,6 +4,7 @@
 //! (the `tree-view` class), which need no token: hubd's vigil gate is the whole check.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use l3m_core::axis::Axis;
 use l3m_core::build::{ArtifactDigest, Blessing, Stage};
@@ -27,6 +28,13 @@ pub trait HubOutlet: Send + Sync {
     ) -> Result<String, OutletError>;
     /// Asks hubd to admit a child; returns the child's name.
     fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, OutletError>;
+    /// Asks hubd to retire `child` and its subtree (hubd checks it descends from the agent).
+    fn retire(&self, child: &AgentName) -> Result<(), OutletError>;
+    /// Waits until `until` for the first letter from `child` in the session's own inbox that
+    /// the agent has not marked read, marks it read, and returns its body; `None` when none
+    /// came in time.
+    fn take_letter(&self, child: &AgentName, until: Instant)
+    -> Result<Option<String>, OutletError>;
     /// Asks hubd to vouch for `ask`, then the builder to carry it out, before a deadline.
     fn build(&self, ask: &BuildAsk) -> Result<Built, StageError>;
     /// Asks hubd to vouch for a run of `artifact`, then the runner to run `stage` over it.
@@ -162,6 +170,14 @@ impl super::Spawn for SpawnProvider {
             SpawnLevel::Drive | SpawnLevel::Persist => {}
         }
         Ok(outlet(&self.outlet)?.spawn(request, task)?)
+    }
+
+    fn retire(&self, child: &AgentName) -> Result<(), SpawnError> {
+        Ok(outlet(&self.outlet)?.retire(child)?)
+    }
+
+    fn take_answer(&self, child: &AgentName, until: Instant) -> Result<Option<String>, SpawnError> {
+        Ok(outlet(&self.outlet)?.take_letter(child, until)?)
     }
 }
 

@@ -108,6 +108,16 @@ pub trait Mail: Send + Sync {
 pub trait Spawn: Send + Sync {
     /// Asks for `request` with `task` as the child's first instruction; returns its name.
     fn spawn(&self, request: &SpawnRequest, task: &str) -> Result<String, SpawnError>;
+    /// Retires `child` (and its subtree): how a program's call ends the children it drove.
+    fn retire(&self, child: &AgentName) -> Result<(), SpawnError>;
+    /// Waits until `until` for the first unread letter from `child` in the agent's own inbox,
+    /// marks it read, and returns its body (`None` when none came in time): how a program
+    /// takes a driven child's answer without the letter reaching the model as mail.
+    fn take_answer(
+        &self,
+        child: &AgentName,
+        until: std::time::Instant,
+    ) -> Result<Option<String>, SpawnError>;
 }
 
 /// Vigils: asking hubd to tell the agent when a hub fact it may already see comes true (the

@@ -16,11 +16,14 @@ use crate::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 /// [`Recorder::refusing_spawns`]. Builds and runs are recorded as `build <source>` and
 /// `run <digest>` and answered as a builder that is not running would be; no target is blessed.
 /// Vigils are recorded as `arm <on|self> <watch JSON> until=<ms>` (id `v<n>`) and
-/// `cancel <on|self> <id>`, and accepted.
+/// `cancel <on|self> <id>`, and accepted. Retirements are recorded as `retire <child>`; a
+/// taken answer as `take <child>`, answered with the next body queued by
+/// [`Recorder::answer_from`] for that child (none queued: no letter came in time).
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<Vec<String>>,
     spawn_refusal: Option<OutletError>,
+    answers: Mutex<Vec<(String, String)>>,
 }
 
 impl Recorder {
@@ -30,6 +33,14 @@ impl Recorder {
             spawn_refusal: Some(refusal),
             ..Recorder::default()
         }
+    }
+
+    /// Queues `body` as the next letter `child` answers with.
+    pub fn answer_from(&self, child: &str, body: &str) {
+        self.answers
+            .lock()
+            .unwrap()
+            .push((child.to_owned(), body.to_owned()));
     }
 
     /// Every call recorded, oldest first.
@@ -67,6 +78,22 @@ impl HubOutlet for Recorder {
             Some(refusal) => Err(refusal.clone()),
             None => Ok(request.child.to_string()),
         }
+    }
+
+    fn retire(&self, child: &AgentName) -> Result<(), OutletError> {
+        self.record(format!("retire {child}"));
+        Ok(())
+    }
+
+    fn take_letter(
+        &self,
+        child: &AgentName,
+        _until: std::time::Instant,
+    ) -> Result<Option<String>, OutletError> {
+        self.record(format!("take {child}"));
+        let mut answers = self.answers.lock().unwrap();
+        let at = answers.iter().position(|(from, _)| from == child.as_str());
+        Ok(at.map(|i| answers.remove(i).1))
     }
 
     fn build(&self, ask: &BuildAsk) -> Result<Built, StageError> {

@@ -139,6 +139,10 @@ pub struct AgentState {
     pub life: AgentLife,
     /// Who holds its lease, when it is running.
     pub holder: Option<String>,
+    /// Whether it was spawned driven (a program call's child): its parent's sequencer
+    /// retires a live one at boot, since no call survives a restart.
+    #[serde(default)]
+    pub driven: bool,
 }
 
 /// The agent tree.
