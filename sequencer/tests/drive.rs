@@ -139,17 +139,6 @@ fn rendered(log: &[Record]) -> String {
     log.iter().map(|r| format!("{:?}\n", r.body)).collect()
 }
 
-fn results(log: &[Record]) -> Vec<(String, bool)> {
-    log.iter()
-        .filter_map(|r| match &r.body {
-            RecordBody::ToolResult {
-                output, is_error, ..
-            } => Some((output.clone(), *is_error)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// `quarantined_reader_answers_the_program_with_a_menu_word_only`: the reader reads the
 /// hostile page and answers by letter, repeating its injected instruction; the parent's
 /// program returns `unsafe`, the letter is marked read and never journaled by the parent, no
@@ -185,7 +174,7 @@ async fn quarantined_reader_answers_the_program_with_a_menu_word_only() {
     let log = hub.log("demo").await;
     check_log(&log);
     assert_eq!(
-        results(&log),
+        tool_results(&log),
         [(r#"{"verdict":"unsafe"}"#.to_owned(), false)]
     );
     assert!(
@@ -226,7 +215,7 @@ async fn wider_driven_child_is_refused_and_the_call_retires_its_children() {
     );
     let log = hub.log("demo").await;
     check_log(&log);
-    let results = results(&log);
+    let results = tool_results(&log);
     assert_eq!(results.len(), 1, "{results:?}");
     let (output, is_error) = &results[0];
     assert!(*is_error, "{output}");

@@ -24,17 +24,6 @@ use tokio_util::sync::CancellationToken;
 const BOUND: &str = "files = [\"workspace\"]\nbuild = true\nrun = true\nspawn = \"persist\"";
 const GRANT: &str = "files = [\"workspace\"]\nbuild = true\nrun = true";
 
-fn tool_results(log: &[l3m_core::log::Record]) -> Vec<(String, bool)> {
-    log.iter()
-        .filter_map(|r| match &r.body {
-            RecordBody::ToolResult {
-                output, is_error, ..
-            } => Some((output.clone(), *is_error)),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_or_run_with_no_service_running_is_a_typed_error_result_the_model_reads() {
     let hub = TestHub::start_bound(BOUND).await;

@@ -238,6 +238,19 @@ pub fn kinds(records: &[Record]) -> Vec<&'static str> {
     records.iter().map(|r| r.body.kind()).collect()
 }
 
+/// Each tool result of the Log: its output and whether it is an error, in Log order.
+pub fn tool_results(records: &[Record]) -> Vec<(String, bool)> {
+    records
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::ToolResult {
+                output, is_error, ..
+            } => Some((output.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// How many letters the Log journaled as events: each letter once, whatever restarts happened.
 pub fn letters_journaled(records: &[Record]) -> usize {
     records
