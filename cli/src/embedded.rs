@@ -115,7 +115,7 @@ pub async fn start_sequencers(
         bus: Arc::clone(&bus),
         hub: hub_id.clone(),
         credential: credential.clone(),
-        hub_root: root.to_path_buf(),
+        forest: root.join(l3m_core::refs::paths::FOREST_DIR),
         config,
         provider_factory: factory,
         holder: format!("l3m-embedded:{}", std::process::id()),
@@ -132,7 +132,7 @@ pub async fn start_sequencers(
         host: sequencer::HostControl {
             client,
             credential,
-            hub_root: root.to_path_buf(),
+            forest: root.join(l3m_core::refs::paths::FOREST_DIR),
             subtree: None,
         },
         launcher: Arc::new(launcher),

@@ -183,7 +183,7 @@ async fn measure(len: usize) -> (Duration, Duration, Duration) {
     .unwrap();
     human.send_letter("bench", None, "go").await.unwrap();
     let run = AgentRun {
-        hub_root: root.clone(),
+        forest: root.join("forest"),
         agent: agent.clone(),
         client: seq_client.clone(),
         config,

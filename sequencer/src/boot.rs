@@ -12,10 +12,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::acr::Acr;
 use l3m_core::log::Disposition;
 use l3m_core::names::AgentName;
 use l3m_core::owed::{self, Signal};
-use l3m_core::refs::paths;
 use l3m_wire::client::HubClient;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -121,7 +121,7 @@ async fn boot_holding(
     lease: u64,
 ) -> Result<Booted, SequencerError> {
     let AgentRun {
-        hub_root,
+        forest,
         agent,
         client,
         config,
@@ -135,7 +135,9 @@ async fn boot_holding(
     let watch = crate::inputs::watch(client, agent).await?;
     let read = client.read_log_from(agent, 0).await?;
     let grant = client.read_grant(agent).await?;
-    let acr = hub_root.join(paths::acr(agent));
+    let acr = Acr::at(forest, agent);
+    acr.ready(client).await?;
+    let acr = acr.root();
     // No call survives a restart: the children the last process's calls drove are retired.
     let driven = Driven::default();
     let left = crate::drive::retire_left(client, agent, &driven).await?;
@@ -149,7 +151,7 @@ async fn boot_holding(
         tools(),
         &grant,
         agent,
-        &acr,
+        acr,
         Some(outlet),
         undo,
         config.sequencer.evaluator().as_ref(),
@@ -166,7 +168,7 @@ async fn boot_holding(
     };
     let text = prompt::assemble(
         agent,
-        &read_persona(&acr),
+        &read_persona(acr),
         &grant.grant,
         &grant.account.loan(),
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -175,7 +177,7 @@ async fn boot_holding(
     let mut session = Session::new(
         client.clone(),
         agent.clone(),
-        hub_root.clone(),
+        forest.clone(),
         config.sequencer.clone(),
         models,
         toolbox,
@@ -246,7 +248,7 @@ async fn boot_holding(
     )
     .await?;
     initial.extend(session.resume_cards().await?);
-    crate::control::serve(client, hub_root, agent, tx, tasks.clone()).await?;
+    crate::control::serve(client, forest, agent, tx, tasks.clone()).await?;
     serve_health(client, &session.meter, tasks.clone()).await?;
     let first = match session.pass(initial).await? {
         Next::Continue => None,

@@ -33,7 +33,6 @@ use l3m_core::duty::Duty;
 use l3m_core::log::{Disposition, EffectNote, EventId, EventSource, Record, RecordBody};
 use l3m_core::names::AgentName;
 use l3m_core::owed::{self, Owed, Signal};
-use l3m_core::refs::paths;
 use l3m_ring::rewind::{self, Restore};
 use l3m_ring::undo::EntryId;
 use l3m_wire::client::HubClient;
@@ -49,6 +48,7 @@ use l3m_wire::typed::{TypedRequest, TypedServer};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::acr::Acr;
 use crate::toolbox::mint_tokens;
 use crate::undo::HubUndo;
 use crate::vouchers::Vouchers;
@@ -60,7 +60,7 @@ use crate::{SequencerError, now_ms};
 /// it reaches the writer; a forecast is answered here, changing nothing.
 pub(crate) async fn serve(
     client: &HubClient,
-    hub_root: &Path,
+    forest: &Path,
     agent: &AgentName,
     tx: mpsc::UnboundedSender<Input>,
     shutdown: CancellationToken,
@@ -74,12 +74,12 @@ pub(crate) async fn serve(
             .agent_request(Service::Sequencer, &op, agent);
         let server = bind(client, &subject).await?;
         let tx = tx.clone();
-        let (client, hub_root, agent) = (client.clone(), hub_root.to_path_buf(), agent.clone());
+        let (client, forest, agent) = (client.clone(), forest.to_path_buf(), agent.clone());
         let vouchers = Arc::clone(&vouchers);
         tokio::spawn(server.run(
             move |req: TypedRequest<Controlled>| {
                 let tx = tx.clone();
-                let (client, hub_root, agent) = (client.clone(), hub_root.clone(), agent.clone());
+                let (client, forest, agent) = (client.clone(), forest.clone(), agent.clone());
                 let admitted = admit(&vouchers, &req, Service::Sequencer, &client);
                 async move {
                     let (named, req) = admitted?;
@@ -94,12 +94,12 @@ pub(crate) async fn serve(
                     };
                     match &req {
                         ControlRequest::Forecast { to } => {
-                            return Ok(forecast_now(&client, &hub_root, &agent, *to)
+                            return Ok(forecast_now(&client, &forest, &agent, *to)
                                 .await
                                 .map_or_else(refused, ControlReply::Forecast));
                         }
                         ControlRequest::Rewind { to, .. } => {
-                            if let Err(e) = forecast_now(&client, &hub_root, &agent, *to).await {
+                            if let Err(e) = forecast_now(&client, &forest, &agent, *to).await {
                                 return Ok(refused(e));
                             }
                         }
@@ -129,8 +129,8 @@ pub struct HostControl {
     pub client: HubClient,
     /// The host credential.
     pub credential: KeyFile,
-    /// The hub folder.
-    pub hub_root: PathBuf,
+    /// Where this host keeps its agents' ACRs.
+    pub forest: PathBuf,
     /// The agents it runs (`None`: the whole hub).
     pub subtree: Option<AgentName>,
 }
@@ -138,7 +138,7 @@ pub struct HostControl {
 impl std::fmt::Debug for HostControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostControl")
-            .field("hub_root", &self.hub_root)
+            .field("forest", &self.forest)
             .field("subtree", &self.subtree)
             .finish_non_exhaustive()
     }
@@ -176,7 +176,7 @@ pub async fn serve_host(
                 };
                 Ok(match req {
                     ControlRequest::Forecast { to } => {
-                        forecast_now(&host.client, &host.hub_root, &agent, to)
+                        forecast_now(&host.client, &host.forest, &agent, to)
                             .await
                             .map_or_else(refused, ControlReply::Forecast)
                     }
@@ -250,12 +250,12 @@ fn admit(
 /// [`forecast`] against the agent's grant as hubd serves it now.
 async fn forecast_now(
     client: &HubClient,
-    hub_root: &Path,
+    forest: &Path,
     agent: &AgentName,
     to: u64,
 ) -> Result<Forecast, SequencerError> {
     let grant = client.read_grant(agent).await?;
-    forecast(client, hub_root, agent, &grant, to).await
+    forecast(client, forest, agent, &grant, to).await
 }
 
 /// A host's rewind of an asleep agent: a sequencer session of its own credential, then
@@ -275,7 +275,7 @@ async fn rewind_as_host(
         },
     )
     .await?;
-    rewind_offline(&writer, &host.hub_root, agent, to, reason).await?;
+    rewind_offline(&writer, &host.forest, agent, to, reason).await?;
     Ok(writer.read_log(agent, 0, 0).await?.len)
 }
 
@@ -304,7 +304,7 @@ fn forecast_of(to: u64, restore: Restore, not_undone: Vec<EffectNote>) -> Foreca
 /// Log says no rewind takes back. Fails, naming the cause, when the restore would not hold.
 pub async fn forecast(
     client: &HubClient,
-    hub_root: &Path,
+    forest: &Path,
     agent: &AgentName,
     grant: &GrantView,
     to: u64,
@@ -314,7 +314,7 @@ pub async fn forecast(
         return Ok(forecast_of(to, Restore::default(), after));
     }
     let entries = crate::undo::entries(client, agent).await?;
-    let tokens = mint_tokens(grant, agent, &hub_root.join(paths::acr(agent)))?;
+    let tokens = mint_tokens(grant, agent, Acr::at(forest, agent).root())?;
     let restore = rewind::plan(&tokens, &entries, &undo)?;
     Ok(forecast_of(to, restore, after))
 }
@@ -325,7 +325,7 @@ pub async fn forecast(
 pub async fn restore_after(
     client: &HubClient,
     into: &Arc<HubUndo>,
-    hub_root: &Path,
+    forest: &Path,
     agent: &AgentName,
     grant: &GrantView,
     to: u64,
@@ -335,7 +335,7 @@ pub async fn restore_after(
         Restore::default()
     } else {
         let entries = crate::undo::entries(client, agent).await?;
-        let tokens = mint_tokens(grant, agent, &hub_root.join(paths::acr(agent)))?;
+        let tokens = mint_tokens(grant, agent, Acr::at(forest, agent).root())?;
         let into = Arc::clone(into);
         // The ring's restore is blocking IO, and it records through the hub.
         tokio::task::spawn_blocking(move || {
@@ -344,6 +344,8 @@ pub async fn restore_after(
         .await
         .map_err(|e| SequencerError::Tools(format!("the restore stopped: {e}")))??
     };
+    // The branches the restore moved back go back in the hub too.
+    Acr::at(forest, agent).sync(client).await?;
     Ok(forecast_of(to, restore, after).narrate(true))
 }
 
@@ -373,7 +375,7 @@ async fn aftermath_of(
 /// the files, journals what it restored, releases the lease.
 pub async fn rewind_offline(
     client: &HubClient,
-    hub_root: &Path,
+    forest: &Path,
     agent: &AgentName,
     to: u64,
     reason: &str,
@@ -385,7 +387,7 @@ pub async fn rewind_offline(
         std::time::Duration::from_secs(15),
     )
     .await?;
-    let outcome = rewind_holding(client, hub_root, agent, to, reason).await;
+    let outcome = rewind_holding(client, forest, agent, to, reason).await;
     let released = client.release_lease(agent, lease).await;
     outcome?;
     released?;
@@ -394,13 +396,14 @@ pub async fn rewind_offline(
 
 async fn rewind_holding(
     client: &HubClient,
-    hub_root: &Path,
+    forest: &Path,
     agent: &AgentName,
     to: u64,
     reason: &str,
 ) -> Result<(), SequencerError> {
     let grant = client.read_grant(agent).await?;
-    forecast(client, hub_root, agent, &grant, to).await?;
+    Acr::at(forest, agent).ready(client).await?;
+    forecast(client, forest, agent, &grant, to).await?;
     let read = client.read_log_from(agent, 0).await?;
     let owed = Owed::from_records(&read.records);
     let bodies = owed::journal(
@@ -412,7 +415,7 @@ async fn rewind_holding(
     )?;
     let (owed, tip) = append_bodies(client, agent, owed, read.tip, bodies).await?;
     let into = Arc::new(HubUndo::open(client.clone(), agent.clone()).await?);
-    let note = restore_after(client, &into, hub_root, agent, &grant, to).await?;
+    let note = restore_after(client, &into, forest, agent, &grant, to).await?;
     let id = EventId::new(format!("note-{}", owed.next_seq()))?;
     let bodies = vec![
         RecordBody::Event {

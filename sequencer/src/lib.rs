@@ -28,6 +28,8 @@
 //!
 //! # Layout
 //! - [`model`]: the provider face, `l3m-models` re-exported.
+//! - [`acr`]: the agent's ACR, a clone this host keeps of its branches, fetched from and
+//!   pushed back through hubd.
 //! - [`outlet`]: how the mail and spawn tools reach hubd.
 //! - [`drive`]: the agent's driven children: their letters held back, their retirement at boot.
 //! - [`config`]: the TOML configuration.
@@ -42,6 +44,7 @@
 //! - [`supervise`](mod@supervise): waking asleep agents with unread mail or an answered card.
 //! - [`run_agent`]: the entry point.
 
+pub mod acr;
 pub mod bounds;
 pub mod config;
 pub mod control;
@@ -97,6 +100,9 @@ pub enum SequencerError {
     /// A call to hubd failed.
     #[error("hubd: {0}")]
     Hub(#[from] ClientError),
+    /// The ACR's clone could not be made ready or pushed.
+    #[error(transparent)]
+    Acr(#[from] acr::AcrError),
     /// The configuration is unusable.
     #[error(transparent)]
     Config(#[from] config::ConfigError),
@@ -186,8 +192,9 @@ pub enum Exit {
 /// Everything one run of one agent needs. The library reads no environment or arguments.
 #[derive(Clone)]
 pub struct AgentRun {
-    /// The hub folder (its `forest/` holds the ACRs).
-    pub hub_root: PathBuf,
+    /// Where this host keeps its agents' ACRs ([`acr`]): `<hub>/forest` on the hub's own
+    /// host, any folder on another.
+    pub forest: PathBuf,
     /// The agent to run.
     pub agent: AgentName,
     /// A session with hubd holding `Duty::Sequencer { agent }`.
@@ -203,7 +210,7 @@ pub struct AgentRun {
 impl std::fmt::Debug for AgentRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentRun")
-            .field("hub_root", &self.hub_root)
+            .field("forest", &self.forest)
             .field("agent", &self.agent)
             .field("holder", &self.holder)
             .finish_non_exhaustive()

@@ -68,6 +68,19 @@ struct Connection {
     /// The configuration (TOML: [models.*], [[agents]], [sequencer]); often ~/.l3m/l3m.toml.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Where this host keeps its agents' ACRs, each a clone fetched from and pushed back
+    /// through hubd [default: HUB/forest].
+    #[arg(long)]
+    forest: Option<PathBuf>,
+}
+
+impl Connection {
+    /// Where this host keeps its agents' ACRs.
+    fn forest(&self) -> PathBuf {
+        self.forest
+            .clone()
+            .unwrap_or_else(|| self.hub.join(l3m_core::refs::paths::FOREST_DIR))
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -210,7 +223,7 @@ async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<Exit, Failure
             .map(|e| e.program);
     }
     let run = AgentRun {
-        hub_root: args.conn.hub.clone(),
+        forest: args.conn.forest(),
         agent,
         client,
         config,
@@ -261,6 +274,10 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
             "--config",
             conn.config.as_ref().map(|p| p.display().to_string()),
         ),
+        (
+            "--forest",
+            conn.forest.as_ref().map(|p| p.display().to_string()),
+        ),
     ];
     for (flag, value) in optional {
         if let Some(value) = value {
@@ -274,7 +291,7 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
         host: HostControl {
             client,
             credential: opened.credential,
-            hub_root: conn.hub.clone(),
+            forest: conn.forest(),
             subtree,
         },
         launcher: Arc::new(ProcessLauncher {

@@ -89,8 +89,8 @@ pub struct TaskLauncher {
     pub hub: l3m_wire::subjects::HubId,
     /// The host credential the runs' sessions are opened with.
     pub credential: l3m_wire::credential::KeyFile,
-    /// The hub folder.
-    pub hub_root: PathBuf,
+    /// Where this host keeps its agents' ACRs.
+    pub forest: PathBuf,
     /// The configuration.
     pub config: Config,
     /// The provider factory.
@@ -104,7 +104,7 @@ pub struct TaskLauncher {
 impl std::fmt::Debug for TaskLauncher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskLauncher")
-            .field("hub_root", &self.hub_root)
+            .field("forest", &self.forest)
             .field("holder", &self.holder)
             .finish_non_exhaustive()
     }
@@ -124,7 +124,7 @@ impl Launcher for TaskLauncher {
             )
             .await?;
             let run = AgentRun {
-                hub_root: self.hub_root.clone(),
+                forest: self.forest.clone(),
                 agent: agent.clone(),
                 client,
                 config: self.config.clone(),

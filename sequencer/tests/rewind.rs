@@ -69,12 +69,12 @@ async fn run_script(hub: &TestHub, script: &str) -> Vec<l3m_core::log::Record> {
 async fn dry_run(hub: &TestHub, to: u64) -> Result<Forecast, SequencerError> {
     let client = hub.sequencer_client("demo").await;
     let grant = client.read_grant(&agent("demo")).await.unwrap();
-    forecast(&client, &hub.root(), &agent("demo"), &grant, to).await
+    forecast(&client, &hub.forest(), &agent("demo"), &grant, to).await
 }
 
 async fn rewind(hub: &TestHub, to: u64) -> Result<(), SequencerError> {
     let client = hub.sequencer_client("demo").await;
-    sequencer::rewind_offline(&client, &hub.root(), &agent("demo"), to, "test").await
+    sequencer::rewind_offline(&client, &hub.forest(), &agent("demo"), to, "test").await
 }
 
 fn last_notice(log: &[l3m_core::log::Record]) -> String {
@@ -144,6 +144,15 @@ async fn rewind_to_each_point_restores_files_index_and_branch() {
         let planned = dry_run(&hub, *to).await.unwrap();
         rewind(&hub, *to).await.unwrap();
         assert_eq!(&workspace(&hub), want, "rewound to {to}");
+        let hub_branch = git(
+            &hub.root().join("hub.git"),
+            &["rev-parse", "refs/heads/l3m/demo/_/work"],
+        );
+        assert_eq!(
+            hub_branch.trim(),
+            want.branch,
+            "the hub's branch follows the clone's"
+        );
         let notice = last_notice(&hub.log("demo").await);
         assert_eq!(
             notice,
@@ -346,8 +355,8 @@ async fn a_bad_undo_id_in_the_log_stops_the_rewind_naming_it() {
     assert_eq!(dry_run(&hub, 1).await.unwrap().edits, 0);
 }
 
-/// The undo chain lives on the hub, not in the ACR: after the ACR is deleted and rebuilt from
-/// the hub's branches, a rewind still restores the files and moves the branch back.
+/// The undo chain lives on the hub, not in the ACR: after the ACR and its clone are deleted and
+/// fetched again from the hub, a rewind still restores the files and moves the branch back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rewind_after_the_acr_was_deleted_and_rebuilt_restores_files_and_branch() {
     let hub = TestHub::start_bound(GIT_GRANT).await;
@@ -361,22 +370,12 @@ async fn a_rewind_after_the_acr_was_deleted_and_rebuilt_restores_files_and_branc
         .unwrap()
         .seq;
 
-    // Delete the whole ACR, then rebuild it from the hub as spawn made it.
+    // Delete the whole ACR and its clone, then fetch it again from the hub, as a new host would.
     let acr = hub.acr("demo");
     let hub_git = hub.root().join("hub.git");
-    let persona = git(&hub_git, &["rev-parse", "refs/l3m/a/demo/_/persona"]);
     std::fs::remove_dir_all(&acr).unwrap();
-    git(&hub_git, &["worktree", "prune"]);
-    let at = |dir: &str| acr.join(dir).display().to_string();
-    git(
-        &hub_git,
-        &["worktree", "add", &at("workspace"), "l3m/demo/_/work"],
-    );
-    git(
-        &hub_git,
-        &["worktree", "add", "--detach", &at("agent"), persona.trim()],
-    );
-    std::fs::create_dir(acr.join(".l3m")).unwrap();
+    std::fs::remove_dir_all(hub.forest().join("demo/self.git")).unwrap();
+    hub.ready_acr("demo").await;
     assert_eq!(read(&acr.join("workspace/todo.md")), Some(b"one".to_vec()));
 
     rewind(&hub, first_start - 1).await.unwrap();

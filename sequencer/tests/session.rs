@@ -552,7 +552,7 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
     let client = hub.sequencer_client("demo").await;
     sequencer::rewind_offline(
         &client,
-        &hub.root(),
+        &hub.forest(),
         &agent("demo"),
         first_start - 1,
         "undo all",

@@ -63,7 +63,7 @@ async fn run_scripted(site: &Site, name: &str, script: &str) -> Vec<Record> {
     )
     .unwrap();
     let run = AgentRun {
-        hub_root: site.hub.root(),
+        forest: site.hub.root().join("forest"),
         agent: agent.clone(),
         client: site
             .hub

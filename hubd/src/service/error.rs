@@ -113,6 +113,20 @@ pub enum ServiceError {
         /// The commit asked for.
         new: String,
     },
+    /// A push would move a branch back to a commit that is not on its history, or brought
+    /// objects with a move back (which needs none).
+    #[error(
+        "{refname} is at {old}, and {new} is not one of its ancestors; a move back (a rewind) \
+         only goes back along the branch's own history, with an empty pack"
+    )]
+    NotAncestor {
+        /// The branch.
+        refname: String,
+        /// Its tip.
+        old: String,
+        /// The commit asked for.
+        new: String,
+    },
     /// The branches moved between two chunks of one fetch.
     #[error("the branches of {agent} moved while their pack was fetched; fetch again from byte 0")]
     PackChanged {
@@ -225,6 +239,7 @@ impl ServiceError {
             | ServiceError::ChildOutside { .. }
             | ServiceError::ForkWider { .. }
             | ServiceError::NotFastForward { .. }
+            | ServiceError::NotAncestor { .. }
             | ServiceError::Uncovered(_) => ErrorCode::Refused,
             ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
             ServiceError::Ledger(_) => ErrorCode::Refused,

@@ -190,6 +190,8 @@ pub struct BranchMove {
     pub old: gix::ObjectId,
     /// Where it goes.
     pub new: gix::ObjectId,
+    /// Whether it goes back to an ancestor of `old` (a rewind) instead of forward.
+    pub back: bool,
 }
 
 /// Checks a push's ref updates before any byte of its pack is looked at: only `agent`'s own
@@ -245,6 +247,7 @@ pub fn push_updates(
             refname: update.refname.clone(),
             old: commit(&update.old)?,
             new: commit(&update.new)?,
+            back: update.back,
         });
     }
     Ok(moves)

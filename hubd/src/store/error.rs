@@ -243,3 +243,12 @@ impl StoreError {
         move |source| StoreError::Git { op, source }
     }
 }
+
+impl From<l3m_daemon::git::GitCliError> for StoreError {
+    fn from(e: l3m_daemon::git::GitCliError) -> Self {
+        StoreError::GitCli {
+            args: e.args,
+            detail: e.detail,
+        }
+    }
+}

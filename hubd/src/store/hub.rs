@@ -188,6 +188,7 @@ impl Hub {
         }
         let process_lock = layout::lock_hub(root, &git_dir)?;
         layout::remove_stale_ref_locks(&git_dir)?;
+        layout::forget_legacy_worktrees(&git_dir)?;
         let disk = Arc::new(Disk::new(git_dir.clone(), options.durability, &repo)?);
         let chains = index_all_chains(&repo)?;
         Ok(Hub {

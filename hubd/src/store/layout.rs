@@ -122,6 +122,26 @@ pub(crate) fn lock_hub(root: &Path, git_dir: &Path) -> Result<File, StoreError> 
 /// Removes the `*.lock` files a killed writer left in hubd's ref namespaces.
 ///
 /// Only safe while holding [`lock_hub`]: hubd is the only writer of these refs.
+/// Forgets the linked worktrees earlier versions of hubd made for ACRs (`hub.git/worktrees/`):
+/// an ACR is now a clone its sequencer keeps, and a sequencer adopts such a checkout's files at
+/// its next boot, so git's administrative entries for them only slow git down and keep commits
+/// reachable that the hub's branches no longer name.
+pub(crate) fn forget_legacy_worktrees(git_dir: &Path) -> Result<(), StoreError> {
+    let dir = git_dir.join("worktrees");
+    match fs::remove_dir_all(&dir) {
+        Ok(()) => {
+            tracing::info!(dir = %dir.display(), "forgot the ACR worktrees of an earlier hubd; each sequencer adopts its checkout at boot");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StoreError::Io {
+            op: "removing",
+            path: dir,
+            source,
+        }),
+    }
+}
+
 pub(crate) fn remove_stale_ref_locks(git_dir: &Path) -> Result<(), StoreError> {
     OWN_REF_DIRS
         .iter()

@@ -23,7 +23,6 @@
 //! - `layout`: the hub folder on disk and the first `settings.toml`.
 //! - `pack` ([`Quarantine`]): packs of commits out of `hub.git`, and pushed packs checked in a
 //!   quarantine before their objects join it.
-//! - `git_cli`: running the `git` CLI isolated from the machine, for worktrees and packs.
 //! - `worktree`: linked worktrees of `hub.git` (the ACRs' checkouts), through the git CLI.
 //!
 //! # Chains
@@ -65,7 +64,6 @@ mod applier;
 mod barrier;
 mod disk;
 mod error;
-mod git_cli;
 mod hub;
 mod index;
 mod input;
@@ -78,8 +76,9 @@ mod refname;
 mod spare;
 mod tip;
 mod wal;
-mod worktree;
 mod zlib;
+
+use l3m_daemon::git as git_cli;
 
 pub use disk::Durability;
 pub use error::StoreError;
@@ -91,4 +90,3 @@ pub use pack::Quarantine;
 pub use refname::{RefKind, classify};
 pub use tip::Tip;
 pub use wal::WalStop;
-pub use worktree::Checkout;

@@ -227,6 +227,21 @@ impl Hub {
         Ok(git_cli::run(&self.git_dir(), &args.map(OsStr::new), &env, &[], 0)?.success)
     }
 
+    /// Whether `ancestor` is `commit` or one of its ancestors, both in the hub: a branch moved
+    /// from `commit` to `ancestor` goes back along its own history (a rewind) and needs no
+    /// object.
+    pub fn is_ancestor(&self, ancestor: ObjectId, commit: ObjectId) -> Result<bool, StoreError> {
+        self.settle();
+        let (ancestor, commit) = (ancestor.to_string(), commit.to_string());
+        let args = [
+            "merge-base",
+            "--is-ancestor",
+            ancestor.as_str(),
+            commit.as_str(),
+        ];
+        Ok(git_cli::run(&self.git_dir(), &args.map(OsStr::new), &[], &[], 0)?.success)
+    }
+
     /// Moves a checked pack into `hub.git`'s objects: the pack, its reverse index, then its
     /// index (the index makes git see it), fsynced when the hub is durable.
     pub fn admit(&self, quarantine: Quarantine) -> Result<(), StoreError> {

@@ -118,6 +118,7 @@ fn update(refname: String, old: &str, new: &str) -> RefUpdate {
         refname,
         old: old.into(),
         new: new.into(),
+        back: false,
     }
 }
 
@@ -331,6 +332,64 @@ async fn a_non_fast_forward_or_a_stale_tip_is_refused_and_nothing_written() {
         "is not at",
     )
     .await;
+    s.f.fsck();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_back_goes_only_along_the_branchs_history_with_no_objects() {
+    let s = scene().await;
+    let clone = LocalClone::fetch(&s.bob, "bob").await;
+    let ahead = clone.commit(&[("y", b"y\n")], "ahead");
+    s.bob
+        .push_pack(
+            &agent("bob"),
+            vec![update(work("bob"), &clone.work, &ahead)],
+            &clone.pack(&ahead, &clone.work),
+        )
+        .await
+        .unwrap();
+    let back = |old: &str, new: &str| RefUpdate {
+        back: true,
+        ..update(work("bob"), old, new)
+    };
+    // A commit off the branch's history is no place to go back to.
+    git(clone.path(), &["checkout", "-q", "--orphan", "elsewhere"]);
+    let orphan = clone.commit(&[("x", b"x\n")], "another history");
+    let pack = clone.pack(&orphan, &ahead);
+    refused(
+        &s,
+        vec![back(&ahead, &orphan)],
+        &[],
+        ErrorCode::Refused,
+        "not one of its ancestors",
+    )
+    .await;
+    // A move back brings no objects.
+    refused(
+        &s,
+        vec![back(&ahead, &clone.work)],
+        &pack,
+        ErrorCode::Refused,
+        "empty pack",
+    )
+    .await;
+    // A move back from a tip the branch has left loses the compare-and-swap.
+    refused(
+        &s,
+        vec![back(&clone.work, &clone.work)],
+        &[],
+        ErrorCode::Conflict,
+        "is not at",
+    )
+    .await;
+    // Back to the branch's own ancestor, with nothing else: it moves.
+    let pushed = s
+        .bob
+        .push_pack(&agent("bob"), vec![back(&ahead, &clone.work)], &[])
+        .await
+        .unwrap();
+    assert!(pushed.done);
+    assert_eq!(s.f.tip(&work("bob")).unwrap(), clone.work);
     s.f.fsck();
 }
 

@@ -40,16 +40,13 @@ impl Session {
         }
         for to in self.buffer.rewinds.drain(..) {
             let client = self.client.clone();
-            let (hub_root, agent, grant) = (
-                self.hub_root.clone(),
-                self.agent.clone(),
-                self.grant.clone(),
-            );
+            let (forest, agent, grant) =
+                (self.forest.clone(), self.agent.clone(), self.grant.clone());
             let tx = self.tx.clone();
             let undo = self.tools.undo();
             tokio::spawn(async move {
                 let note = match crate::control::restore_after(
-                    &client, &undo, &hub_root, &agent, &grant, to,
+                    &client, &undo, &forest, &agent, &grant, to,
                 )
                 .await
                 {
@@ -169,7 +166,14 @@ impl Session {
         let tx = self.tx.clone();
         // Only an approved wild use reaches a start (core's plan starts a wild use only after a
         // safe verdict is journaled).
-        let reviewed = (tools.footprints().get(&use_.name)).is_some_and(|f| f.tier() == Tier::Wild);
+        let footprint = tools.footprints().get(&use_.name);
+        let reviewed = footprint.is_some_and(|f| f.tier() == Tier::Wild);
+        // A commit the tool made reaches the hub before its result is journaled.
+        let commits = footprint.is_some_and(|f| f.0.contains(&EffectClass::GitWrite));
+        let sync = commits.then(|| {
+            let acr = crate::acr::Acr::at(&self.forest, &self.agent);
+            (acr, self.client.clone(), tokio::runtime::Handle::current())
+        });
         // The blocking thread reports to the writer itself: no task in between to wake.
         tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
@@ -202,7 +206,16 @@ impl Session {
                     refusal: None,
                 }),
             };
+            let unsynced =
+                sync.and_then(|(acr, client, runtime)| runtime.block_on(acr.sync(&client)).err());
             let _closed = tx.send(input);
+            if let Some(error) = unsynced {
+                tracing::warn!(%error, "a commit did not reach the hub");
+                let _closed = tx.send(Input::Note(format!(
+                    "your commit is in your workspace but did not reach the hub ({error}); \
+                     it is pushed again after your next commit or at your next boot"
+                )));
+            }
         });
     }
 }

@@ -120,7 +120,7 @@ impl Session {
                 (self.build_tools)(),
                 &view,
                 &self.agent,
-                &self.hub_root.join(l3m_core::refs::paths::acr(&self.agent)),
+                crate::acr::Acr::at(&self.forest, &self.agent).root(),
                 self.tools.outlet(),
                 self.tools.undo(),
                 self.limits.evaluator().as_ref(),

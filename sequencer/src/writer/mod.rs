@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use l3m_core::budget::Fuel;
-use l3m_core::effects::Tier;
+use l3m_core::effects::{EffectClass, Tier};
 use l3m_core::log::{
     CallId, Disposition, EventId, EventSource, Record, RecordBody, ToolUse, ToolUseId,
 };
@@ -109,7 +109,7 @@ pub(crate) struct Models {
 pub(crate) struct Session {
     pub client: HubClient,
     pub agent: AgentName,
-    pub hub_root: PathBuf,
+    pub forest: PathBuf,
     pub limits: Limits,
     pub models: Models,
     pub tools: Arc<Toolbox>,
@@ -142,7 +142,7 @@ impl Session {
     pub fn new(
         client: HubClient,
         agent: AgentName,
-        hub_root: PathBuf,
+        forest: PathBuf,
         limits: Limits,
         models: Models,
         tools: Arc<Toolbox>,
@@ -155,7 +155,7 @@ impl Session {
         Session {
             client,
             agent,
-            hub_root,
+            forest,
             limits,
             models,
             tools,

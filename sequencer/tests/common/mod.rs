@@ -66,6 +66,21 @@ impl TestHub {
         self.hub.acr(&agent(name))
     }
 
+    /// Where the hub's own host keeps its agents' ACRs.
+    pub fn forest(&self) -> PathBuf {
+        self.root().join(l3m_core::refs::paths::FOREST_DIR)
+    }
+
+    /// Makes `name`'s ACR ready as its sequencer's boot does (fetched through hubd, checked
+    /// out), so a test can look at or write into it before the first run.
+    pub async fn ready_acr(&self, name: &str) {
+        let client = self.sequencer_client(name).await;
+        sequencer::acr::Acr::at(&self.forest(), &agent(name))
+            .ready(&client)
+            .await
+            .unwrap();
+    }
+
     pub async fn human(&self) -> HubClient {
         self.human_client().await
     }
@@ -80,7 +95,8 @@ impl TestHub {
             .await;
     }
 
-    /// Spawns a root agent with `granted` (a grant in TOML) and `calls` model calls.
+    /// Spawns a root agent with `granted` (a grant in TOML) and `calls` model calls, and makes
+    /// its ACR ready as a sequencer's boot would.
     pub async fn spawn_with(&self, name: &str, calls: u64, granted: &str) {
         self.human()
             .await
@@ -94,6 +110,7 @@ impl TestHub {
             })
             .await
             .unwrap();
+        self.ready_acr(name).await;
     }
 
     pub async fn letter(&self, to: &str, body: &str) {
@@ -112,7 +129,7 @@ impl TestHub {
     /// A run of `name` with `config` and `factory`.
     pub async fn run(&self, name: &str, config: Config, factory: ProviderFactory) -> AgentRun {
         AgentRun {
-            hub_root: self.root(),
+            forest: self.forest(),
             agent: agent(name),
             client: self.sequencer_client(name).await,
             config,
@@ -147,7 +164,7 @@ impl TestHub {
         HostControl {
             client: self.client(duty.clone()).await,
             credential: self.key_for(&duty),
-            hub_root: self.root(),
+            forest: self.forest(),
             subtree: subtree.map(agent),
         }
     }
@@ -165,7 +182,7 @@ impl TestHub {
             bus: self.bus.clone(),
             hub: self.hub_id.clone(),
             credential: self.key_for(&Duty::Host { subtree: None }),
-            hub_root: self.root(),
+            forest: self.forest(),
             config,
             provider_factory: factory,
             holder: holder.into(),

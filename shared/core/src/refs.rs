@@ -223,6 +223,15 @@ pub mod paths {
         p
     }
 
+    /// The repository holding the ACR's checkouts, relative to the forest: `<a>/<b>/self.git`,
+    /// beside the ACR and outside it, so the agent can write nothing of it (its config, its
+    /// hooks, its refs). No agent's name has a `.` in a segment, so no ACR lies here.
+    pub fn repository_in_forest(agent: &AgentName) -> PathBuf {
+        let mut p: PathBuf = agent.segments().collect();
+        p.push("self.git");
+        p
+    }
+
     /// The worktree on the agent's work branch.
     pub fn workspace(agent: &AgentName) -> PathBuf {
         acr(agent).join("workspace")

@@ -1,11 +1,11 @@
-//! An agent's branches and its ACR: forking the work and persona branches at spawn, the
-//! worktrees made at spawn and removed at retire.
+//! An agent's branches and its ACR: forking the work and persona branches at spawn, and
+//! removing the ACR the hub's host kept at retire. The ACR itself is a clone its sequencer
+//! makes by fetching these branches through hubd (`sequencer::acr`), on whichever host runs it.
 
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::refs::{self, AgentRef};
 
 use crate::service::error::ServiceError;
-use crate::store::Checkout;
 
 use super::State;
 
@@ -33,73 +33,49 @@ impl State {
     }
 
     /// The child's persona branch: a fork of the persona it wears, or, wearing none, a first
-    /// commit with an empty tree, so that its `agent/` worktree always has something to check
+    /// commit with an empty tree, so that its `agent/` checkout always has something to check
     /// out and the agent can write its own persona files there.
     pub(in crate::service) fn fork_persona(
         &self,
         child: &AgentName,
         worn: Option<gix::ObjectId>,
-    ) -> Result<gix::ObjectId, ServiceError> {
+    ) -> Result<(), ServiceError> {
         let refname = refs::agent_ref(child, AgentRef::Persona);
         let current = self.hub.tip(&refname)?;
-        Ok(match worn {
-            Some(commit) => {
-                self.hub.set_ref(&refname, current, commit)?;
-                commit
+        match worn {
+            Some(commit) => self.hub.set_ref(&refname, current, commit)?,
+            None => {
+                self.hub.commit_files(
+                    &refname,
+                    current,
+                    &[],
+                    &format!("persona of {child} begins, wearing none"),
+                )?;
             }
-            None => self.hub.commit_files(
-                &refname,
-                current,
-                &[],
-                &format!("persona of {child} begins, wearing none"),
-            )?,
-        })
-    }
-
-    /// The ACR: `workspace/`, a worktree on the work branch; `agent/`, a worktree detached at
-    /// the persona branch's tip (git cannot keep a worktree on a ref outside `refs/heads/`, see
-    /// [`crate::store::Checkout`]); `.l3m/`, a plain directory for the harness.
-    pub(in crate::service) fn make_acr(
-        &self,
-        agent: &AgentName,
-        work_branch: &str,
-        persona: gix::ObjectId,
-    ) -> Result<(), ServiceError> {
-        let root = self.hub.root();
-        let harness = root.join(refs::paths::harness_dir(agent));
-        std::fs::create_dir_all(&harness).map_err(|source| ServiceError::Io {
-            action: "creating",
-            path: harness.display().to_string(),
-            source,
-        })?;
-        self.hub.add_worktree(
-            &root.join(refs::paths::workspace(agent)),
-            Checkout::Branch(work_branch),
-        )?;
-        self.hub.add_worktree(
-            &root.join(refs::paths::persona_worktree(agent)),
-            Checkout::Detached(persona),
-        )?;
+        }
         Ok(())
     }
 
-    /// Removes an ACR: its worktrees, then the rest of the directory.
+    /// Removes a retired agent's ACR and its repository from the forest on the hub's own host,
+    /// if a sequencer there kept them (a sequencer host elsewhere sweeps its own forest).
     pub(in crate::service) fn remove_acr(&self, agent: &AgentName) -> Result<(), ServiceError> {
-        let root = self.hub.root();
+        let forest = self.hub.root().join(refs::paths::FOREST_DIR);
         for dir in [
-            refs::paths::persona_worktree(agent),
-            refs::paths::workspace(agent),
+            refs::paths::acr_in_forest(agent),
+            refs::paths::repository_in_forest(agent),
         ] {
-            self.hub.remove_worktree(&root.join(dir))?;
+            let dir = forest.join(dir);
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ServiceError::Io {
+                        action: "removing",
+                        path: dir.display().to_string(),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
         }
-        let acr = root.join(refs::paths::acr(agent));
-        match std::fs::remove_dir_all(&acr) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(ServiceError::Io {
-                action: "removing",
-                path: acr.display().to_string(),
-                source: e,
-            }),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 }

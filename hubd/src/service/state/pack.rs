@@ -241,15 +241,20 @@ impl State {
             false => Some(self.hub.quarantine(pack, MAX_OBJECT_BYTES)?),
         };
         for step in moves {
-            if !self
+            let (refname, old, new) = (
+                step.refname.clone(),
+                step.old.to_string(),
+                step.new.to_string(),
+            );
+            if step.back {
+                if quarantine.is_some() || !self.hub.is_ancestor(step.new, step.old)? {
+                    return Err(ServiceError::NotAncestor { refname, old, new });
+                }
+            } else if !self
                 .hub
                 .fast_forward(quarantine.as_ref(), step.old, step.new)?
             {
-                return Err(ServiceError::NotFastForward {
-                    refname: step.refname.clone(),
-                    old: step.old.to_string(),
-                    new: step.new.to_string(),
-                });
+                return Err(ServiceError::NotFastForward { refname, old, new });
             }
         }
         if let Some(quarantine) = quarantine {

@@ -130,10 +130,9 @@ impl State {
         drop(tree);
         let mut moved = vec![(AgentRef::Grants, child.clone())];
         let grants_tip = self.write_grants(&child, &req.grant, &account)?;
-        let persona = self.fork_persona(&child, persona_commit)?;
+        self.fork_persona(&child, persona_commit)?;
         moved.push((AgentRef::Persona, child.clone()));
         let work_branch = self.fork_work_branch(&child, &parent)?;
-        self.make_acr(&child, &work_branch, persona)?;
         if let Some(records) = seed {
             self.seed_log(&child, &records)?;
             moved.push((AgentRef::Log, child.clone()));
@@ -317,7 +316,6 @@ impl State {
             }
             self.remove_acr(a)?;
         }
-        self.hub.prune_worktrees()?;
         Ok((
             Retired {
                 agents: retired.iter().map(ToString::to_string).collect(),

@@ -39,10 +39,10 @@ pub enum GitError {
         reason: String,
     },
     /// The repository boundary: the worktree's git directory lies inside the ACR, where the agent
-    /// could have written it (its config, hooks and object store are the hub's, never the agent's).
+    /// could have written it (its config, hooks and object store are the harness's, never the agent's).
     #[error(
         "refused by the repository boundary: the git directory of `{worktree}` is `{git_dir}`, inside the ACR; \
-         only worktrees of the hub's repositories are opened"
+         only checkouts of the harness's clone, outside the ACR, are opened"
     )]
     GitDirInsideAcr {
         /// The worktree as given.

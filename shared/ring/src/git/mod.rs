@@ -4,9 +4,10 @@
 //! refuses — with a [`GitError`] naming the boundary — unless:
 //! - **worktree**: the path lies under one of the ACR's write roots, every directory on the way
 //!   is a real directory (no symlink), and it is the top of a git worktree;
-//! - **repository**: the worktree's git directories lie *outside* the ACR, so they are the hub's
-//!   (an agent could write a `.git` directory of its own, with its own config, inside its
-//!   roots; such a repository is never opened). Repositories are opened isolated: no system or
+//! - **repository**: the worktree's git directories lie *outside* the ACR, so they are the
+//!   harness's (the clone the sequencer keeps beside the ACR and pushes through hubd; an agent
+//!   could write a `.git` directory of its own, with its own config, inside its roots; such a
+//!   repository is never opened). Repositories are opened isolated: no system or
 //!   global git config, no environment;
 //! - **ref**: the worktree's checked-out branch lies under a readable prefix (status, diff,
 //!   log) or a writable one (commit); a detached HEAD is refused;

@@ -20,7 +20,7 @@ pub(crate) struct Worktree {
 
 /// Opens the worktree at `worktree` (ACR-relative) if it lies under a write root, is reached
 /// through real directories only, is the top of a git worktree, and its git directories lie
-/// outside the ACR (so they are the hub's, never written by the agent).
+/// outside the ACR (so they are the harness's clone, never written by the agent).
 pub(crate) fn open(token: &GitToken, worktree: &str) -> Result<Worktree, GitError> {
     let rel = RelPath::parse(worktree).map_err(|source| GitError::Path {
         worktree: worktree.to_owned(),

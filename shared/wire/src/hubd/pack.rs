@@ -14,12 +14,14 @@
 //!   object is missing, `total` is 0). The first request has `offset` 0 and `pack` nil; later
 //!   ones give the `pack` the first answer named, and are a `conflict` if the branches moved
 //!   since (fetch again from 0). Read by the agent's own sequencer, its host, or a human.
-//! - `hubd.push-pack` `{ capability, agent: str, updates: [{ refname: str, old: str, new: str }],
+//! - `hubd.push-pack` `{ capability, agent: str, updates: [{ refname: str, old: str, new: str,
+//!   back: bool? }],
 //!   total: u64, offset: u64, bytes: bin }` → `hubd.pushed` `{ received: u64, done: bool }`:
 //!   the pack's bytes `offset..`, chunk by chunk in order, each chunk repeating the same
 //!   `updates` and `total`. Once `total` bytes arrived hubd checks, before any ref moves: only
 //!   the agent's own sequencer pushes, only to the agent's work and persona branches, each
-//!   update a fast-forward from the branch's current tip, the pack within [`MAX_PACK_BYTES`]
+//!   update a fast-forward from the branch's current tip (or, marked `back: true`, a move to
+//!   one of its ancestors, for a rewind, with an empty pack), the pack within [`MAX_PACK_BYTES`]
 //!   and each object within [`MAX_OBJECT_BYTES`], every object well-formed (as `git fsck
 //!   --strict` checks) and every object the new tips reach present. The pack must be
 //!   self-contained (not thin). A refused push writes nothing; an accepted one moves each ref by
@@ -92,8 +94,12 @@ pub struct RefUpdate {
     pub refname: String,
     /// The tip the caller last fetched, as hex.
     pub old: String,
-    /// The commit to move to, a descendant of `old`, as hex.
+    /// The commit to move to, a descendant of `old` (or, moving `back`, an ancestor), as hex.
     pub new: String,
+    /// Whether the branch moves back along its own history, to an ancestor of `old`: how a
+    /// rewind undoes commits. Such a move brings no objects.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub back: bool,
 }
 
 /// Part of a push: ref updates and a chunk of the pack they need.

@@ -1,21 +1,32 @@
-//! Running the `git` CLI on `hub.git` for what gix cannot do (linked worktrees, indexing and
-//! making packs), isolated from the machine: no system or global configuration, no hooks
+//! Running the `git` CLI for what gix cannot do (linked worktrees, indexing and making packs),
+//! isolated from the machine: no system or global configuration, no hooks
 //! (`core.hooksPath=/dev/null`), no prompt, and none of the caller's `GIT_*` repository
-//! variables, so nothing outside the hub can run code or change behaviour here.
+//! variables, so nothing outside the repository can run code or change behaviour here.
+//!
+//! hubd runs it on `hub.git`, a sequencer on the clones that hold its agents' ACRs: one runner,
+//! so both isolate git the same way.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::error::StoreError;
-
 /// The most standard error kept from one run, for error messages.
 const STDERR_KEPT: u64 = 4096;
 
+/// Why git could not be run or read: the arguments, and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("git {args}: {detail}")]
+pub struct GitCliError {
+    /// The git arguments, as text.
+    pub args: String,
+    /// Why it did not start or could not be read.
+    pub detail: String,
+}
+
 /// What one run of git gave back.
 #[derive(Debug)]
-pub(crate) struct Ran {
+pub struct Ran {
     /// Whether git exited with status 0.
     pub success: bool,
     /// Its standard output, at most the limit asked for.
@@ -29,20 +40,20 @@ pub(crate) struct Ran {
 /// Runs `git --git-dir <git_dir> <args>` with `env` added, `input` on its standard input,
 /// keeping at most `limit` bytes of its output. A git that cannot start is an error; a git
 /// that fails is a [`Ran`] whose `success` is false, for the caller to judge.
-pub(crate) fn run(
+pub fn run(
     git_dir: &Path,
     args: &[&OsStr],
     env: &[(&str, &Path)],
     input: &[u8],
     limit: u64,
-) -> Result<Ran, StoreError> {
+) -> Result<Ran, GitCliError> {
     let shown = || {
         args.iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let failed = |detail: String| StoreError::GitCli {
+    let failed = |detail: String| GitCliError {
         args: shown(),
         detail,
     };
