@@ -53,7 +53,9 @@ enum Command {
 /// How to reach the hub.
 #[derive(Debug, Clone, clap::Args)]
 struct Connection {
-    /// The hub folder (made by `hubd init`).
+    /// The hub folder (made by `hubd init`); on a sequencer host away from the hub, the
+    /// folder of this host's files: only `--credential` and `--forest` default under it, and
+    /// nothing here reads `hub.git`.
     #[arg(long)]
     hub: PathBuf,
     /// The hub's id, the second token of every subject.

@@ -118,6 +118,14 @@ impl Site {
         let maker = hub.client(sequencer("maker")).await;
         let player = hub.client(sequencer("player")).await;
         let other = hub.client(sequencer("other")).await;
+        // Each ACR checked out as its sequencer's boot would, in the hub host's forest.
+        for (name, client) in [("maker", &maker), ("player", &player), ("other", &other)] {
+            let agent = AgentName::parse(name).unwrap();
+            sequencer::acr::Acr::at(&hub.root().join("forest"), &agent)
+                .ready(client)
+                .await
+                .unwrap();
+        }
         // The project, in maker's workspace: source, lockfile, and the package source's files.
         let project = hub.acr(&AgentName::parse("maker").unwrap()).join(PROJECT);
         std::fs::create_dir_all(project.join("lock")).unwrap();
