@@ -226,12 +226,10 @@ async fn retire_removes_a_subtree_deepest_first() {
     let a = f.sequencer("bob/a").await;
     f.spawn(&a, "bob/a/deep", root_grant()).await.unwrap();
     f.spawn(&bob, "bob/b", root_grant()).await.unwrap();
-    assert!(
-        f.dir
-            .path()
-            .join("HUB/forest/bob/a/deep/self/workspace")
-            .is_dir()
-    );
+    // What a sequencer on the hub's host kept for the deepest one.
+    let deep = f.dir.path().join("HUB/forest/bob/a/deep");
+    std::fs::create_dir_all(deep.join("self/workspace")).unwrap();
+    std::fs::create_dir_all(deep.join("self.git")).unwrap();
     let not_mine = f
         .call::<_, Retired>(
             Op::Retire,
@@ -255,7 +253,7 @@ async fn retire_removes_a_subtree_deepest_first() {
         .unwrap();
     assert_eq!(retired.agents, ["bob/a/deep", "bob/a", "bob/b", "bob"]);
     assert!(!f.refs().contains("/_/grants"), "{}", f.refs());
-    assert!(!f.dir.path().join("HUB/forest/bob/self").exists());
+    assert!(!deep.join("self").exists() && !deep.join("self.git").exists());
     let tree: AgentTree = f
         .call(
             Op::ListAgents,
