@@ -233,18 +233,36 @@ impl State {
         rows: &[LedgerRow],
         summary: &str,
     ) -> Result<(), ServiceError> {
-        let mut next = tree.ledger.clone();
-        for row in rows {
-            next.apply(row)?;
-        }
         let lines = rows
             .iter()
             .map(record_format::to_line)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ServiceError::Internal(format!("encoding a ledger row: {e}")))?;
         let tip = self.hub.tip(refs::LEDGER)?;
-        self.hub.append(refs::LEDGER, tip, &lines, summary)?;
-        tree.ledger = next;
+        if let [row] = rows {
+            // One row is applied in place: a refused row changes nothing (the law
+            // `human_grant_is_a_root`), and copying a ledger of thousands of agents for every
+            // spawn made a spawn's cost grow with their number.
+            tree.ledger.apply(row)?;
+            if let Err(error) = self.hub.append(refs::LEDGER, tip, &lines, summary) {
+                // The row is not on the ref: the fold goes back to what the ref holds.
+                match crate::init::load_ledger(&self.hub) {
+                    Ok((ledger, _)) => tree.ledger = ledger,
+                    Err(reload) => {
+                        tracing::error!(%reload, "could not read the ledger back after a failed append");
+                    }
+                }
+                return Err(error.into());
+            }
+        } else {
+            // Later rows may depend on earlier ones: all are tried on a copy first.
+            let mut next = tree.ledger.clone();
+            for row in rows {
+                next.apply(row)?;
+            }
+            self.hub.append(refs::LEDGER, tip, &lines, summary)?;
+            tree.ledger = next;
+        }
         for row in rows {
             if let LedgerRow::Spawn { child, .. } = row {
                 tree.names.insert(child.clone());
