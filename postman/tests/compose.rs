@@ -26,7 +26,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::served::ServedHub;
-use common::{Pair, Rng, airmail_to, env_or};
+use common::{Hub as _, Pair, Rng, agent, airmail_to, env_or};
 use hubd::store::HubOptions;
 use l3m_core::grant::Grant;
 use postman::link::Limits;
@@ -54,6 +54,9 @@ fn run(cmd: &mut Command) -> String {
 /// (and its logs printed first when the test is failing).
 struct Site {
     project: String,
+    /// Where each hub's NATS is published on loopback.
+    north_port: u16,
+    south_port: u16,
     /// Holds the hub folders `north/` and `south/`, bind-mounted into the containers.
     dir: tempfile::TempDir,
     env: Vec<(&'static str, String)>,
@@ -62,6 +65,60 @@ struct Site {
 }
 
 impl Site {
+    /// A fresh project on subnets and loopback ports no one uses, its folder owned by this
+    /// test's user (the containers run as that user).
+    fn new(rng: &mut Rng) -> Site {
+        use std::os::unix::fs::MetadataExt as _;
+
+        let dir = tempfile::tempdir().unwrap();
+        let owner = std::fs::metadata(dir.path()).unwrap();
+        let net = free_subnets(rng);
+        let (north_port, south_port) = (free_port(), free_port());
+        Site {
+            project: format!("l3mcompose{}x{}", std::process::id(), rng.below(1 << 20)),
+            north_port,
+            south_port,
+            env: vec![
+                ("L3M_SITE_DIR", dir.path().display().to_string()),
+                ("L3M_UID", owner.uid().to_string()),
+                ("L3M_GID", owner.gid().to_string()),
+                ("L3M_NORTH_NET", format!("{net}.1")),
+                ("L3M_SOUTH_NET", format!("{net}.2")),
+                ("L3M_AIRLINK_NET", format!("{net}.3")),
+                ("L3M_NORTH_NATS_PORT", north_port.to_string()),
+                ("L3M_SOUTH_NATS_PORT", south_port.to_string()),
+                ("L3M_POLL_MS", "300".to_owned()),
+                ("HUBD_NATS_PASSWORD", password("hubd")),
+                ("SEQUENCER_NATS_PASSWORD", password("sequencer")),
+                ("CLI_NATS_PASSWORD", password("cli")),
+                ("POSTMAN_NATS_PASSWORD", password("postman")),
+                ("BUILDER_NATS_PASSWORD", password("builder")),
+                ("RUNNER_NATS_PASSWORD", password("runner")),
+                ("REVIEWER_NATS_PASSWORD", password("reviewer")),
+            ],
+            airlink: format!("{net}.3"),
+            dir,
+        }
+    }
+
+    /// Waits until `name`'s hubd answers over its published NATS port.
+    async fn served(&self, name: &'static str) -> ServedHub {
+        let port = if name == "north" {
+            self.north_port
+        } else {
+            self.south_port
+        };
+        let nats = format!("nats://127.0.0.1:{port}");
+        ServedHub::connect(
+            self.hub(name),
+            name,
+            &nats,
+            password,
+            Duration::from_secs(60),
+        )
+        .await
+    }
+
     /// `docker-compose` for this project, with the site's environment.
     fn compose(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("docker-compose");
@@ -206,6 +263,16 @@ fn password(user: &str) -> String {
     format!("compose-test-{user}-{}", std::process::id())
 }
 
+/// Builds the site's images, once per test process.
+fn build_images() {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let started = std::time::Instant::now();
+        run(Command::new("bash").arg(compose_dir().join("build-images")));
+        eprintln!("images built in {:?}", started.elapsed());
+    });
+}
+
 /// Makes the site's hub folders, north (whose human may let lead airmail south) and south.
 fn init_hubs(site: &Site) {
     for (name, bound) in [("north", airmail_to("south")), ("south", Grant::default())] {
@@ -225,54 +292,17 @@ fn init_hubs(site: &Site) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts() {
-    use std::os::unix::fs::MetadataExt as _;
-
     let letters = env_or("L3M_COMPOSE_LETTERS", 12);
     let cuts = env_or("L3M_COMPOSE_CUTS", 1);
     let mut rng = Rng::from_env();
     let answer = Limits::default().answer_within;
 
     let started = std::time::Instant::now();
-    run(Command::new("bash").arg(compose_dir().join("build-images")));
-    eprintln!("images built in {:?}", started.elapsed());
-
-    let dir = tempfile::tempdir().unwrap();
-    let owner = std::fs::metadata(dir.path()).unwrap();
-    let net = free_subnets(&mut rng);
-    let (north_port, south_port) = (free_port(), free_port());
-    let site = Site {
-        project: format!("l3mcompose{}x{}", std::process::id(), rng.below(1 << 20)),
-        env: vec![
-            ("L3M_SITE_DIR", dir.path().display().to_string()),
-            ("L3M_UID", owner.uid().to_string()),
-            ("L3M_GID", owner.gid().to_string()),
-            ("L3M_NORTH_NET", format!("{net}.1")),
-            ("L3M_SOUTH_NET", format!("{net}.2")),
-            ("L3M_AIRLINK_NET", format!("{net}.3")),
-            ("L3M_NORTH_NATS_PORT", north_port.to_string()),
-            ("L3M_SOUTH_NATS_PORT", south_port.to_string()),
-            ("L3M_POLL_MS", "300".to_owned()),
-            ("HUBD_NATS_PASSWORD", password("hubd")),
-            ("SEQUENCER_NATS_PASSWORD", password("sequencer")),
-            ("CLI_NATS_PASSWORD", password("cli")),
-            ("POSTMAN_NATS_PASSWORD", password("postman")),
-            ("BUILDER_NATS_PASSWORD", password("builder")),
-            ("RUNNER_NATS_PASSWORD", password("runner")),
-            ("REVIEWER_NATS_PASSWORD", password("reviewer")),
-        ],
-        airlink: format!("{net}.3"),
-        dir,
-    };
+    build_images();
+    let site = Site::new(&mut rng);
     init_hubs(&site);
     site.up(&["north-nats", "north-hubd", "south-nats", "south-hubd"]);
-    let connect = |name: &'static str, port: u16| {
-        let root = site.hub(name);
-        async move {
-            let nats = format!("nats://127.0.0.1:{port}");
-            ServedHub::connect(root, name, &nats, password, Duration::from_secs(60)).await
-        }
-    };
-    let (north, south) = tokio::join!(connect("north", north_port), connect("south", south_port));
+    let (north, south) = tokio::join!(site.served("north"), site.served("south"));
     eprintln!("both hubs served after {:?}", started.elapsed());
     // The postmen read their offices when they start: pin first.
     let pair = Pair::assemble(
@@ -373,4 +403,166 @@ async fn a_two_hub_site_in_docker_carries_every_letter_once_through_network_cuts
         );
     }
     eprintln!("the whole test took {:?}", started.elapsed());
+}
+
+/// The grant of the agents here: their workspace, their own branches, mail to `crew`.
+const CREW_GRANT: &str = r#"
+files = ["workspace"]
+git-read = ["refs/heads/l3m/"]
+git-write = ["refs/heads/l3m/"]
+mail = ["agent:crew"]
+"#;
+
+/// What the host's scripted model does: write notes, commit them, tell its parent, stop.
+const HAND_SCRIPT: &str = r#"
+[[turn]]
+text = "Writing my notes."
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/notes.md", content = "written on a sequencer host" }
+[[turn]]
+text = "Committing them."
+[[turn.tool_use]]
+name = "git_commit"
+input = { message = "notes from the sequencer host" }
+[[turn]]
+text = "Telling my parent."
+[[turn.tool_use]]
+name = "send_letter"
+input = { to = "agent:crew*", body = "my notes are committed" }
+[[turn]]
+text = "Done."
+"#;
+
+/// North alone, with a sequencer host beside it that mounts only its own folder and holds a
+/// credential for `crew/hand`'s subtree: hand, spawned on the hub, runs there, edits, commits
+/// (the commit reaches hub.git through hubd's checked push) and mails its parent crew; crew,
+/// outside the host's subtree, is not run there though a letter waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_through_hubd() {
+    let mut rng = Rng::from_env();
+    build_images();
+    let site = Site::new(&mut rng);
+    let parent: Grant = toml::from_str(&format!("{CREW_GRANT}spawn = \"persist\"\n")).unwrap();
+    let north = site.hub("north");
+    drop(
+        hubd::init::init_hub(
+            &north,
+            HubOptions::default(),
+            hubd::test_support::human(),
+            parent.clone(),
+            l3m_core::clock::now_ms(),
+        )
+        .unwrap(),
+    );
+    site.up(&["north-nats", "north-hubd"]);
+    let hub = site.served("north").await;
+    let human = hub.human_client().await;
+    let fuel = |calls| l3m_core::budget::Fuel {
+        model_calls: calls,
+        bytes: 1_000_000,
+        wakes: 5,
+    };
+    let spawn = |child: &str, grant: Grant, calls| l3m_core::grant::SpawnRequest {
+        child: agent(child),
+        grant,
+        loan: fuel(calls),
+        driven: false,
+        persona: None,
+        fork: None,
+    };
+    human.spawn(spawn("crew", parent, 20)).await.unwrap();
+    let crew = hub
+        .client(l3m_core::duty::Duty::Sequencer {
+            agent: agent("crew"),
+        })
+        .await;
+    let hand_grant = toml::from_str(CREW_GRANT).unwrap();
+    crew.spawn(spawn("crew/hand", hand_grant, 10))
+        .await
+        .unwrap();
+
+    // The host's own folder: a credential for hand's subtree only, its configuration, its
+    // scripted model. Nothing of the hub's folder.
+    let host = site.dir.path().join("north-seqhost");
+    std::fs::create_dir_all(&host).unwrap();
+    let credential = l3m_wire::credential::KeyFile::generate(
+        l3m_core::credential::CredentialId::parse("c-00000000000c5e71").unwrap(),
+        l3m_core::credential::Scope::Host {
+            subtree: Some(agent("crew/hand")),
+        },
+    )
+    .unwrap();
+    let day = 24 * 3600 * 1000;
+    human
+        .issue_credential(
+            &credential,
+            l3m_core::clock::now_ms() + day,
+            "north-seqhost",
+        )
+        .await
+        .unwrap();
+    credential.write(&host.join("host.key")).unwrap();
+    std::fs::write(
+        host.join("l3m.toml"),
+        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
+         script = \"script.toml\"\n[sequencer]\nidle_exit_secs = 2\n",
+    )
+    .unwrap();
+    std::fs::write(host.join("script.toml"), HAND_SCRIPT).unwrap();
+    // The host starts once the root of its subtree lives (its credential opens no session
+    // before), and wakes hand for its letter.
+    site.up(&["north-seqhost"]);
+    let to = l3m_core::mail::Address::for_agent(agent("crew/hand")).render();
+    human
+        .send_letter(&to, None, "write your notes")
+        .await
+        .unwrap();
+
+    // hand's letter in crew's inbox.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let inbox = human.read_inbox(&agent("crew"), 0).await.unwrap();
+        let told = inbox.entries.iter().any(|entry| {
+            matches!(entry, l3m_core::mail::InboxEntry::Letter(l) if l.body == "my notes are committed")
+        });
+        if told {
+            break;
+        }
+        if Instant::now() > deadline {
+            let log = human.read_log_from(&agent("crew/hand"), 0).await.unwrap();
+            panic!(
+                "hand did not write to crew in time; its Log: {:#?}",
+                log.records
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // The commit is in hub.git, which the host never mounted, and the hub passes fsck.
+    let hub_git = north.join("hub.git");
+    let notes = hubd::test_support::git_bare(
+        &hub_git,
+        &["show", "refs/heads/l3m/crew/hand/_/work:notes.md"],
+    );
+    assert_eq!(notes, "written on a sequencer host");
+    hubd::test_support::git_bare(&hub_git, &["fsck", "--strict", "--no-dangling"]);
+    assert!(!hub_git.join("worktrees").exists());
+    assert!(
+        !north.join("forest/crew").exists(),
+        "the ACR lives on the host"
+    );
+    let checkout = host.join("forest/crew/hand/self/workspace/notes.md");
+    assert_eq!(
+        std::fs::read_to_string(checkout).unwrap(),
+        "written on a sequencer host"
+    );
+    // crew lies outside the host's subtree: its letter waits, and no one ran it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let log = human.read_log_from(&agent("crew"), 0).await.unwrap();
+    assert!(
+        log.records.is_empty(),
+        "the host ran an agent outside its subtree"
+    );
+    assert_eq!(site.restarts("north-seqhost"), (0, true));
 }

@@ -218,6 +218,12 @@ pub async fn supervise_metered(
 }
 
 async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
+    // Another host runs what lies outside this one's subtree (hubd would refuse the reads).
+    if let Some(subtree) = &sup.host.subtree
+        && !agent.is_within(subtree)
+    {
+        return;
+    }
     match should_wake(&sup.host.client, agent).await {
         Ok(true) => match sup.launcher.launch(agent).await {
             Ok(()) => meter.woke(),

@@ -142,7 +142,6 @@ pub async fn start(
         servers: JoinSet::new(),
         shutdown: shutdown.clone(),
     };
-    binder.bind_open().await?;
     binder.bind(Op::AppendLog, handlers::append_log).await?;
     binder.bind(Op::ReadLog, handlers::read_log).await?;
     binder.bind(Op::AppendUndo, handlers::append_undo).await?;
@@ -209,6 +208,8 @@ pub async fn start(
     binder.bind(Op::VouchBuild, handlers::vouch_build).await?;
     binder.bind_build_policy().await?;
     binder.bind_health().await?;
+    // Last: a client whose session opens finds every other op served.
+    binder.bind_open().await?;
     bus.flush().await.map_err(|source| RunError::Bind {
         subject: "(flush)".into(),
         source,
