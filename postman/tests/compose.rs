@@ -29,6 +29,7 @@ use common::served::ServedHub;
 use common::{Hub as _, Pair, Rng, agent, airmail_to, env_or};
 use hubd::store::HubOptions;
 use l3m_core::grant::Grant;
+use l3m_wire::bus::NatsTls;
 use postman::link::Limits;
 use tokio::time::Instant;
 
@@ -57,6 +58,11 @@ struct Site {
     /// Where each hub's NATS is published on loopback.
     north_port: u16,
     south_port: u16,
+    /// The first three octets of north's /24.
+    north_net: String,
+    /// The folder `l3m site init` made for north's NATS, once [`Site::secure`] ran: north's
+    /// NATS then speaks TLS only (docker-compose.tls.yml).
+    tls: Option<PathBuf>,
     /// Holds the hub folders `north/` and `south/`, bind-mounted into the containers.
     dir: tempfile::TempDir,
     env: Vec<(&'static str, String)>,
@@ -78,6 +84,8 @@ impl Site {
             project: format!("l3mcompose{}x{}", std::process::id(), rng.below(1 << 20)),
             north_port,
             south_port,
+            north_net: format!("{net}.1"),
+            tls: None,
             env: vec![
                 ("L3M_SITE_DIR", dir.path().display().to_string()),
                 ("L3M_UID", owner.uid().to_string()),
@@ -108,23 +116,75 @@ impl Site {
         } else {
             self.south_port
         };
-        let nats = format!("nats://127.0.0.1:{port}");
+        let (scheme, tls) = match (&self.tls, name) {
+            (Some(site), "north") => ("tls", NatsTls::SiteCa(site.join("ca.pem"))),
+            _ => ("nats", NatsTls::Plain),
+        };
+        let nats = format!("{scheme}://127.0.0.1:{port}");
         ServedHub::connect(
             self.hub(name),
             name,
             &nats,
+            &tls,
             password,
             Duration::from_secs(60),
         )
         .await
     }
 
+    /// Makes north's NATS certificate with `l3m site init`, as an operator would, and from
+    /// then on brings north up over TLS only.
+    fn secure(&mut self) {
+        let site = self.dir.path().join("site");
+        run(Command::new(l3m_binary()).args([
+            "site",
+            "init",
+            "--out",
+            site.to_str().unwrap(),
+            "--node",
+            &format!("north={}.2", self.north_net),
+            "--install-dir",
+            "/etc/nats-tls",
+        ]));
+        self.env.push((
+            "L3M_NORTH_TLS_DIR",
+            site.join("north").display().to_string(),
+        ));
+        self.tls = Some(site);
+    }
+
+    /// Starts capturing every packet on `network` (its Docker bridge, from this host).
+    fn capture(&self, network: &str) -> Capture {
+        let id = run(Command::new("docker").args([
+            "network",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            &format!("{}_{network}", self.project),
+        ]));
+        let bridge = format!("br-{}", &id.trim()[..12]);
+        let file = self.dir.path().join(format!("{network}.pcap"));
+        let child = Command::new("tcpdump")
+            .args(["-i", &bridge, "-U", "-s", "0", "-w"])
+            .arg(&file)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("tcpdump (scripts/install-deps installs it)");
+        // tcpdump needs a moment to open the interface before the traffic worth seeing.
+        std::thread::sleep(Duration::from_millis(1500));
+        Capture { child, file }
+    }
+
     /// `docker-compose` for this project, with the site's environment.
     fn compose(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("docker-compose");
         cmd.arg("--file")
-            .arg(compose_dir().join("docker-compose.yml"))
-            .args(["--project-name", &self.project, "--ansi", "never"])
+            .arg(compose_dir().join("docker-compose.yml"));
+        if self.tls.is_some() {
+            cmd.arg("--file")
+                .arg(compose_dir().join("docker-compose.tls.yml"));
+        }
+        cmd.args(["--project-name", &self.project, "--ansi", "never"])
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
@@ -261,6 +321,45 @@ fn free_port() -> u16 {
 /// The NATS password the site gives `user`.
 fn password(user: &str) -> String {
     format!("compose-test-{user}-{}", std::process::id())
+}
+
+/// A packet capture under way.
+struct Capture {
+    child: std::process::Child,
+    file: PathBuf,
+}
+
+impl Capture {
+    /// Stops the capture; returns every byte it wrote.
+    fn stop(mut self) -> Vec<u8> {
+        run(Command::new("kill").args(["-INT", &self.child.id().to_string()]));
+        self.child.wait().unwrap();
+        std::fs::read(&self.file).unwrap()
+    }
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
+
+/// `l3m`, built into this test's target folder once (the operator's tool for the site's
+/// certificates).
+fn l3m_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().unwrap().parent().unwrap().to_owned();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            run(Command::new(cargo)
+                .args(["build", "--locked", "--quiet", "-p", "l3m", "--bin", "l3m"])
+                .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap()));
+            profile_dir.join("l3m")
+        })
+        .clone()
 }
 
 /// Builds the site's images, once per test process.
@@ -440,9 +539,56 @@ text = "Done."
 /// outside the host's subtree, is not run there though a letter waits for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_through_hubd() {
+    let seen = sequencer_host_scenario(false).await;
+    // The control for the capture below: in clear, the letter is there to read.
+    assert!(
+        contains(&seen, HAND_LETTER),
+        "the capture saw none of the traffic"
+    );
+}
+
+/// The same over TLS (`l3m site init` made north's certificate): a capture of north's network
+/// holds no letter, no NATS password and no file content of the agent's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_a_capture_of_the_sites_network_shows_no_letter_or_password() {
+    let seen = sequencer_host_scenario(true).await;
+    assert!(
+        seen.len() > 10_000,
+        "the capture holds {} bytes",
+        seen.len()
+    );
+    let secrets = [
+        HAND_LETTER.to_owned(),
+        TASK.to_owned(),
+        NOTES.to_owned(),
+        password("hubd"),
+        password("sequencer"),
+        password("cli"),
+    ];
+    for secret in &secrets {
+        assert!(
+            !contains(&seen, secret),
+            "{secret:?} crossed the network in clear"
+        );
+    }
+}
+
+/// hand's letter to crew.
+const HAND_LETTER: &str = "my notes are committed";
+/// The human's task letter to hand.
+const TASK: &str = "write your notes";
+/// What hand writes into its workspace.
+const NOTES: &str = "written on a sequencer host";
+
+/// Runs the sequencer host's scenario (over TLS when `tls`) and returns a capture of north's
+/// network from before hubd connected to the end.
+async fn sequencer_host_scenario(tls: bool) -> Vec<u8> {
     let mut rng = Rng::from_env();
     build_images();
-    let site = Site::new(&mut rng);
+    let mut site = Site::new(&mut rng);
+    if tls {
+        site.secure();
+    }
     let parent: Grant = toml::from_str(&format!("{CREW_GRANT}spawn = \"persist\"\n")).unwrap();
     let north = site.hub("north");
     drop(
@@ -455,7 +601,9 @@ async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_t
         )
         .unwrap(),
     );
-    site.up(&["north-nats", "north-hubd"]);
+    site.up(&["north-nats"]);
+    let capture = site.capture("north");
+    site.up(&["north-hubd"]);
     let hub = site.served("north").await;
     let human = hub.human_client().await;
     let fuel = |calls| l3m_core::budget::Fuel {
@@ -514,18 +662,15 @@ async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_t
     // before), and wakes hand for its letter.
     site.up(&["north-seqhost"]);
     let to = l3m_core::mail::Address::for_agent(agent("crew/hand")).render();
-    human
-        .send_letter(&to, None, "write your notes")
-        .await
-        .unwrap();
+    human.send_letter(&to, None, TASK).await.unwrap();
 
     // hand's letter in crew's inbox.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let inbox = human.read_inbox(&agent("crew"), 0).await.unwrap();
-        let told = inbox.entries.iter().any(|entry| {
-            matches!(entry, l3m_core::mail::InboxEntry::Letter(l) if l.body == "my notes are committed")
-        });
+        let told = inbox.entries.iter().any(
+            |entry| matches!(entry, l3m_core::mail::InboxEntry::Letter(l) if l.body == HAND_LETTER),
+        );
         if told {
             break;
         }
@@ -545,7 +690,7 @@ async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_t
         &hub_git,
         &["show", "refs/heads/l3m/crew/hand/_/work:notes.md"],
     );
-    assert_eq!(notes, "written on a sequencer host");
+    assert_eq!(notes, NOTES);
     hubd::test_support::git_bare(&hub_git, &["fsck", "--strict", "--no-dangling"]);
     assert!(!hub_git.join("worktrees").exists());
     assert!(
@@ -553,10 +698,7 @@ async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_t
         "the ACR lives on the host"
     );
     let checkout = host.join("forest/crew/hand/self/workspace/notes.md");
-    assert_eq!(
-        std::fs::read_to_string(checkout).unwrap(),
-        "written on a sequencer host"
-    );
+    assert_eq!(std::fs::read_to_string(checkout).unwrap(), NOTES);
     // crew lies outside the host's subtree: its letter waits, and no one ran it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let log = human.read_log_from(&agent("crew"), 0).await.unwrap();
@@ -565,4 +707,5 @@ async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_t
         "the host ran an agent outside its subtree"
     );
     assert_eq!(site.restarts("north-seqhost"), (0, true));
+    capture.stop()
 }

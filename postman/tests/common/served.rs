@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hubd::init::local_key;
 use l3m_core::duty::Duty;
-use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+use l3m_wire::bus::{Bus, NatsAuth, NatsBus, NatsTls};
 use l3m_wire::client::HubClient;
 use l3m_wire::subjects::HubId;
 
@@ -27,13 +27,14 @@ pub struct ServedHub {
 }
 
 impl ServedHub {
-    /// Connects to `nats` as each user (`password` gives a user's password) and waits, up to
-    /// `within`, until hubd answers the human's session there: the hub is served once this
-    /// returns.
+    /// Connects to `nats` as each user (`password` gives a user's password), over `tls`, and
+    /// waits, up to `within`, until hubd answers the human's session there: the hub is served
+    /// once this returns.
     pub async fn connect(
         root: PathBuf,
         hub_id: &str,
         nats: &str,
+        tls: &NatsTls,
         password: impl Fn(&str) -> String,
         within: Duration,
     ) -> ServedHub {
@@ -44,7 +45,7 @@ impl ServedHub {
                     user: user.to_owned(),
                     password: password(user),
                 };
-                match NatsBus::connect(nats, auth).await {
+                match NatsBus::connect_with(nats, auth, tls).await {
                     Ok(bus) => return Arc::new(bus) as Arc<dyn Bus>,
                     Err(e) if tokio::time::Instant::now() > deadline => {
                         panic!("NATS at {nats} did not take user {user} within {within:?}: {e}")
