@@ -589,75 +589,14 @@ async fn sequencer_host_scenario(tls: bool) -> Vec<u8> {
     if tls {
         site.secure();
     }
-    let parent: Grant = toml::from_str(&format!("{CREW_GRANT}spawn = \"persist\"\n")).unwrap();
-    let north = site.hub("north");
-    drop(
-        hubd::init::init_hub(
-            &north,
-            HubOptions::default(),
-            hubd::test_support::human(),
-            parent.clone(),
-            l3m_core::clock::now_ms(),
-        )
-        .unwrap(),
-    );
+    let north = init_north(&site);
     site.up(&["north-nats"]);
     let capture = site.capture("north");
     site.up(&["north-hubd"]);
     let hub = site.served("north").await;
     let human = hub.human_client().await;
-    let fuel = |calls| l3m_core::budget::Fuel {
-        model_calls: calls,
-        bytes: 1_000_000,
-        wakes: 5,
-    };
-    let spawn = |child: &str, grant: Grant, calls| l3m_core::grant::SpawnRequest {
-        child: agent(child),
-        grant,
-        loan: fuel(calls),
-        driven: false,
-        persona: None,
-        fork: None,
-    };
-    human.spawn(spawn("crew", parent, 20)).await.unwrap();
-    let crew = hub
-        .client(l3m_core::duty::Duty::Sequencer {
-            agent: agent("crew"),
-        })
-        .await;
-    let hand_grant = toml::from_str(CREW_GRANT).unwrap();
-    crew.spawn(spawn("crew/hand", hand_grant, 10))
-        .await
-        .unwrap();
-
-    // The host's own folder: a credential for hand's subtree only, its configuration, its
-    // scripted model. Nothing of the hub's folder.
-    let host = site.dir.path().join("north-seqhost");
-    std::fs::create_dir_all(&host).unwrap();
-    let credential = l3m_wire::credential::KeyFile::generate(
-        l3m_core::credential::CredentialId::parse("c-00000000000c5e71").unwrap(),
-        l3m_core::credential::Scope::Host {
-            subtree: Some(agent("crew/hand")),
-        },
-    )
-    .unwrap();
-    let day = 24 * 3600 * 1000;
-    human
-        .issue_credential(
-            &credential,
-            l3m_core::clock::now_ms() + day,
-            "north-seqhost",
-        )
-        .await
-        .unwrap();
-    credential.write(&host.join("host.key")).unwrap();
-    std::fs::write(
-        host.join("l3m.toml"),
-        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
-         script = \"script.toml\"\n[sequencer]\nidle_exit_secs = 2\n",
-    )
-    .unwrap();
-    std::fs::write(host.join("script.toml"), HAND_SCRIPT).unwrap();
+    spawn_crew(&hub, &human).await;
+    let host = host_folder(&site, &human, "north-seqhost", HAND_SCRIPT).await;
     // The host starts once the root of its subtree lives (its credential opens no session
     // before), and wakes hand for its letter.
     site.up(&["north-seqhost"]);
@@ -708,4 +647,254 @@ async fn sequencer_host_scenario(tls: bool) -> Vec<u8> {
     );
     assert_eq!(site.restarts("north-seqhost"), (0, true));
     capture.stop()
+}
+
+/// North's hub folder, its human's bound the grant `crew` gets (with `spawn`).
+fn init_north(site: &Site) -> PathBuf {
+    let north = site.hub("north");
+    drop(
+        hubd::init::init_hub(
+            &north,
+            HubOptions::default(),
+            hubd::test_support::human(),
+            crew_grant(),
+            l3m_core::clock::now_ms(),
+        )
+        .unwrap(),
+    );
+    north
+}
+
+fn crew_grant() -> Grant {
+    toml::from_str(&format!("{CREW_GRANT}spawn = \"persist\"\n")).unwrap()
+}
+
+/// Spawns `crew` (by the human) and `crew/hand` (by crew's sequencer session).
+async fn spawn_crew(hub: &ServedHub, human: &l3m_wire::client::HubClient) {
+    let spawn = |child: &str, grant: Grant, calls| l3m_core::grant::SpawnRequest {
+        child: agent(child),
+        grant,
+        loan: l3m_core::budget::Fuel {
+            model_calls: calls,
+            bytes: 1_000_000,
+            wakes: 5,
+        },
+        driven: false,
+        persona: None,
+        fork: None,
+    };
+    human.spawn(spawn("crew", crew_grant(), 20)).await.unwrap();
+    let crew = hub
+        .client(l3m_core::duty::Duty::Sequencer {
+            agent: agent("crew"),
+        })
+        .await;
+    let hand = toml::from_str(CREW_GRANT).unwrap();
+    crew.spawn(spawn("crew/hand", hand, 10)).await.unwrap();
+}
+
+/// A sequencer host's own folder `name` in the site: a credential for hand's subtree only
+/// (issued by the human), its configuration (leases of 2 s), its scripted model. Nothing of
+/// the hub's folder.
+async fn host_folder(
+    site: &Site,
+    human: &l3m_wire::client::HubClient,
+    name: &str,
+    script: &str,
+) -> PathBuf {
+    let host = site.dir.path().join(name);
+    std::fs::create_dir_all(&host).unwrap();
+    let id = format!("c-{:016x}", l3m_core::clock::now_ms() ^ name.len() as u64);
+    let credential = l3m_wire::credential::KeyFile::generate(
+        l3m_core::credential::CredentialId::parse(&id).unwrap(),
+        l3m_core::credential::Scope::Host {
+            subtree: Some(agent("crew/hand")),
+        },
+    )
+    .unwrap();
+    let day = 24 * 3600 * 1000;
+    human
+        .issue_credential(&credential, l3m_core::clock::now_ms() + day, name)
+        .await
+        .unwrap();
+    credential.write(&host.join("host.key")).unwrap();
+    std::fs::write(
+        host.join("l3m.toml"),
+        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
+         script = \"script.toml\"\n[sequencer]\nidle_exit_secs = 2\nlease_ttl_secs = 2\n",
+    )
+    .unwrap();
+    std::fs::write(host.join("script.toml"), script).unwrap();
+    host
+}
+
+/// hand's script with its third model call slow, so a host can die while it is under way.
+fn slow_hand_script() -> String {
+    HAND_SCRIPT.replacen(
+        "text = \"Telling my parent.\"",
+        "text = \"Telling my parent.\"\ndelay_ms = 6000",
+        1,
+    )
+}
+
+/// Two sequencer hosts that may both run hand: the one running it is killed (SIGKILL, the
+/// whole container) while a model call is under way, after hand's commit; the other takes
+/// hand over once the lease lapses and finishes the turn. Nothing is lost or done twice: the
+/// Log's seqs run unbroken, the file was written once and committed once (one commit on the
+/// hub's branch), the letter reached crew once, and the final view holds the model's side of
+/// an uninterrupted run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_host_killed_mid_turn_is_taken_over_by_another_with_nothing_lost() {
+    use l3m_core::log::RecordBody;
+
+    let mut rng = Rng::from_env();
+    build_images();
+    let site = Site::new(&mut rng);
+    let north = init_north(&site);
+    site.up(&["north-nats", "north-hubd"]);
+    let hub = site.served("north").await;
+    let human = hub.human_client().await;
+    spawn_crew(&hub, &human).await;
+    let start = hubd::test_support::git_bare(
+        &north.join("hub.git"),
+        &["rev-parse", "refs/heads/l3m/crew/hand/_/work"],
+    );
+    let script = slow_hand_script();
+    for name in ["north-seqhost", "north-seqhost-2"] {
+        host_folder(&site, &human, name, &script).await;
+    }
+    site.up(&["north-seqhost", "north-seqhost-2"]);
+    let hand = agent("crew/hand");
+    let to = l3m_core::mail::Address::for_agent(hand.clone()).render();
+    human.send_letter(&to, None, TASK).await.unwrap();
+
+    // Wait for the commit's result and the next model call under way, then kill its host.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let holder = loop {
+        let log = human.read_log_from(&hand, 0).await.unwrap().records;
+        let committed = log.iter().position(|r| {
+            matches!(&r.body, RecordBody::ToolResult { output, .. } if output.starts_with("committed"))
+        });
+        let calling = committed.is_some_and(|at| {
+            log[at..]
+                .iter()
+                .any(|r| matches!(r.body, RecordBody::CallStarted { .. }))
+        });
+        let tree = human.list_agents().await.unwrap();
+        let holder = tree
+            .agents
+            .iter()
+            .find(|a| a.name == hand.as_str())
+            .and_then(|a| a.holder.clone());
+        if let (true, Some(holder)) = (calling, holder) {
+            break holder;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hand never reached its slow call: {log:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let running = ["north-seqhost", "north-seqhost-2"]
+        .into_iter()
+        .find(|service| {
+            let id = site.container(service);
+            holder.starts_with(&id[..12])
+        })
+        .unwrap_or_else(|| panic!("no host's container is {holder}"));
+    docker(&["kill", "--signal", "KILL", &site.container(running)]).await;
+    eprintln!("killed {running}, which held hand as {holder}");
+
+    // The other host finishes the turn.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let inbox = human.read_inbox(&agent("crew"), 0).await.unwrap();
+        let letters = inbox
+            .entries
+            .iter()
+            .filter(|entry| {
+                matches!(entry, l3m_core::mail::InboxEntry::Letter(l) if l.body == HAND_LETTER)
+            })
+            .count();
+        if letters > 0 {
+            assert_eq!(letters, 1, "the letter reached crew twice");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no host took hand over");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let tree = human.list_agents().await.unwrap();
+    let now = tree
+        .agents
+        .iter()
+        .find(|a| a.name == hand.as_str())
+        .unwrap();
+    if let Some(holder) = &now.holder {
+        let other = if running == "north-seqhost" {
+            "north-seqhost-2"
+        } else {
+            "north-seqhost"
+        };
+        assert!(holder.starts_with(&site.container(other)[..12]), "{holder}");
+    }
+
+    let log = human.read_log_from(&hand, 0).await.unwrap().records;
+    for (i, record) in log.iter().enumerate() {
+        assert_eq!(record.seq, i as u64, "the Log's seqs break at {i}");
+    }
+    let tools: Vec<&str> = log
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::ToolResult {
+                output,
+                is_error: false,
+                ..
+            } => Some(output.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tools.iter().filter(|o| o.starts_with("wrote")).count(),
+        1,
+        "{tools:?}"
+    );
+    assert_eq!(
+        tools.iter().filter(|o| o.starts_with("committed")).count(),
+        1,
+        "{tools:?}"
+    );
+    let replies: Vec<&str> = log
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::AssistantReply { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let model_side = [
+        "Writing my notes.",
+        "Committing them.",
+        "Telling my parent.",
+        "Done.",
+    ];
+    let mut expected = model_side.iter();
+    for text in &replies {
+        // A reply the dead host's call never delivered is not in the Log; the others are in order.
+        assert_eq!(Some(text), expected.next(), "{replies:?}");
+    }
+    assert_eq!(expected.next(), None, "{replies:?}");
+    let hub_git = north.join("hub.git");
+    let commits = hubd::test_support::git_bare(
+        &hub_git,
+        &[
+            "rev-list",
+            "--count",
+            &format!("{}..refs/heads/l3m/crew/hand/_/work", start.trim()),
+        ],
+    );
+    assert_eq!(
+        commits.trim(),
+        "1",
+        "hand's branch moved by exactly one commit"
+    );
+    hubd::test_support::git_bare(&hub_git, &["fsck", "--strict", "--no-dangling"]);
 }

@@ -1,7 +1,9 @@
 //! Waking asleep agents that have unread mail, an answered card or a fired vigil.
 //!
 //! [`supervise`] watches every inbox's, cards chain's and vigils chain's moves
-//! (`Subjects::ref_changes_of_kind`) and, at start, scans every agent. For a live agent that is
+//! (`Subjects::ref_changes_of_kind`) and, at start and every ten seconds, sweeps every asleep
+//! agent of its subtree (a lease that lapses moves no ref, so a dead host's agents are found
+//! this way). For a live agent that is
 //! asleep (no lease: `list_agents` says `asleep`) with a letter it has not marked read, a
 //! human's answer at a card whose call its Log still holds at a stalemate, a vigil that fired
 //! and its Log has not journaled (`wakes_iff_asleep`: a running agent hears it itself), or a
@@ -32,7 +34,7 @@ use crate::writer::Input;
 use l3m_core::refs::AgentRef;
 use l3m_core::review::card::{CardLine, answers_awaited, parse_card_line};
 use l3m_wire::client::HubClient;
-use l3m_wire::hubd::tree::AgentLife;
+use l3m_wire::hubd::tree::{AgentLife, AgentTree};
 use tokio_util::sync::CancellationToken;
 
 use crate::health::HostMeter;
@@ -200,31 +202,70 @@ pub async fn supervise_metered(
         streams.push(stream);
     }
     let mut moves = futures_util::stream::select_all(streams);
-    let tree = client.list_agents().await?;
-    for state in tree.agents {
-        if let Ok(agent) = AgentName::parse(&state.name) {
-            wake_if_owed(&sup, &meter, &agent).await;
-        }
-    }
+    // The first tick is at once: the scan at start. Later ones find the agents whose lease
+    // lapsed with nothing announced (their host died), so another host takes them over.
+    let mut sweeps = tokio::time::interval(SWEEP_EVERY);
+    sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let message = tokio::select! {
+        tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            m = moves.next() => match m { Some(m) => m, None => return Ok(()) },
-        };
-        if let Some((_, agent)) = client.subjects().parse_ref_changed(&message.subject) {
-            wake_if_owed(&sup, &meter, &agent).await;
+            _ = sweeps.tick() => sweep(&sup, &meter).await,
+            m = moves.next() => match m {
+                Some(message) => {
+                    if let Some((_, agent)) = client.subjects().parse_ref_changed(&message.subject) {
+                        wake_if_owed(&sup, &meter, &agent, None).await;
+                    }
+                }
+                None => return Ok(()),
+            },
         }
     }
 }
 
-async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
+/// How often the supervisor looks at every agent of its subtree, besides what announcements
+/// tell it: a lease lapses with no ref moving, so a dead host's agents are found this way.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Wakes every agent of the subtree that is owed a wake, reading the agents' list once.
+async fn sweep(sup: &Supervisor, meter: &HostMeter) {
+    let tree = match sup.host.client.list_agents().await {
+        Ok(tree) => tree,
+        Err(error) => {
+            tracing::warn!(%error, "could not list the agents to sweep");
+            meter.failed(&format!("listing agents: {error}"));
+            return;
+        }
+    };
+    for state in &tree.agents {
+        if state.life == AgentLife::Asleep
+            && let Ok(agent) = AgentName::parse(&state.name)
+        {
+            wake_if_owed(sup, meter, &agent, Some(&tree)).await;
+        }
+    }
+}
+
+/// Wakes `agent` if it is owed a wake; `tree` is the agents' list when the caller holds one.
+async fn wake_if_owed(
+    sup: &Supervisor,
+    meter: &HostMeter,
+    agent: &AgentName,
+    tree: Option<&AgentTree>,
+) {
     // Another host runs what lies outside this one's subtree (hubd would refuse the reads).
     if let Some(subtree) = &sup.host.subtree
         && !agent.is_within(subtree)
     {
         return;
     }
-    match should_wake(&sup.host.client, agent).await {
+    let owed = match tree {
+        Some(tree) => should_wake(&sup.host.client, agent, tree).await,
+        None => match sup.host.client.list_agents().await {
+            Ok(tree) => should_wake(&sup.host.client, agent, &tree).await,
+            Err(e) => Err(e.into()),
+        },
+    };
+    match owed {
         Ok(true) => match sup.launcher.launch(agent).await {
             Ok(()) => meter.woke(),
             Err(e) => {
@@ -244,8 +285,11 @@ async fn wake_if_owed(sup: &Supervisor, meter: &HostMeter, agent: &AgentName) {
 /// card its Log still waits for, a fired vigil its Log has not journaled, or a turn under way
 /// that nothing runs. A letter from one of its driven children does not count: only a program
 /// call waits for one, and no call outlives the process that ran it (`crate::drive`).
-async fn should_wake(client: &HubClient, agent: &AgentName) -> Result<bool, SequencerError> {
-    let tree = client.list_agents().await?;
+async fn should_wake(
+    client: &HubClient,
+    agent: &AgentName,
+    tree: &AgentTree,
+) -> Result<bool, SequencerError> {
     let asleep = tree
         .agents
         .iter()
