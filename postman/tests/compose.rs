@@ -704,7 +704,11 @@ async fn host_folder(
 ) -> PathBuf {
     let host = site.dir.path().join(name);
     std::fs::create_dir_all(&host).unwrap();
-    let id = format!("c-{:016x}", l3m_core::clock::now_ms() ^ name.len() as u64);
+    // One id per host's name (FNV-1a of it): each test's hub is fresh.
+    let id = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let id = format!("c-{id:016x}");
     let credential = l3m_wire::credential::KeyFile::generate(
         l3m_core::credential::CredentialId::parse(&id).unwrap(),
         l3m_core::credential::Scope::Host {
