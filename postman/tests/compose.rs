@@ -749,6 +749,27 @@ fn slow_hand_script() -> String {
 /// an uninterrupted run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_host_killed_mid_turn_is_taken_over_by_another_with_nothing_lost() {
+    take_over_after(Fault::Kill).await;
+}
+
+/// The same with the host cut off north's network instead (`docker network disconnect`) and
+/// put back once the other host finished: the old holder, back, writes nothing more (it lost
+/// the lease and its compare-and-swap), so the Log and the branch stay as the other left them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_host_cut_off_mid_turn_is_taken_over_and_writes_nothing_when_back() {
+    take_over_after(Fault::Partition).await;
+}
+
+/// What befalls the host running hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL to its whole container.
+    Kill,
+    /// Its container cut off north's network, and put back once another host finished.
+    Partition,
+}
+
+async fn take_over_after(fault: Fault) {
     use l3m_core::log::RecordBody;
 
     let mut rng = Rng::from_env();
@@ -806,8 +827,13 @@ async fn a_sequencer_host_killed_mid_turn_is_taken_over_by_another_with_nothing_
             holder.starts_with(&id[..12])
         })
         .unwrap_or_else(|| panic!("no host's container is {holder}"));
-    docker(&["kill", "--signal", "KILL", &site.container(running)]).await;
-    eprintln!("killed {running}, which held hand as {holder}");
+    let network = format!("{}_north", site.project);
+    let container = site.container(running);
+    match fault {
+        Fault::Kill => docker(&["kill", "--signal", "KILL", &container]).await,
+        Fault::Partition => docker(&["network", "disconnect", &network, &container]).await,
+    }
+    eprintln!("{fault:?} on {running}, which held hand as {holder}");
 
     // The other host finishes the turn.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -826,6 +852,35 @@ async fn a_sequencer_host_killed_mid_turn_is_taken_over_by_another_with_nothing_
         }
         assert!(Instant::now() < deadline, "no host took hand over");
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if fault == Fault::Partition {
+        // Back on the network at its address: the old holder may try to go on, and must fail.
+        let ip = if running == "north-seqhost" { 5 } else { 6 };
+        let ip = format!("{}.{ip}", site.north_net);
+        docker(&["network", "connect", "--ip", &ip, &network, &container]).await;
+        let before = human.read_log_from(&hand, 0).await.unwrap().records.len();
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let after = human.read_log_from(&hand, 0).await.unwrap().records;
+        assert!(
+            after[before..].iter().all(|r| !matches!(
+                r.body,
+                RecordBody::AssistantReply { .. } | RecordBody::ToolCall { .. }
+            )),
+            "the old holder wrote into the Log after the heal: {:#?}",
+            &after[before..]
+        );
+        let inbox = human.read_inbox(&agent("crew"), 0).await.unwrap();
+        let letters = inbox
+            .entries
+            .iter()
+            .filter(|entry| {
+                matches!(entry, l3m_core::mail::InboxEntry::Letter(l) if l.body == HAND_LETTER)
+            })
+            .count();
+        assert_eq!(
+            letters, 1,
+            "the old holder sent the letter again after the heal"
+        );
     }
     let tree = human.list_agents().await.unwrap();
     let now = tree
