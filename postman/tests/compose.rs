@@ -671,26 +671,45 @@ fn crew_grant() -> Grant {
 
 /// Spawns `crew` (by the human) and `crew/hand` (by crew's sequencer session).
 async fn spawn_crew(hub: &ServedHub, human: &l3m_wire::client::HubClient) {
-    let spawn = |child: &str, grant: Grant, calls| l3m_core::grant::SpawnRequest {
-        child: agent(child),
-        grant,
-        loan: l3m_core::budget::Fuel {
-            model_calls: calls,
-            bytes: 1_000_000,
-            wakes: 5,
-        },
-        driven: false,
-        persona: None,
-        fork: None,
-    };
-    human.spawn(spawn("crew", crew_grant(), 20)).await.unwrap();
+    spawn_crew_with(hub, human, &["crew/hand"], 10).await;
+}
+
+/// Spawns `crew` (by the human) and each of `children` with `calls` model calls (by crew's
+/// sequencer session).
+async fn spawn_crew_with(
+    hub: &ServedHub,
+    human: &l3m_wire::client::HubClient,
+    children: &[&str],
+    calls: u64,
+) {
+    let spawn =
+        |child: &str, grant: Grant, calls: u64, shares: u64| l3m_core::grant::SpawnRequest {
+            child: agent(child),
+            grant,
+            loan: l3m_core::budget::Fuel {
+                model_calls: calls,
+                bytes: calls * 100_000,
+                wakes: 5 * shares,
+            },
+            driven: false,
+            persona: None,
+            fork: None,
+        };
+    let shares = children.len() as u64 + 1;
+    let all = 10 + calls * children.len() as u64;
+    human
+        .spawn(spawn("crew", crew_grant(), all, shares))
+        .await
+        .unwrap();
     let crew = hub
         .client(l3m_core::duty::Duty::Sequencer {
             agent: agent("crew"),
         })
         .await;
-    let hand = toml::from_str(CREW_GRANT).unwrap();
-    crew.spawn(spawn("crew/hand", hand, 10)).await.unwrap();
+    for child in children {
+        let grant = toml::from_str(CREW_GRANT).unwrap();
+        crew.spawn(spawn(child, grant, calls, 1)).await.unwrap();
+    }
 }
 
 /// A sequencer host's own folder `name` in the site: a credential for hand's subtree only
@@ -700,6 +719,17 @@ async fn host_folder(
     site: &Site,
     human: &l3m_wire::client::HubClient,
     name: &str,
+    script: &str,
+) -> PathBuf {
+    host_folder_for(site, human, name, "crew/hand", script).await
+}
+
+/// [`host_folder`] for the subtree of `root`.
+async fn host_folder_for(
+    site: &Site,
+    human: &l3m_wire::client::HubClient,
+    name: &str,
+    root: &str,
     script: &str,
 ) -> PathBuf {
     let host = site.dir.path().join(name);
@@ -712,7 +742,7 @@ async fn host_folder(
     let credential = l3m_wire::credential::KeyFile::generate(
         l3m_core::credential::CredentialId::parse(&id).unwrap(),
         l3m_core::credential::Scope::Host {
-            subtree: Some(agent("crew/hand")),
+            subtree: Some(agent(root)),
         },
     )
     .unwrap();
@@ -956,4 +986,76 @@ async fn take_over_after(fault: Fault) {
         "hand's branch moved by exactly one commit"
     );
     hubd::test_support::git_bare(&hub_git, &["fsck", "--strict", "--no-dangling"]);
+}
+
+/// The cost of distance: the same turns (write, commit, a letter to crew, done) by `crew/far`,
+/// run by a sequencer host in a container of its own, and by `crew/near`, run by one sharing
+/// hubd's network namespace (the hub's host), alternately, in one run. Prints each one's
+/// median turn, from the task letter to the answer in crew's inbox, and their ratio (the goal
+/// is at most 1.3x). A benchmark, so not run by default:
+/// `cargo test -p postman --test compose -- --ignored --nocapture cost_of_distance`
+/// (`L3M_DISTANCE_TURNS` turns each, default 8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: prints a ratio, asserts no time"]
+async fn cost_of_distance() {
+    let turns = env_or("L3M_DISTANCE_TURNS", 8);
+    let mut rng = Rng::from_env();
+    build_images();
+    let site = Site::new(&mut rng);
+    init_north(&site);
+    site.up(&["north-nats", "north-hubd"]);
+    let hub = site.served("north").await;
+    let human = hub.human_client().await;
+    spawn_crew_with(
+        &hub,
+        &human,
+        &["crew/far", "crew/near"],
+        4 * turns as u64 + 4,
+    )
+    .await;
+    let script = HAND_SCRIPT.repeat(turns);
+    host_folder_for(&site, &human, "north-seqhost", "crew/far", &script).await;
+    host_folder_for(&site, &human, "north-seqhost-near", "crew/near", &script).await;
+    site.up(&["north-seqhost", "north-seqhost-near"]);
+
+    let mut took: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for turn in 0..turns {
+        for (i, name) in ["crew/far", "crew/near"].into_iter().enumerate() {
+            let sent = std::time::Instant::now();
+            let to = l3m_core::mail::Address::for_agent(agent(name)).render();
+            human.send_letter(&to, None, TASK).await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let inbox = human.read_inbox(&agent("crew"), 0).await.unwrap();
+                let answers = inbox
+                    .entries
+                    .iter()
+                    .filter(|entry| {
+                        matches!(entry, l3m_core::mail::InboxEntry::Letter(l)
+                            if l.body == HAND_LETTER && l.from.agent().is_some_and(|a| a.as_str() == name))
+                    })
+                    .count();
+                if answers > turn {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{name} did not answer turn {turn}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            took[i].push(sent.elapsed());
+        }
+    }
+    let median = |times: &mut Vec<Duration>| {
+        times.sort_unstable();
+        times[times.len() / 2]
+    };
+    let (far, near) = (median(&mut took[0]), median(&mut took[1]));
+    println!(
+        "cost of distance over {turns} turns each: far {:.1} ms, near {:.1} ms (median turn), {:.2}x",
+        far.as_secs_f64() * 1e3,
+        near.as_secs_f64() * 1e3,
+        far.as_secs_f64() / near.as_secs_f64()
+    );
 }
