@@ -78,6 +78,9 @@ pub enum AcrError {
     /// hubd holds no work branch for the agent (it was collected, or never spawned).
     #[error("the hub holds no work branch for {0}; it cannot be run")]
     NoWorkBranch(AgentName),
+    /// The blocking git work was stopped before it finished (the runtime is shutting down).
+    #[error("the ACR of {0}: its git work was stopped before it finished")]
+    Stopped(AgentName),
 }
 
 /// What [`Acr::sync`] did.
@@ -116,17 +119,18 @@ impl Acr {
     /// process left unpushed pushed, both checkouts in place. Call it holding the agent's lease.
     pub async fn ready(&self, client: &HubClient) -> Result<(), AcrError> {
         let me = self.clone();
-        let have = blocking(move || {
-            me.init()?;
-            me.haves()
-        })
-        .await?;
+        let have = self
+            .blocking(move || {
+                me.init()?;
+                me.haves()
+            })
+            .await?;
         let fetched = client
             .fetch_pack(&self.agent, &have)
             .await
             .map_err(|source| self.hub_error("fetching", source))?;
         let me = self.clone();
-        blocking(move || {
+        self.blocking(move || {
             if !fetched.pack.is_empty() {
                 me.git(&["index-pack", "--stdin"], &fetched.pack)?;
             }
@@ -157,11 +161,12 @@ impl Acr {
     /// where the two meet, then forward. hubd checks each push before it moves the branch.
     pub async fn sync(&self, client: &HubClient) -> Result<Synced, AcrError> {
         let me = self.clone();
-        let (local, hub) = blocking(move || {
-            let local = me.tip(&refs::work_branch(&me.agent))?;
-            Ok((local, me.tip(HUB_WORK)?))
-        })
-        .await?;
+        let (local, hub) = self
+            .blocking(move || {
+                let local = me.tip(&refs::work_branch(&me.agent))?;
+                Ok((local, me.tip(HUB_WORK)?))
+            })
+            .await?;
         let (Some(local), Some(hub)) = (local, hub) else {
             return Ok(Synced::Already);
         };
@@ -170,15 +175,16 @@ impl Acr {
         }
         let me = self.clone();
         let (from, to) = (hub.clone(), local.clone());
-        let (meet, pack) = blocking(move || {
-            let meet = me.merge_base(&from, &to)?;
-            let pack = match meet.as_deref() == Some(to.as_str()) {
-                true => Vec::new(),
-                false => me.pack(&to, meet.as_deref())?,
-            };
-            Ok((meet, pack))
-        })
-        .await?;
+        let (meet, pack) = self
+            .blocking(move || {
+                let meet = me.merge_base(&from, &to)?;
+                let pack = match meet.as_deref() == Some(to.as_str()) {
+                    true => Vec::new(),
+                    false => me.pack(&to, meet.as_deref())?,
+                };
+                Ok((meet, pack))
+            })
+            .await?;
         let mut at = hub.clone();
         if let Some(meet) = meet.filter(|m| *m != hub) {
             self.push(client, &at, &meet, true, &[]).await?;
@@ -211,7 +217,8 @@ impl Acr {
             .map_err(|source| self.hub_error("pushing", source))?;
         let me = self.clone();
         let (old, new) = (old.to_owned(), new.to_owned());
-        blocking(move || me.git(&["update-ref", HUB_WORK, &new, &old], &[]).map(drop)).await
+        self.blocking(move || me.git(&["update-ref", HUB_WORK, &new, &old], &[]).map(drop))
+            .await
     }
 
     /// Creates the bare repository if there is none.
@@ -328,19 +335,27 @@ impl Acr {
         Ok(())
     }
 
-    /// Whether `dir` is a checkout of this clone: its `.git` file names one of the clone's
-    /// worktrees, and that worktree's record is there.
+    /// Whether `dir` is a checkout of this clone ([`Acr::admin_of`] finds its record).
     fn is_ours(&self, dir: &Path) -> Result<bool, AcrError> {
-        let pointer = dir.join(".git");
-        let text = match std::fs::read_to_string(&pointer) {
-            Ok(text) => text,
-            Err(_) => return Ok(false),
-        };
-        let Some(admin) = text.trim().strip_prefix("gitdir: ") else {
-            return Ok(false);
-        };
-        let admin = Path::new(admin);
-        Ok(admin.starts_with(self.repo.join("worktrees")) && admin.join("HEAD").is_file())
+        Ok(self.admin_of(dir).is_some())
+    }
+
+    /// The clone's record of the checkout at `dir` (`self.git/worktrees/<name>`), if `dir` is
+    /// one. The `.git` file in `dir` is the agent's to write, so it is believed only when it
+    /// names a record directly under the clone's `worktrees/` (resolved, so `..` cannot lead
+    /// into another agent's clone) whose own back-link names `dir/.git`, as `git worktree
+    /// add` wrote it.
+    fn admin_of(&self, dir: &Path) -> Option<PathBuf> {
+        let text = std::fs::read_to_string(dir.join(".git")).ok()?;
+        let named = Path::new(text.trim().strip_prefix("gitdir: ")?);
+        let admin = std::fs::canonicalize(named).ok()?;
+        let worktrees = std::fs::canonicalize(self.repo.join("worktrees")).ok()?;
+        if admin.parent() != Some(worktrees.as_path()) || !admin.join("HEAD").is_file() {
+            return None;
+        }
+        let back = std::fs::read_to_string(admin.join("gitdir")).ok()?;
+        let back = std::fs::canonicalize(back.trim()).ok()?;
+        (back == std::fs::canonicalize(dir.join(".git")).ok()?).then_some(admin)
     }
 
     /// The commit `refname` names in the clone, if it exists.
@@ -389,11 +404,15 @@ impl Acr {
         }
     }
 
-    /// Runs git in the checkout `dir` (its own git directory, so its own `HEAD` and index).
+    /// Runs git in the checkout `dir` (its own record in the clone, so its own `HEAD` and
+    /// index); `dir` must be one of the clone's checkouts.
     fn git_in(&self, dir: &Path, args: &[&str]) -> Result<(), AcrError> {
-        let admin = std::fs::read_to_string(dir.join(".git"))
-            .map_err(|e| self.io("reading", &dir.join(".git"), e))?;
-        let admin = PathBuf::from(admin.trim().trim_start_matches("gitdir: "));
+        let admin = self.admin_of(dir).ok_or_else(|| {
+            self.git_error(
+                args,
+                format!("{} is not a checkout of the clone", dir.display()),
+            )
+        })?;
         let mut all: Vec<&std::ffi::OsStr> = vec!["--work-tree".as_ref(), dir.as_os_str()];
         all.extend(args.iter().map(std::ffi::OsStr::new));
         let ran = git::run(&admin, &all, &[], &[], ANSWER_BYTES)
@@ -452,11 +471,17 @@ fn is_empty_or_absent(dir: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// Runs blocking git work off the async threads.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, AcrError> + Send + 'static,
-) -> Result<T, AcrError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+impl Acr {
+    /// Runs blocking git work off the async threads; a panic in it goes on as a panic, a
+    /// task the runtime stopped is [`AcrError::Stopped`].
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, AcrError> + Send + 'static,
+    ) -> Result<T, AcrError> {
+        match tokio::task::spawn_blocking(work).await {
+            Ok(done) => done,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(AcrError::Stopped(self.agent.clone())),
+        }
+    }
 }

@@ -180,10 +180,59 @@ async fn the_files_of_an_earlier_checkout_are_adopted_as_changes() {
     );
     assert_eq!(git(&workspace, &["status", "--porcelain"]), "?? src/\n");
     assert!(!workspace.with_extension("adopting").exists());
-    // Ready again: nothing moves.
+    // Ready again: the checkout is recognized, not adopted a second time.
+    let pointer = std::fs::metadata(workspace.join(".git"))
+        .unwrap()
+        .modified()
+        .unwrap();
     acr.ready(&client).await.unwrap();
     assert_eq!(
         read(&workspace.join("src/main.rs")).unwrap(),
         b"fn main() {}\n"
     );
+    let again = std::fs::metadata(workspace.join(".git"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(again, pointer, "a checkout of the clone was adopted again");
+}
+
+/// The workspace's `.git` file is the agent's to write: one pointing through `..` at another
+/// agent's clone is never used, so the harness runs no git against that clone; the checkout
+/// is adopted into its own clone instead and the other clone's branch stays where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_pointer_into_another_agents_clone_is_never_used() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 5).await;
+    hub.spawn("other", 5).await;
+    let client = hub.sequencer_client("demo").await;
+    let acr = Acr::at(&hub.forest(), &agent("demo"));
+    let workspace = acr.root().join("workspace");
+    let theirs = Acr::at(&hub.forest(), &agent("other"));
+    let their_workspace = theirs.root().join("workspace");
+    let their_tip = head(&their_workspace);
+    // The hub moves ahead of demo's clone (another host ran it), so the next boot would move
+    // the checkout's branch: the moment a repointed `.git` would matter.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let there = Acr::at(elsewhere.path(), &agent("demo"));
+    there.ready(&client).await.unwrap();
+    commit(&there.root().join("workspace"), "ahead.md", "ahead\n");
+    there.sync(&client).await.unwrap();
+    // demo repoints its workspace at other's clone, through its own clone's `worktrees/`.
+    let own = std::fs::read_to_string(workspace.join(".git")).unwrap();
+    let own = own.trim().trim_start_matches("gitdir: ");
+    let sneaky = format!("gitdir: {own}/../../../../other/self.git/worktrees/workspace\n");
+    assert!(Path::new(sneaky.trim().trim_start_matches("gitdir: ")).is_dir());
+    std::fs::write(workspace.join(".git"), &sneaky).unwrap();
+
+    acr.ready(&client).await.unwrap();
+    assert_eq!(
+        head(&their_workspace),
+        their_tip,
+        "other's clone was touched"
+    );
+    assert_eq!(git(&their_workspace, &["status", "--porcelain"]), "");
+    assert_eq!(head(&workspace), hub_tip(&hub));
+    let pointer = std::fs::read_to_string(workspace.join(".git")).unwrap();
+    assert!(pointer.contains("demo/self.git/worktrees/"), "{pointer}");
 }
