@@ -1,9 +1,9 @@
 //! Waking asleep agents that have unread mail, an answered card or a fired vigil.
 //!
 //! [`supervise`] watches every inbox's, cards chain's and vigils chain's moves
-//! (`Subjects::ref_changes_of_kind`) and, at start and every ten seconds, sweeps every asleep
-//! agent of its subtree (a lease that lapses moves no ref, so a dead host's agents are found
-//! this way). For a live agent that is
+//! (`Subjects::ref_changes_of_kind`), checks every asleep agent of its subtree at start, and
+//! every ten seconds checks those whose lease lapsed since (a lapse moves no ref, so a dead
+//! host's agents are found this way) and those whose wake failed. For a live agent that is
 //! asleep (no lease: `list_agents` says `asleep`) with a letter it has not marked read, a
 //! human's answer at a card whose call its Log still holds at a stalemate, a vigil that fired
 //! and its Log has not journaled (`wakes_iff_asleep`: a running agent hears it itself), or a
@@ -206,14 +206,22 @@ pub async fn supervise_metered(
     // lapsed with nothing announced (their host died), so another host takes them over.
     let mut sweeps = tokio::time::interval(SWEEP_EVERY);
     sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut swept: Option<Swept> = None;
+    // The agents announced since the last sweep: one may have been woken and died in between.
+    let mut touched = HashSet::new();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            _ = sweeps.tick() => sweep(&sup, &meter).await,
+            _ = sweeps.tick() => {
+                swept = sweep(&sup, &meter, swept.take(), &touched).await;
+                touched.clear();
+            }
             m = moves.next() => match m {
                 Some(message) => {
                     if let Some((_, agent)) = client.subjects().parse_ref_changed(&message.subject) {
-                        wake_if_owed(&sup, &meter, &agent, None).await;
+                        // A failure is logged and counted; the next sweep checks it again.
+                        let _checked = wake_if_owed(&sup, &meter, &agent, None).await;
+                        touched.insert(agent.to_string());
                     }
                 }
                 None => return Ok(()),
@@ -222,41 +230,90 @@ pub async fn supervise_metered(
     }
 }
 
-/// How often the supervisor looks at every agent of its subtree, besides what announcements
-/// tell it: a lease lapses with no ref moving, so a dead host's agents are found this way.
+/// How often the supervisor looks at the agents' list, besides what announcements tell it: a
+/// lease lapses with no ref moving, so a dead host's agents are found this way.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Wakes every agent of the subtree that is owed a wake, reading the agents' list once.
-async fn sweep(sup: &Supervisor, meter: &HostMeter) {
+/// What one sweep leaves the next: who held a lease then, and whose check or launch failed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Swept {
+    held: HashSet<String>,
+    failed: HashSet<String>,
+}
+
+/// The agents a sweep checks: every asleep one at the first sweep; later, only the asleep ones
+/// whose lease may have lapsed since the last (held then, or announced since: woken, perhaps
+/// dead) and those whose wake failed then. An agent asleep and quiet since the last sweep was
+/// checked then, and nothing it is owed can have come unannounced.
+fn sweep_candidates(
+    tree: &AgentTree,
+    last: Option<&Swept>,
+    touched: &HashSet<String>,
+) -> Vec<AgentName> {
+    tree.agents
+        .iter()
+        .filter(|state| state.life == AgentLife::Asleep)
+        .filter(|state| {
+            last.is_none_or(|last| {
+                last.held.contains(&state.name)
+                    || last.failed.contains(&state.name)
+                    || touched.contains(&state.name)
+            })
+        })
+        .filter_map(|state| AgentName::parse(&state.name).ok())
+        .collect()
+}
+
+/// Wakes the agents [`sweep_candidates`] names that are owed a wake, reading the agents' list
+/// once; returns what the next sweep needs (the last one's again if the list could not be read,
+/// with `touched` counted as failed so they are checked next time).
+async fn sweep(
+    sup: &Supervisor,
+    meter: &HostMeter,
+    last: Option<Swept>,
+    touched: &HashSet<String>,
+) -> Option<Swept> {
     let tree = match sup.host.client.list_agents().await {
         Ok(tree) => tree,
         Err(error) => {
             tracing::warn!(%error, "could not list the agents to sweep");
             meter.failed(&format!("listing agents: {error}"));
-            return;
+            return last.map(|mut last| {
+                last.failed.extend(touched.iter().cloned());
+                last
+            });
         }
     };
-    for state in &tree.agents {
-        if state.life == AgentLife::Asleep
-            && let Ok(agent) = AgentName::parse(&state.name)
-        {
-            wake_if_owed(sup, meter, &agent, Some(&tree)).await;
+    let mut swept = Swept {
+        held: tree
+            .agents
+            .iter()
+            .filter(|state| state.holder.is_some())
+            .map(|state| state.name.clone())
+            .collect(),
+        failed: HashSet::new(),
+    };
+    for agent in sweep_candidates(&tree, last.as_ref(), touched) {
+        if !wake_if_owed(sup, meter, &agent, Some(&tree)).await {
+            swept.failed.insert(agent.to_string());
         }
     }
+    Some(swept)
 }
 
 /// Wakes `agent` if it is owed a wake; `tree` is the agents' list when the caller holds one.
+/// Returns whether the check (and the launch, if owed) went through.
 async fn wake_if_owed(
     sup: &Supervisor,
     meter: &HostMeter,
     agent: &AgentName,
     tree: Option<&AgentTree>,
-) {
+) -> bool {
     // Another host runs what lies outside this one's subtree (hubd would refuse the reads).
     if let Some(subtree) = &sup.host.subtree
         && !agent.is_within(subtree)
     {
-        return;
+        return true;
     }
     let owed = match tree {
         Some(tree) => should_wake(&sup.host.client, agent, tree).await,
@@ -267,16 +324,21 @@ async fn wake_if_owed(
     };
     match owed {
         Ok(true) => match sup.launcher.launch(agent).await {
-            Ok(()) => meter.woke(),
+            Ok(()) => {
+                meter.woke();
+                true
+            }
             Err(e) => {
                 tracing::warn!(%agent, error = %e, "could not launch a sequencer");
                 meter.failed(&format!("{agent}: {e}"));
+                false
             }
         },
-        Ok(false) => {}
+        Ok(false) => true,
         Err(e) => {
             tracing::warn!(%agent, error = %e, "could not check whether to wake");
             meter.failed(&format!("{agent}: {e}"));
+            false
         }
     }
 }
@@ -403,4 +465,59 @@ async fn card_answered(
     let log = client.read_log_range(agent, 0, tail.len).await?;
     let owed = Owed::from_records(&log.records);
     Ok(!answers_awaited(&lines, &owed).is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use l3m_wire::hubd::tree::AgentState;
+
+    fn state(name: &str, life: AgentLife, holder: Option<&str>) -> AgentState {
+        AgentState {
+            name: name.into(),
+            parent: "human:alice".into(),
+            life,
+            holder: holder.map(str::to_owned),
+            driven: false,
+        }
+    }
+
+    fn names(agents: Vec<AgentName>) -> Vec<String> {
+        agents.iter().map(ToString::to_string).collect()
+    }
+
+    fn set(names: &[&str]) -> HashSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_sweep_checks_everyone_asleep_first_then_only_lapses_announcements_and_failures() {
+        let tree = AgentTree {
+            agents: vec![
+                state("lapsed", AgentLife::Asleep, None),
+                state("quiet", AgentLife::Asleep, None),
+                state("failed", AgentLife::Asleep, None),
+                state("woken", AgentLife::Asleep, None),
+                state("running", AgentLife::Running, Some("h:1")),
+                state("gone", AgentLife::Retired, None),
+            ],
+            next: None,
+        };
+        assert_eq!(
+            names(sweep_candidates(&tree, None, &HashSet::new())),
+            ["lapsed", "quiet", "failed", "woken"]
+        );
+        let last = Swept {
+            held: set(&["lapsed", "running"]),
+            failed: set(&["failed"]),
+        };
+        assert_eq!(
+            names(sweep_candidates(
+                &tree,
+                Some(&last),
+                &set(&["woken", "running"])
+            )),
+            ["lapsed", "failed", "woken"]
+        );
+    }
 }
