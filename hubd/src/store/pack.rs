@@ -218,13 +218,7 @@ impl Hub {
                 cut(&ran.stderr)
             )));
         }
-        let args = [
-            "merge-base",
-            "--is-ancestor",
-            old_hex.as_str(),
-            new_hex.as_str(),
-        ];
-        Ok(git_cli::run(&self.git_dir(), &args.map(OsStr::new), &env, &[], 0)?.success)
+        self.descends(&env, old, new)
     }
 
     /// Whether `ancestor` is `commit` or one of its ancestors, both in the hub: a branch moved
@@ -232,14 +226,20 @@ impl Hub {
     /// object.
     pub fn is_ancestor(&self, ancestor: ObjectId, commit: ObjectId) -> Result<bool, StoreError> {
         self.settle();
+        self.descends(&[], ancestor, commit)
+    }
+
+    /// Whether `commit` is `ancestor` or descends from it, with `env` adding a quarantine's
+    /// objects to the hub's.
+    fn descends(
+        &self,
+        env: &[(&str, &Path)],
+        ancestor: ObjectId,
+        commit: ObjectId,
+    ) -> Result<bool, StoreError> {
         let (ancestor, commit) = (ancestor.to_string(), commit.to_string());
-        let args = [
-            "merge-base",
-            "--is-ancestor",
-            ancestor.as_str(),
-            commit.as_str(),
-        ];
-        Ok(git_cli::run(&self.git_dir(), &args.map(OsStr::new), &[], &[], 0)?.success)
+        let args = ["merge-base", "--is-ancestor", &ancestor, &commit].map(OsStr::new);
+        Ok(git_cli::run(&self.git_dir(), &args, env, &[], 0)?.success)
     }
 
     /// Moves a checked pack into `hub.git`'s objects: the pack, its reverse index, then its
