@@ -122,6 +122,21 @@ fn update(refname: String, old: &str, new: &str) -> RefUpdate {
     }
 }
 
+/// Commits on bob's work branch in `clone` and pushes it, from the tip `clone` fetched;
+/// returns the new tip.
+async fn push_ahead(s: &Scene, clone: &LocalClone) -> String {
+    let ahead = clone.commit(&[("y", b"y\n")], "ahead");
+    s.bob
+        .push_pack(
+            &agent("bob"),
+            vec![update(work("bob"), &clone.work, &ahead)],
+            &clone.pack(&ahead, &clone.work),
+        )
+        .await
+        .unwrap();
+    ahead
+}
+
 /// Bytes that do not compress, so a pack holding them spans several chunks.
 fn noise(len: usize) -> Vec<u8> {
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
@@ -305,15 +320,7 @@ async fn a_non_fast_forward_or_a_stale_tip_is_refused_and_nothing_written() {
     .await;
     // Going back to an ancestor is not a fast-forward either.
     git(clone.path(), &["checkout", "-q", "work"]);
-    let ahead = clone.commit(&[("y", b"y\n")], "ahead");
-    s.bob
-        .push_pack(
-            &agent("bob"),
-            vec![update(work("bob"), &clone.work, &ahead)],
-            &clone.pack(&ahead, &clone.work),
-        )
-        .await
-        .unwrap();
+    let ahead = push_ahead(&s, &clone).await;
     refused(
         &s,
         vec![update(work("bob"), &ahead, &clone.work)],
@@ -339,15 +346,7 @@ async fn a_non_fast_forward_or_a_stale_tip_is_refused_and_nothing_written() {
 async fn a_move_back_goes_only_along_the_branchs_history_with_no_objects() {
     let s = scene().await;
     let clone = LocalClone::fetch(&s.bob, "bob").await;
-    let ahead = clone.commit(&[("y", b"y\n")], "ahead");
-    s.bob
-        .push_pack(
-            &agent("bob"),
-            vec![update(work("bob"), &clone.work, &ahead)],
-            &clone.pack(&ahead, &clone.work),
-        )
-        .await
-        .unwrap();
+    let ahead = push_ahead(&s, &clone).await;
     let back = |old: &str, new: &str| RefUpdate {
         back: true,
         ..update(work("bob"), old, new)
