@@ -137,8 +137,11 @@ impl Acr {
             let work = fetched
                 .work
                 .ok_or_else(|| AcrError::NoWorkBranch(me.agent.clone()))?;
+            // Each becomes a git argument: nothing but a commit id is taken.
+            let persona = fetched.persona.map(|p| me.commit_id(p)).transpose()?;
+            let work = me.commit_id(work)?;
             me.git(&["update-ref", HUB_WORK, &work], &[])?;
-            if let Some(persona) = &fetched.persona {
+            if let Some(persona) = &persona {
                 me.git(&["update-ref", HUB_PERSONA, persona], &[])?;
             }
             me.catch_up(&work)?;
@@ -146,7 +149,7 @@ impl Acr {
             let branch = refs::work_branch(&me.agent);
             let short = branch.trim_start_matches("refs/heads/").to_owned();
             me.checkout(&workspace, &["--quiet", &short])?;
-            if let Some(persona) = &fetched.persona {
+            if let Some(persona) = &persona {
                 me.checkout(&me.root.join("agent"), &["--quiet", "--detach", persona])?;
             }
             let harness = me.root.join(l3m_ring::path::HARNESS_DIR);
@@ -219,6 +222,23 @@ impl Acr {
         let (old, new) = (old.to_owned(), new.to_owned());
         self.blocking(move || me.git(&["update-ref", HUB_WORK, &new, &old], &[]).map(drop))
             .await
+    }
+
+    /// `id` if it is a commit id as hubd names them (hex, SHA-1 or SHA-256 long).
+    fn commit_id(&self, id: String) -> Result<String, AcrError> {
+        let hex = id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+        match (hex, id.len()) {
+            (true, 40 | 64) => Ok(id),
+            _ => Err(self.git_error(
+                &["update-ref"],
+                format!(
+                    "hubd named {:?} as a branch tip, which is no commit id",
+                    id.chars().take(80).collect::<String>()
+                ),
+            )),
+        }
     }
 
     /// Creates the bare repository if there is none.
@@ -482,6 +502,28 @@ impl Acr {
             Ok(done) => done,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => Err(AcrError::Stopped(self.agent.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_commit_id_from_hubd_becomes_a_git_argument() {
+        let acr = Acr::at(Path::new("/forest"), &AgentName::parse("demo").unwrap());
+        let sha1 = "0123456789abcdef0123456789abcdef01234567".to_owned();
+        assert_eq!(acr.commit_id(sha1.clone()).unwrap(), sha1);
+        assert!(acr.commit_id("ab".repeat(32)).is_ok());
+        for bad in [
+            "--stdin",
+            "HEAD",
+            "",
+            "0123456789ABCDEF0123456789ABCDEF01234567",
+        ] {
+            let error = acr.commit_id(bad.to_owned()).unwrap_err();
+            assert!(error.to_string().contains("no commit id"), "{error}");
         }
     }
 }
