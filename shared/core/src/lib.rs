@@ -29,6 +29,7 @@
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
 //! - [`review`]: review as deliberation over wild calls: justification, verdicts, rounds, cards.
+//! - [`sandbox`]: where bubblewrap is, the isolation every sandbox gets, the fix when it fails.
 //! - [`string_form`](mod@string_form): the one string form of every validated text type.
 //!
 //! # Example
@@ -63,6 +64,7 @@ pub mod owed;
 pub mod record_format;
 pub mod refs;
 pub mod review;
+pub mod sandbox;
 pub mod settings;
 pub mod story;
 pub mod string_form;

@@ -48,7 +48,7 @@ pub const PROGRAMS: &[&str] = &[
 pub const PROGRAM_DIRS: &[&str] = &["/usr/bin", "/bin"];
 
 /// The one sandbox there is: bubblewrap, at its system path (never looked up on `PATH`).
-pub const BWRAP: &str = "/usr/bin/bwrap";
+pub use l3m_core::sandbox::BWRAP;
 
 /// Where the ACR appears inside the sandbox; the cwd is below it.
 pub const ACR_MOUNT: &str = "/acr";
@@ -60,10 +60,7 @@ const PATH: &str = "/usr/bin:/bin";
 const GRACE: Duration = Duration::from_secs(10);
 
 /// The fix named when the sandbox cannot be built.
-const SANDBOX_FIX: &str = "install bubblewrap (`apt-get install bubblewrap`, giving /usr/bin/bwrap) \
-    and allow it namespaces: run as root, or enable unprivileged user namespaces \
-    (`sysctl -w kernel.unprivileged_userns_clone=1`, or in a container start it with \
-    `--security-opt seccomp=unconfined` or `--privileged`)";
+const SANDBOX_FIX: &str = l3m_core::sandbox::BWRAP_FIX;
 
 /// One run, as a tool asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]

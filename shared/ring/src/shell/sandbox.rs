@@ -25,25 +25,16 @@ const SYSTEM_RO: &[&str] = &[
 /// to inject into), death with the harness, an empty environment but `PATH`, `HOME` and
 /// `LANG`, the system directories read-only, a private `/proc`, `/dev` and `/tmp`.
 pub(super) fn isolation() -> Vec<OsString> {
-    let mut args: Vec<OsString> = [
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--clearenv",
-        "--setenv",
-        "PATH",
-        PATH,
-        "--setenv",
-        "HOME",
-        "/tmp",
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
-    ]
-    .map(OsString::from)
-    .to_vec();
+    let mut args: Vec<OsString> = l3m_core::sandbox::ISOLATION
+        .iter()
+        .map(OsString::from)
+        .collect();
+    args.extend(
+        [
+            "--setenv", "PATH", PATH, "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
+        ]
+        .map(OsString::from),
+    );
     for dir in SYSTEM_RO {
         args.extend(["--ro-bind-try", dir, dir].map(OsString::from));
     }
