@@ -114,6 +114,10 @@ pub struct Limits {
     /// program that drives children waits for their answers within it. The evaluator's CPU
     /// limit is its own and does not grow with it.
     pub program_deadline_secs: u64,
+    /// Where the evaluator runs: `"bwrap"` (the default) starts it under bubblewrap with no
+    /// files, network or other processes, and refuses every program call where bubblewrap
+    /// cannot run; `"none"` is the explicit opt-out that runs it under its rlimits only.
+    pub program_sandbox: l3m_programs::sandbox::Sandbox,
 }
 
 impl Default for Limits {
@@ -126,6 +130,7 @@ impl Default for Limits {
             retry_backoff_ms: 200,
             program_evaluator: None,
             program_deadline_secs: 10,
+            program_sandbox: l3m_programs::sandbox::Sandbox::Bwrap,
         }
     }
 }
@@ -136,12 +141,13 @@ impl Limits {
         Duration::try_from_secs_f64(self.lease_ttl_secs).unwrap_or(Duration::from_secs(15))
     }
 
-    /// The evaluator of the agent's programs, with the configured call deadline; `None` when
-    /// no evaluator is known (then programs are not loaded).
+    /// The evaluator of the agent's programs, with the configured call deadline and sandbox;
+    /// `None` when no evaluator is known (then programs are not loaded).
     pub fn evaluator(&self) -> Option<l3m_programs::host::Evaluator> {
         self.program_evaluator.clone().map(|path| {
             let mut evaluator = l3m_programs::host::Evaluator::new(path);
             evaluator.deadline = Duration::from_secs(self.program_deadline_secs);
+            evaluator.sandbox = self.program_sandbox;
             evaluator
         })
     }
@@ -320,5 +326,25 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn programs_are_sandboxed_unless_explicitly_opted_out() {
+        use l3m_programs::sandbox::Sandbox;
+        let sandbox = |text: &str| {
+            Config::parse(&format!("[sequencer]\nprogram_evaluator = \"/e\"\n{text}"))
+                .map(|c| c.sequencer.evaluator().unwrap().sandbox)
+        };
+        assert_eq!(sandbox("").unwrap(), Sandbox::Bwrap);
+        assert_eq!(
+            sandbox("program_sandbox = \"bwrap\"").unwrap(),
+            Sandbox::Bwrap
+        );
+        assert_eq!(
+            sandbox("program_sandbox = \"none\"").unwrap(),
+            Sandbox::None
+        );
+        let err = sandbox("program_sandbox = \"off\"").unwrap_err();
+        assert!(err.to_string().contains("program_sandbox"), "{err}");
     }
 }

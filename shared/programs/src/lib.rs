@@ -12,8 +12,9 @@
 //!   tokens cover the footprint; otherwise the program is absent, like any uncovered tool.
 //!
 //! Programs never run inside the sequencer. The evaluator (`l3m-program`, [`child`]) is a
-//! separate process that limits itself ([`limits`]: address space, CPU time, no files, no
-//! processes) and counts statements; it reaches effects only by asking its parent over a pipe
+//! separate process, started in a sandbox ([`sandbox`]: bubblewrap, an empty read-only root, no
+//! network, no other process), that limits itself ([`limits`]: address space, CPU time, no
+//! files, no processes) and counts statements; it reaches effects only by asking its parent over a pipe
 //! ([`protocol`]). The parent ([`host::ProgramTool`], an ordinary [`l3m_tools::Tool`]) answers
 //! each call through the same ring providers as the built-in tools, with exactly the classes of
 //! the program's footprint granted, and kills the child at its deadline. One evaluator serves a
@@ -50,6 +51,7 @@
 //! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
 //!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
+//! - [`sandbox`]: bubblewrap around the evaluator: no files, no network, no other processes.
 //! - [`menu`]: the fixed menu a driven child's answer is read against (the quarantined reader).
 //! - `drive`: the children one program call drives, retired when the call returns.
 //! - with the `eval` feature: [`seal`], [`globals`], [`evaluate`], [`child`].
@@ -76,6 +78,7 @@ pub mod plugin;
 pub mod process;
 pub mod protocol;
 pub mod rule;
+pub mod sandbox;
 #[cfg(feature = "eval")]
 pub mod seal;
 pub mod types;

@@ -1,14 +1,16 @@
-//! The evaluator as a process: starting `l3m-program` under its limits, exchanging one
-//! request for its last line within a deadline, and naming how it ended when it did not answer.
+//! The evaluator as a process: starting `l3m-program` under its limits, in its sandbox
+//! ([`crate::sandbox`]), exchanging one request for its last line within a deadline, and naming
+//! how it ended when it did not answer.
 //! A serving evaluator (`crate::warm`) keeps one such process for many calls.
 //!
 //! Used by the sequencer's programs and hooks ([`crate::host`], [`crate::hooks`]) and by the
 //! CLI's `l3m hooks test`; it links no interpreter and no ring.
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, ExitStatus};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -18,15 +20,18 @@ use crate::decl::MAX_SOURCE;
 use crate::limits::Limits;
 use crate::protocol::{FromChild, LineError, MAX_LINE, write_line};
 use crate::rule::{LoadError, Rule, RunError};
+use crate::sandbox::{self, Sandbox};
 
 /// The most stderr kept from a failed evaluator, for its error.
 const STDERR_TAIL: usize = 2048;
 
-/// The evaluator binary and the limits each evaluation runs under.
+/// The evaluator binary, its sandbox and the limits each evaluation runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evaluator {
     /// The `l3m-program` binary.
     pub program: PathBuf,
+    /// Where it runs: under bubblewrap unless explicitly opted out.
+    pub sandbox: Sandbox,
     /// Its address-space and CPU limits.
     pub limits: Limits,
     /// Wall-clock time a check or a run may take, effects included.
@@ -36,11 +41,12 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
-    /// The binary at `program` with the default limits: 192 MiB of address space, 10 s of CPU
-    /// and wall time, a million statements.
+    /// The binary at `program` in the sandbox, with the default limits: 192 MiB of address
+    /// space, 10 s of CPU and wall time, a million statements.
     pub fn new(program: PathBuf) -> Self {
         Self {
             program,
+            sandbox: Sandbox::Bwrap,
             limits: Limits {
                 memory_mib: 192,
                 cpu_secs: 10,
@@ -63,27 +69,39 @@ impl Evaluator {
             .map(Self::new)
     }
 
-    /// Starts the evaluator in `mode` with an empty environment, at `/`, all three pipes
-    /// captured.
-    fn spawn(&self, mode: &str) -> std::io::Result<Child> {
-        Command::new(&self.program)
-            .arg(mode)
-            .arg("--memory-mib")
-            .arg(self.limits.memory_mib.to_string())
-            .arg("--cpu-secs")
-            .arg(self.limits.cpu_secs.to_string())
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+    /// Starts the evaluator in `mode` in its sandbox, with an empty environment, at `/`, all
+    /// three pipes captured; refused with [`Rule::Sandbox`] when the sandbox cannot be built.
+    fn spawn(&self, mode: &str, file: &str) -> Result<Child, RunError> {
+        let args = [
+            mode.to_owned(),
+            "--memory-mib".into(),
+            self.limits.memory_mib.to_string(),
+            "--cpu-secs".into(),
+            self.limits.cpu_secs.to_string(),
+        ]
+        .map(OsString::from);
+        // Checked here too: bubblewrap would report a missing binary as a failed bind.
+        if !self.program.is_file() {
+            let detail = format!("starting {}: no such file", self.program.display());
+            return Err(parent_stop(file, Rule::Evaluator, detail));
+        }
+        let mut command = sandbox::command(self.sandbox, &self.program, &args)
+            .map_err(|e| parent_stop(file, Rule::Sandbox, e.to_string()))?;
+        command.spawn().map_err(|e| {
+            parent_stop(
+                file,
+                Rule::Evaluator,
+                format!("starting {}: {e}", self.program.display()),
+            )
+        })
     }
 }
 
 /// A child process that is killed and reaped when dropped, however the call ends.
 pub(crate) struct Running {
     child: Child,
+    /// The sandbox it runs in, which says how its end is reported.
+    sandbox: Sandbox,
     stdin: Option<ChildStdin>,
     /// Read on the calling thread, polled up to the deadline: no thread between the child's
     /// line and the call that waits for it.
@@ -104,21 +122,21 @@ pub(crate) enum NoLine {
 }
 
 impl Running {
-    /// Starts the evaluator in `mode`, its stderr drained by a thread of its own.
-    pub(crate) fn start(evaluator: &Evaluator, mode: &str) -> Result<Self, String> {
-        let mut child = evaluator
-            .spawn(mode)
-            .map_err(|e| format!("starting {}: {e}", evaluator.program.display()))?;
+    /// Starts the evaluator in `mode` for `file`, its stderr drained by a thread of its own.
+    pub(crate) fn start(evaluator: &Evaluator, mode: &str, file: &str) -> Result<Self, RunError> {
+        let mut child = evaluator.spawn(mode, file)?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             let _ = child.kill();
             let _ = child.wait();
-            return Err("the evaluator's pipes were not captured".into());
+            let detail = "the evaluator's pipes were not captured".into();
+            return Err(parent_stop(file, Rule::Evaluator, detail));
         };
         let stderr = std::thread::spawn(move || tail(stderr));
         Ok(Self {
             child,
+            sandbox: evaluator.sandbox,
             stdin: Some(stdin),
             stdout,
             pending: Vec::new(),
@@ -168,12 +186,14 @@ impl Running {
     pub(crate) fn stop(self, file: &str, why: NoLine) -> RunError {
         match why {
             NoLine::Deadline => {
+                let sandbox = self.sandbox;
                 let (status, stderr) = self.end();
-                ended(file, status, &stderr, true)
+                ended(file, sandbox, status, &stderr, true)
             }
             NoLine::Broken(LineError::Closed) => {
+                let sandbox = self.sandbox;
                 let (status, stderr) = self.end();
-                ended(file, status, &stderr, false)
+                ended(file, sandbox, status, &stderr, false)
             }
             NoLine::Broken(e) => parent_stop(file, Rule::Evaluator, e.to_string()),
         }
@@ -239,15 +259,21 @@ fn tail(mut stderr: impl Read) -> Vec<u8> {
     }
 }
 
-/// Why an evaluator ended without a final line: its deadline, a limit the kernel enforced, or
-/// something else, named.
+/// Why an evaluator ended without a final line: its deadline, a limit the kernel enforced, its
+/// sandbox refused to start, or something else, named. Bubblewrap reports its child's death by
+/// a signal as an exit code ([`sandbox::signal_of`]).
 pub(crate) fn ended(
     file: &str,
+    sandbox: Sandbox,
     status: Option<ExitStatus>,
     stderr: &str,
     killed: bool,
 ) -> RunError {
-    let (rule, detail) = match status.and_then(|s| s.signal()) {
+    let code = status.and_then(|s| s.code());
+    let signal = status
+        .and_then(|s| s.signal())
+        .or_else(|| sandbox::signal_of(sandbox, code));
+    let (rule, detail) = match signal {
         _ if killed => (
             Rule::Deadline,
             "it ran past its deadline and was killed".to_owned(),
@@ -264,15 +290,23 @@ pub(crate) fn ended(
             Rule::Evaluator,
             format!("the evaluator died of signal {signal}"),
         ),
+        None if sandbox::is_refusal(sandbox, code, stderr) => (
+            Rule::Sandbox,
+            format!(
+                "the evaluator's sandbox could not be built; fix: {}, or set \
+                 `[sequencer] program_sandbox = \"none\"` to run programs without one",
+                l3m_core::sandbox::BWRAP_FIX
+            ),
+        ),
         None => (
             Rule::Evaluator,
-            match status.and_then(|s| s.code()) {
+            match code {
                 Some(code) => format!("the evaluator exited with code {code} without answering"),
                 None => "the evaluator ended without answering".to_owned(),
             },
         ),
     };
-    let detail = if stderr.is_empty() || rule != Rule::Evaluator {
+    let detail = if stderr.is_empty() || !matches!(rule, Rule::Evaluator | Rule::Sandbox) {
         detail
     } else {
         format!("{detail}: {stderr}")
@@ -295,12 +329,11 @@ pub fn exchange(
     file: &str,
     request: &impl serde::Serialize,
 ) -> Result<FromChild, RunError> {
-    let mut running = Running::start(evaluator, mode)
-        .map_err(|detail| parent_stop(file, Rule::Evaluator, detail))?;
+    let mut running = Running::start(evaluator, mode, file)?;
     let until = Instant::now() + evaluator.deadline;
     if let Err(e) = running.send(request) {
         let (status, stderr) = running.end();
-        let mut stop = ended(file, status, &stderr, false);
+        let mut stop = ended(file, evaluator.sandbox, status, &stderr, false);
         stop.detail = format!("{}; sending the request failed: {e}", stop.detail);
         return Err(stop);
     }

@@ -94,6 +94,9 @@ pub enum Rule {
     NotDisposition,
     /// The evaluator broke the pipe protocol, died for another reason, or could not start.
     Evaluator,
+    /// The evaluator's sandbox could not be built (bubblewrap missing, or no namespaces here):
+    /// the program did not run, and nothing runs outside the sandbox unless configured so.
+    Sandbox,
 }
 
 impl Rule {
@@ -128,6 +131,7 @@ impl Rule {
             Self::Runtime => "runtime",
             Self::NotDisposition => "not-disposition",
             Self::Evaluator => "evaluator",
+            Self::Sandbox => "sandbox",
         }
     }
 
@@ -156,7 +160,8 @@ impl Rule {
             | Self::Memory
             | Self::Runtime
             | Self::NotDisposition
-            | Self::Evaluator => Stage::Run,
+            | Self::Evaluator
+            | Self::Sandbox => Stage::Run,
         }
     }
 }

@@ -40,8 +40,7 @@ impl Warm {
     /// Starts `l3m-program serve` and names the program `file` with its `source`; the check
     /// and load run while the first call is sent, within its deadline.
     pub(crate) fn start(evaluator: &Evaluator, file: &str, source: &str) -> Result<Self, RunError> {
-        let mut running = Running::start(evaluator, "serve")
-            .map_err(|detail| parent_stop(file, Rule::Evaluator, detail))?;
+        let mut running = Running::start(evaluator, "serve", file)?;
         let named = CheckRequest {
             file: file.to_owned(),
             source: source.to_owned(),
