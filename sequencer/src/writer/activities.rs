@@ -27,7 +27,11 @@ impl Session {
                 }
             });
         }
-        for carry in self.buffer.carry.drain(..) {
+        for carry in std::mem::take(&mut self.buffer.carry) {
+            if let Carry::Defer(run) = carry {
+                self.start_defer(run);
+                continue;
+            }
             let (client, tx) = (self.client.clone(), self.tx.clone());
             tokio::spawn(async move {
                 if let Err(why) = carry_out(&client, &carry).await {
@@ -247,6 +251,8 @@ async fn carry_out(client: &HubClient, carry: &Carry) -> Result<(), String> {
             .await
             .map(drop),
         Carry::Retire(child) => client.retire(child).await.map(drop),
+        // Run by the writer itself (`Session::start_defer`), never through hubd.
+        Carry::Defer(_) => Ok(()),
     }
     .map_err(|e| e.to_string())
 }

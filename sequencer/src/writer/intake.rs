@@ -5,7 +5,8 @@
 //! to a blocking thread (one evaluator per batch, killed at its deadline), and the proposals
 //! come back as an input ([`Session::hooked`]), where core admits each or falls back to the
 //! default, naming the rule. The decision is journaled; a replay reads it and never reruns the
-//! hook.
+//! hook. A reply, forward or retire is carried out through hubd once the decision is appended;
+//! a defer runs its program as the harness's own call (`defer`).
 
 use super::*;
 
@@ -54,6 +55,7 @@ impl Session {
             Input::Control(request, reply) => self.control(request, reply),
             Input::Summary(summary) => self.summarized(summary),
             Input::Hooked(proposals) => self.hooked(proposals),
+            Input::Deferred(done) => self.deferred(*done),
         }
         None
     }
@@ -232,6 +234,7 @@ impl Session {
     /// at once; with one, by handing the events not yet handed to it to a blocking thread, so
     /// a slow or hung evaluator never holds up the writer (its deadline ends it).
     pub(super) fn hooks(&mut self) {
+        self.close_orphaned_defers();
         let undecided = self.log.owed.undecided_events().to_vec();
         let Some(hook) = self.tools.hook().cloned() else {
             for event in undecided {
@@ -340,11 +343,21 @@ impl Session {
                 (Disposition::RetireChild { child }, _) => Some(Carry::Retire(child.clone())),
                 _ => None,
             };
+            let defer = match &disposition {
+                Disposition::Defer { program } => Some(program.clone()),
+                _ => None,
+            };
+            let decision = self.log.owed.next_seq();
             match self.signal(Signal::Decision {
                 event: id,
                 disposition,
             }) {
-                Ok(()) => self.buffer.carry.extend(carry),
+                Ok(()) => {
+                    self.buffer.carry.extend(carry);
+                    if let Some(program) = defer {
+                        self.defer(decision, &event, &program);
+                    }
+                }
                 Err(stale) => tracing::debug!(agent = %self.agent, %stale, "dropped a decision"),
             }
         }

@@ -4,7 +4,8 @@
 //! - this module: [`Session`], the pass (plan, stage, one append) and the run loop;
 //! - `state`: what the Log says ([`LogState`]), what runs, and the pass's buffer;
 //! - `intake`: inputs taken in (signals, letters, grant moves, control, hooks);
-//! - `activities`: model calls and tool uses started for the plan.
+//! - `activities`: model calls and tool uses started for the plan;
+//! - `defer`: a hook's `defer` carried out, the program run as the harness's own call.
 //!
 //! The state is folded one record at a time (core's `Owed` and `ViewFold`, plus the budget),
 //! never refolded from the whole Log. A pass stages records (folding each in as it goes), then
@@ -18,7 +19,8 @@ use std::time::Duration;
 use l3m_core::budget::Fuel;
 use l3m_core::effects::{EffectClass, Tier};
 use l3m_core::log::{
-    CallId, Disposition, EventId, EventSource, Record, RecordBody, ToolUse, ToolUseId,
+    CallId, Disposition, EffectNote, EventId, EventSource, Record, RecordBody, Refusal, ToolUse,
+    ToolUseId,
 };
 use l3m_core::mail::Letter;
 use l3m_core::names::AgentName;
@@ -39,6 +41,7 @@ use l3m_wire::control::{ControlReply, ControlRequest, Status};
 
 mod activities;
 mod compact;
+mod defer;
 mod intake;
 mod review;
 mod state;
@@ -91,6 +94,8 @@ pub(crate) enum Input {
     Summary(compact::Summary),
     /// The hook's proposals for events handed to it, in the order handed (or why none).
     Hooked(Vec<(EventId, Result<Disposition, l3m_programs::RunError>)>),
+    /// A program a hook deferred to came back.
+    Deferred(Box<defer::DeferDone>),
 }
 
 /// One model of the session: its provider, the model id asked, and its own notes.
@@ -180,6 +185,7 @@ impl Session {
     pub fn observe(&mut self, record: &Record) {
         self.log.owed.apply(record);
         self.log.fold.advance(record);
+        defer::fold_defers(&mut self.log.defers, record);
         match &record.body {
             RecordBody::CallStarted { .. } => {
                 self.log.bytes_since_call = 0;
@@ -341,8 +347,11 @@ impl Session {
         }
         self.append().await?;
         self.start(&planned);
-        self.meter
-            .running(self.running.calls.len() + self.running.running_tools.len());
+        self.meter.running(
+            self.running.calls.len()
+                + self.running.running_tools.len()
+                + self.running.deferred.len(),
+        );
         self.raise_cards().await;
         for (reply, answer) in self.buffer.replies.drain(..) {
             let _gone = reply.send(answer);
@@ -392,6 +401,7 @@ impl Session {
         self.running.calls.is_empty()
             && self.running.running_tools.is_empty()
             && self.running.hooking.is_empty()
+            && self.running.deferred.is_empty()
             && (!owed.is_live() || waits_on_cards)
     }
 }

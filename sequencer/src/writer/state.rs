@@ -1,7 +1,7 @@
 //! The writer's state beside its configuration: what the Log says, what runs, and one pass's
 //! buffer.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use l3m_core::log::{CallId, EventId, Record, ToolUseId};
@@ -33,6 +33,8 @@ pub(crate) struct LogState {
     /// Whether the next request is built whole: a record since the last one reshaped the view
     /// (rewind, compaction, epoch), or the tools offered changed.
     pub(super) reshaped: bool,
+    /// The defers whose decision is journaled and whose completion is not (`defer`).
+    pub(super) defers: super::defer::OpenDefers,
 }
 
 /// The activities running now, so an interrupt can stop them and a late result is known stale.
@@ -48,6 +50,8 @@ pub(super) struct Running {
     pub(super) raised: HashSet<ToolUseId>,
     /// Events handed to the hook whose proposals have not come back.
     pub(super) hooking: HashSet<EventId>,
+    /// Deferred programs running, by their decision's seq.
+    pub(super) deferred: BTreeSet<u64>,
 }
 
 /// One pass's buffer: records staged and not yet appended, and what waits for that append.
@@ -66,8 +70,8 @@ pub(super) struct PassBuffer {
 }
 
 /// A hook decision's effect, carried out after the decision is appended (so a crash before
-/// the append reruns the hook and never doubles the effect; one after it loses the effect,
-/// which the Log still shows was decided).
+/// the append reruns the hook and never doubles the effect; one after it loses a reply,
+/// forward or retire, which the Log still shows was decided, and closes a defer as failed).
 #[derive(Debug, Clone)]
 pub(super) enum Carry {
     /// A reply to the letter `answered`, to its sender.
@@ -88,4 +92,7 @@ pub(super) enum Carry {
     },
     /// A child whose completion the event told, retired.
     Retire(l3m_core::names::AgentName),
+    /// A program a hook deferred the event to, run as the harness's own call of it (its
+    /// completion is journaled, so a crash after the append never runs it twice: `defer`).
+    Defer(super::defer::DeferRun),
 }

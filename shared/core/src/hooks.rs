@@ -27,9 +27,12 @@ pub const MAX_REPLY: usize = 4096;
 /// The dispositions that only decide what the model sees: every harness carries them out.
 pub const PLAIN: &[&str] = &["show", "dismiss", "ignore", "close"];
 
-/// The dispositions l3m's sequencer carries out: every one but `defer` (running the program a
-/// hook defers to, and its completion event, are not built). `l3m hooks test` admits by the
-/// same list, so it shows what the sequencer would do.
+/// The dispositions l3m's sequencer carries out: every one. A reply, forward or retire-child
+/// goes through hubd under the agent's session; a `defer` runs the program as the harness's own
+/// call of `program_<name>` and journals its completion as a `program-done` event, which the
+/// hook then decides (never deferring it again). `l3m hooks test` admits by the same list, so
+/// it shows what the sequencer would do; another harness passes its own list in
+/// [`HookContext::carries`].
 pub const CARRIED: &[&str] = &[
     "show",
     "dismiss",
@@ -37,6 +40,7 @@ pub const CARRIED: &[&str] = &[
     "close",
     "reply",
     "forward",
+    "defer",
     "retire-child",
 ];
 
@@ -438,6 +442,43 @@ mod tests {
                 "to-self"
             );
             assert!(admit(&plain, &human, &Disposition::Dismiss).is_ok());
+        });
+    }
+
+    /// The sequencer carries out every disposition, `defer` included: with its list, no
+    /// proposal is refused as `not-carried-out`, and a defer to an admitted program on any
+    /// event but a program's completion is journaled as proposed.
+    #[test]
+    fn the_sequencer_carries_out_every_disposition() {
+        let mut carried = CARRIED.to_vec();
+        let mut all = ALL.to_vec();
+        carried.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(carried, all);
+        with(|cx| {
+            let cx = HookContext {
+                carries: CARRIED,
+                ..*cx
+            };
+            let defer = |p: &str| Disposition::Defer { program: p.into() };
+            let done = EventSource::ProgramDone {
+                program: "triage".into(),
+            };
+            for source in [letter("alice/main/w", None), EventSource::Notice] {
+                let decided = decide(&cx, &source, defer("triage"));
+                assert_eq!(decided.disposition, defer("triage"));
+                assert!(decided.refused.is_none());
+                assert_eq!(
+                    admit(&cx, &source, &defer("missing")).unwrap_err().rule(),
+                    "unknown-program"
+                );
+            }
+            let again = decide(&cx, &done, defer("triage"));
+            assert_eq!(again.disposition, Disposition::Close);
+            assert_eq!(
+                again.refused.map(|(_, why)| why.rule()),
+                Some("defer-again")
+            );
         });
     }
 
