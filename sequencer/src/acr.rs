@@ -115,6 +115,27 @@ impl Acr {
         &self.root
     }
 
+    /// Removes the ACR and its clone, what this host kept for an agent that is retired: the
+    /// hub keeps its branches, so nothing is lost. Returns whether anything was there.
+    pub fn forget(&self) -> Result<bool, AcrError> {
+        let mut removed = false;
+        for dir in [&self.root, &self.repo] {
+            match std::fs::remove_dir_all(dir) {
+                Ok(()) => removed = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(AcrError::Io {
+                        agent: self.agent.clone(),
+                        action: "removing",
+                        path: dir.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     /// Makes the ACR ready to run the agent: the clone fetched from hubd, commits an earlier
     /// process left unpushed pushed, both checkouts in place. Call it holding the agent's lease.
     pub async fn ready(&self, client: &HubClient) -> Result<(), AcrError> {

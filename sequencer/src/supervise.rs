@@ -10,7 +10,8 @@
 //! turn its Log
 //! left under way (its sequencer died mid-turn, after marking its mail read, and the lease
 //! lapsed), it asks its [`Launcher`] to start a sequencer, which boots as after any crash. A second launch for a running agent is harmless: the
-//! lease refuses it.
+//! lease refuses it. Each sweep also removes from the host's forest the clone of every
+//! agent the list shows retired.
 //!
 //! # Layout
 //! - [`Launcher`]: how a sequencer is started; [`ProcessLauncher`] (child processes, reaped)
@@ -298,7 +299,34 @@ async fn sweep(
             swept.failed.insert(agent.to_string());
         }
     }
+    for agent in retired(&tree) {
+        match crate::acr::Acr::at(&sup.host.forest, &agent).forget() {
+            Ok(true) => tracing::info!(%agent, "removed a retired agent's clone"),
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, "could not remove a retired agent's clone");
+                meter.failed(&error.to_string());
+            }
+        }
+    }
     Some(swept)
+}
+
+/// The agents whose clone a host's forest no longer keeps: retired or collected, and not
+/// spawned again under the same name. (hubd lists only its host's subtree's agents.)
+fn retired(tree: &AgentTree) -> Vec<AgentName> {
+    let live: HashSet<&str> = tree
+        .agents
+        .iter()
+        .filter(|state| matches!(state.life, AgentLife::Running | AgentLife::Asleep))
+        .map(|state| state.name.as_str())
+        .collect();
+    tree.agents
+        .iter()
+        .filter(|state| matches!(state.life, AgentLife::Retired | AgentLife::Collected))
+        .filter(|state| !live.contains(state.name.as_str()))
+        .filter_map(|state| AgentName::parse(&state.name).ok())
+        .collect()
 }
 
 /// Wakes `agent` if it is owed a wake; `tree` is the agents' list when the caller holds one.
@@ -519,5 +547,21 @@ mod tests {
             )),
             ["lapsed", "failed", "woken"]
         );
+    }
+
+    #[test]
+    fn a_forest_forgets_the_retired_and_the_collected_but_not_a_name_spawned_again() {
+        let tree = AgentTree {
+            agents: vec![
+                state("asleep", AgentLife::Asleep, None),
+                state("running", AgentLife::Running, Some("h:1")),
+                state("retired", AgentLife::Retired, None),
+                state("collected", AgentLife::Collected, None),
+                state("again", AgentLife::Collected, None),
+                state("again", AgentLife::Asleep, None),
+            ],
+            next: None,
+        };
+        assert_eq!(names(retired(&tree)), ["retired", "collected"]);
     }
 }

@@ -52,6 +52,54 @@ async fn an_asleep_agent_with_unread_mail_is_woken_each_time() {
     task.await.unwrap().unwrap();
 }
 
+/// A sequencer host away from the hub keeps clones in its own forest; once an agent is
+/// retired, the host's next sweep removes its clone (the hub keeps its branches), and leaves a
+/// live agent's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_agents_clone_leaves_another_hosts_forest_at_its_sweep() {
+    let hub = TestHub::start().await;
+    hub.spawn("gone", 5).await;
+    hub.spawn("kept", 5).await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    for name in ["gone", "kept"] {
+        let client = hub.sequencer_client(name).await;
+        sequencer::acr::Acr::at(elsewhere.path(), &agent(name))
+            .ready(&client)
+            .await
+            .unwrap();
+    }
+    let clone = |name: &str| elsewhere.path().join(name);
+    hub.human().await.retire(&agent("gone")).await.unwrap();
+    assert!(
+        clone("gone").join("self.git").is_dir(),
+        "the hub host's hubd does not reach here"
+    );
+
+    let shutdown = CancellationToken::new();
+    let mut sup = hub
+        .task_supervisor(
+            config(""),
+            factory_of(counting("", Duration::ZERO)),
+            "far:1",
+            &shutdown,
+        )
+        .await;
+    sup.host.forest = elsewhere.path().to_owned();
+    let task = tokio::spawn(supervise(sup, shutdown.clone()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while clone("gone").join("self.git").exists() || clone("gone").join("self").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the retired agent's clone stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(clone("kept").join("self.git").is_dir());
+    assert!(clone("kept").join("self/workspace").is_dir());
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
 /// A host that dies holding an agent's lease (it never renews nor releases it) keeps the agent
 /// from being woken only until the lease lapses: hubd tells the site, and the supervisor of
 /// another host that may run the agent takes it over and answers the mail that waited.
