@@ -55,13 +55,14 @@ fn run(cmd: &mut Command) -> String {
 /// (and its logs printed first when the test is failing).
 struct Site {
     project: String,
-    /// Where each hub's NATS is published on loopback.
-    north_port: u16,
+    /// Where each hub's NATS is published on loopback: north's first node, its second and
+    /// third (which run only over TLS, in a cluster), south's.
+    north_ports: [u16; 3],
     south_port: u16,
     /// The first three octets of north's /24.
     north_net: String,
     /// The folder `l3m site init` made for north's NATS, once [`Site::secure`] ran: north's
-    /// NATS then speaks TLS only (docker-compose.tls.yml).
+    /// bus is then a cluster of three nodes speaking TLS only (docker-compose.tls.yml).
     tls: Option<PathBuf>,
     /// Holds the hub folders `north/` and `south/`, bind-mounted into the containers.
     dir: tempfile::TempDir,
@@ -79,10 +80,11 @@ impl Site {
         let dir = tempfile::tempdir().unwrap();
         let owner = std::fs::metadata(dir.path()).unwrap();
         let net = free_subnets(rng);
-        let (north_port, south_port) = (free_port(), free_port());
+        let north_ports = [free_port(), free_port(), free_port()];
+        let south_port = free_port();
         Site {
             project: format!("l3mcompose{}x{}", std::process::id(), rng.below(1 << 20)),
-            north_port,
+            north_ports,
             south_port,
             north_net: format!("{net}.1"),
             tls: None,
@@ -93,7 +95,9 @@ impl Site {
                 ("L3M_NORTH_NET", format!("{net}.1")),
                 ("L3M_SOUTH_NET", format!("{net}.2")),
                 ("L3M_AIRLINK_NET", format!("{net}.3")),
-                ("L3M_NORTH_NATS_PORT", north_port.to_string()),
+                ("L3M_NORTH_NATS_PORT", north_ports[0].to_string()),
+                ("L3M_NORTH_NATS_PORT_2", north_ports[1].to_string()),
+                ("L3M_NORTH_NATS_PORT_3", north_ports[2].to_string()),
                 ("L3M_SOUTH_NATS_PORT", south_port.to_string()),
                 ("L3M_POLL_MS", "300".to_owned()),
                 ("HUBD_NATS_PASSWORD", password("hubd")),
@@ -109,18 +113,27 @@ impl Site {
         }
     }
 
-    /// Waits until `name`'s hubd answers over its published NATS port.
+    /// Waits until `name`'s hubd answers over its published NATS port (over every node's,
+    /// for north's cluster).
     async fn served(&self, name: &'static str) -> ServedHub {
-        let port = if name == "north" {
-            self.north_port
-        } else {
-            self.south_port
+        let (nats, tls) = match (&self.tls, name) {
+            (Some(site), "north") => {
+                let urls: Vec<String> = self
+                    .north_ports
+                    .iter()
+                    .map(|port| format!("tls://127.0.0.1:{port}"))
+                    .collect();
+                (urls.join(","), NatsTls::SiteCa(site.join("ca.pem")))
+            }
+            (None, "north") => (
+                format!("nats://127.0.0.1:{}", self.north_ports[0]),
+                NatsTls::Plain,
+            ),
+            _ => (
+                format!("nats://127.0.0.1:{}", self.south_port),
+                NatsTls::Plain,
+            ),
         };
-        let (scheme, tls) = match (&self.tls, name) {
-            (Some(site), "north") => ("tls", NatsTls::SiteCa(site.join("ca.pem"))),
-            _ => ("nats", NatsTls::Plain),
-        };
-        let nats = format!("{scheme}://127.0.0.1:{port}");
         ServedHub::connect(
             self.hub(name),
             name,
@@ -132,25 +145,57 @@ impl Site {
         .await
     }
 
-    /// Makes north's NATS certificate with `l3m site init`, as an operator would, and from
-    /// then on brings north up over TLS only.
+    /// Makes the certificates and configurations of north's three NATS nodes with `l3m site
+    /// init`, as an operator would, and from then on brings north's bus up as that cluster,
+    /// over TLS only.
     fn secure(&mut self) {
         let site = self.dir.path().join("site");
-        run(Command::new(l3m_binary()).args([
-            "site",
-            "init",
-            "--out",
-            site.to_str().unwrap(),
-            "--node",
-            &format!("north={}.2", self.north_net),
-            "--install-dir",
-            "/etc/nats-tls",
-        ]));
-        self.env.push((
-            "L3M_NORTH_TLS_DIR",
-            site.join("north").display().to_string(),
-        ));
+        let mut init = Command::new(l3m_binary());
+        init.args(["site", "init", "--out", site.to_str().unwrap()])
+            .args(["--install-dir", "/etc/nats-tls"]);
+        for (node, host) in NORTH_NODES.iter().zip([2, 7, 8]) {
+            init.arg("--node")
+                .arg(format!("{node}={}.{host}", self.north_net));
+        }
+        run(&mut init);
+        self.env
+            .push(("L3M_NORTH_TLS_DIR", site.display().to_string()));
         self.tls = Some(site);
+    }
+
+    /// The services of north's bus: one node in clear, three over TLS.
+    fn north_bus(&self) -> &'static [&'static str] {
+        let services = ["north-nats", "north-nats-2", "north-nats-3"].as_slice();
+        if self.tls.is_some() {
+            services
+        } else {
+            &services[..1]
+        }
+    }
+
+    /// The service of the NATS node `container` is connected to (read from the established
+    /// connections in its network namespace, `/proc/PID/net/tcp`), among north's.
+    fn nats_node_of(&self, container: &str) -> &'static str {
+        let pid =
+            run(Command::new("docker").args(["inspect", "--format", "{{.State.Pid}}", container]));
+        let table = std::fs::read_to_string(format!("/proc/{}/net/tcp", pid.trim())).unwrap();
+        let peers: Vec<std::net::Ipv4Addr> = table
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (ip, port) = fields.get(2)?.split_once(':')?;
+                let established = fields.get(3) == Some(&"01");
+                let to_nats = u16::from_str_radix(port, 16).ok()? == 4222;
+                let ip = u32::from_str_radix(ip, 16).ok()?;
+                (established && to_nats).then(|| std::net::Ipv4Addr::from(ip.swap_bytes()))
+            })
+            .collect();
+        let node = self.north_bus().iter().zip([2, 7, 8]).find(|(_, host)| {
+            peers.contains(&format!("{}.{host}", self.north_net).parse().unwrap())
+        });
+        node.map(|(service, _)| *service)
+            .unwrap_or_else(|| panic!("{container} holds no connection to a NATS node: {peers:?}"))
     }
 
     /// Starts capturing every packet on `network` (its Docker bridge, from this host).
@@ -318,6 +363,9 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The node names of north's NATS cluster, as `l3m site init` gets them (the folders it writes).
+const NORTH_NODES: [&str; 3] = ["north", "north-2", "north-3"];
+
 /// The NATS password the site gives `user`.
 fn password(user: &str) -> String {
     format!("compose-test-{user}-{}", std::process::id())
@@ -330,11 +378,16 @@ struct Capture {
 }
 
 impl Capture {
-    /// Stops the capture; returns every byte it wrote.
-    fn stop(mut self) -> Vec<u8> {
+    /// Stops the capture; returns every byte it wrote and how many packets went to or from
+    /// the NATS route port (6222).
+    fn stop(mut self) -> (Vec<u8>, usize) {
         run(Command::new("kill").args(["-INT", &self.child.id().to_string()]));
         self.child.wait().unwrap();
-        std::fs::read(&self.file).unwrap()
+        let routed = run(Command::new("tcpdump")
+            .args(["-n", "-r"])
+            .arg(&self.file)
+            .arg("tcp port 6222"));
+        (std::fs::read(&self.file).unwrap(), routed.lines().count())
     }
 }
 
@@ -539,7 +592,7 @@ text = "Done."
 /// outside the host's subtree, is not run there though a letter waits for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_through_hubd() {
-    let seen = sequencer_host_scenario(false).await;
+    let (seen, _) = sequencer_host_scenario(false).await;
     // The control for the capture below: in clear, the letter is there to read.
     assert!(
         contains(&seen, HAND_LETTER),
@@ -547,15 +600,20 @@ async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_t
     );
 }
 
-/// The same over TLS (`l3m site init` made north's certificate): a capture of north's network
-/// holds no letter, no NATS password and no file content of the agent's.
+/// The same over TLS, north's bus a cluster of three nodes (`l3m site init` made their
+/// certificates): a capture of north's network, routes between the nodes included, holds no
+/// letter, no NATS password, no file content of the agent's and no subject name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_a_capture_of_the_sites_network_shows_no_letter_or_password() {
-    let seen = sequencer_host_scenario(true).await;
+    let (seen, routed) = sequencer_host_scenario(true).await;
     assert!(
         seen.len() > 10_000,
         "the capture holds {} bytes",
         seen.len()
+    );
+    assert!(
+        routed > 0,
+        "the capture saw no traffic between the nodes' routes"
     );
     let secrets = [
         HAND_LETTER.to_owned(),
@@ -564,6 +622,7 @@ async fn over_tls_a_capture_of_the_sites_network_shows_no_letter_or_password() {
         password("hubd"),
         password("sequencer"),
         password("cli"),
+        "l3m.north.".to_owned(),
     ];
     for secret in &secrets {
         assert!(
@@ -581,8 +640,9 @@ const TASK: &str = "write your notes";
 const NOTES: &str = "written on a sequencer host";
 
 /// Runs the sequencer host's scenario (over TLS when `tls`) and returns a capture of north's
-/// network from before hubd connected to the end.
-async fn sequencer_host_scenario(tls: bool) -> Vec<u8> {
+/// network from before hubd connected to the end, and how many of its packets went between
+/// NATS routes.
+async fn sequencer_host_scenario(tls: bool) -> (Vec<u8>, usize) {
     let mut rng = Rng::from_env();
     build_images();
     let mut site = Site::new(&mut rng);
@@ -590,7 +650,7 @@ async fn sequencer_host_scenario(tls: bool) -> Vec<u8> {
         site.secure();
     }
     let north = init_north(&site);
-    site.up(&["north-nats"]);
+    site.up(site.north_bus());
     let capture = site.capture("north");
     site.up(&["north-hubd"]);
     let hub = site.served("north").await;
@@ -798,6 +858,15 @@ async fn hubd_restarted_mid_turn_loses_and_doubles_nothing() {
     take_over_after(Fault::HubRestart).await;
 }
 
+/// North's bus a cluster of three NATS nodes over TLS (`l3m site init`'s), and the node hubd
+/// is connected to killed under a running turn, after hand's commit and with a model call
+/// under way: hubd and the sequencer hosts move to the other nodes by themselves (none
+/// restarts), and the turn ends with nothing lost or done twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_death_of_a_nats_node_mid_turn_loses_and_doubles_nothing() {
+    take_over_after(Fault::NatsNode).await;
+}
+
 /// What befalls the host running hand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -807,6 +876,9 @@ enum Fault {
     Partition,
     /// Not the host: hubd itself restarted (`docker restart`) under it.
     HubRestart,
+    /// Not the host: the node of north's three-node NATS cluster that hubd is connected to
+    /// stopped (`docker kill`) under it, and left down.
+    NatsNode,
 }
 
 async fn take_over_after(fault: Fault) {
@@ -814,9 +886,13 @@ async fn take_over_after(fault: Fault) {
 
     let mut rng = Rng::from_env();
     build_images();
-    let site = Site::new(&mut rng);
+    let mut site = Site::new(&mut rng);
+    if fault == Fault::NatsNode {
+        site.secure();
+    }
     let north = init_north(&site);
-    site.up(&["north-nats", "north-hubd"]);
+    site.up(site.north_bus());
+    site.up(&["north-hubd"]);
     let hub = site.served("north").await;
     let human = hub.human_client().await;
     spawn_crew(&hub, &human).await;
@@ -875,6 +951,12 @@ async fn take_over_after(fault: Fault) {
         Fault::HubRestart => {
             let hubd = site.container("north-hubd");
             docker(&["restart", "--time", "5", &hubd]).await;
+        }
+        Fault::NatsNode => {
+            let node = site.nats_node_of(&site.container("north-hubd"));
+            let host_node = site.nats_node_of(&container);
+            eprintln!("hubd is on {node}, {running} on {host_node}: {node} dies");
+            docker(&["kill", "--signal", "KILL", &site.container(node)]).await;
         }
     }
     eprintln!("{fault:?} on {running}, which held hand as {holder}");
@@ -936,7 +1018,8 @@ async fn take_over_after(fault: Fault) {
         .iter()
         .find(|a| a.name == hand.as_str())
         .unwrap();
-    if let (Some(holder), true) = (&now.holder, fault != Fault::HubRestart) {
+    let host_faulted = matches!(fault, Fault::Kill | Fault::Partition);
+    if let (Some(holder), true) = (&now.holder, host_faulted) {
         let other = if running == "north-seqhost" {
             "north-seqhost-2"
         } else {
@@ -1004,6 +1087,12 @@ async fn take_over_after(fault: Fault) {
         "hand's branch moved by exactly one commit"
     );
     hubd::test_support::git_bare(&hub_git, &["fsck", "--strict", "--no-dangling"]);
+    if fault == Fault::NatsNode {
+        // Every l3m process moved to another node by itself: none restarted or stopped.
+        for service in ["north-hubd", "north-seqhost", "north-seqhost-2"] {
+            assert_eq!(site.restarts(service), (0, true), "{service}");
+        }
+    }
 }
 
 /// The cost of distance: the same turns (write, commit, a letter to crew, done) by `crew/far`,
