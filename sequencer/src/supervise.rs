@@ -313,7 +313,8 @@ async fn sweep(
 }
 
 /// The agents whose clone a host's forest no longer keeps: retired or collected, and not
-/// spawned again under the same name. (hubd lists only its host's subtree's agents.)
+/// spawned again under the same name. hubd lists the whole hub; an agent outside this host's
+/// subtree has no clone here, so forgetting it finds nothing.
 fn retired(tree: &AgentTree) -> Vec<AgentName> {
     let live: HashSet<&str> = tree
         .agents
