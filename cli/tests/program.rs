@@ -40,6 +40,40 @@ fn an_admitted_program_shows_its_tool_and_the_axes_it_needs() {
         ));
 }
 
+/// A program that declares the shell is wild: offered with a justification to give, each call
+/// reviewed with its source, which must be short enough to be shown whole.
+#[test]
+fn a_wild_program_asks_for_a_justification_and_must_be_short_enough_to_review() {
+    let home = Home::new();
+    let lines = r#"FOOTPRINT = ["shell"]
+DESCRIPTION = "Count a file's lines."
+INPUT = {"type": "object"}
+
+def main(input):
+    return shell_run("wc", ["-l", input["file"]])["stdout"]
+"#;
+    let file = write(&home, "lines.star", lines);
+    let out = home.json(&["program", "check", &file]);
+    assert_eq!(out["tool"]["tier"], "wild");
+    assert_eq!(out["needs_axes"], serde_json::json!(["wild"]));
+    let schema = &out["tool"]["input_schema"];
+    assert_eq!(schema["required"], serde_json::json!(["justification"]));
+    assert_eq!(schema["properties"]["justification"]["type"], "string");
+    home.l3m(&["program", "check", &file])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("it may call: shell_run(program, args)")
+                .and(predicate::str::contains("each call is reviewed")),
+        );
+    let padded = format!("{lines}{}", "# padding\n".repeat(1000));
+    let long = write(&home, "long.star", &padded);
+    home.l3m(&["program", "check", &long])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("too-long-to-review"));
+}
+
 #[test]
 fn refusals_name_file_line_and_rule_and_exit_1() {
     let home = Home::new();

@@ -14,7 +14,7 @@
 //! - [`Toolbox`]: table + effects + the recording journal, and the agent's hook, loaded with
 //!   its programs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +23,7 @@ use l3m_core::effects::{EffectClass, Footprint, Reversibility, Tier};
 use l3m_core::grant::{GrantError, RemoteName};
 use l3m_core::log::{EffectNote, Refusal};
 use l3m_core::names::AgentName;
-use l3m_core::review::{JUSTIFICATION_FIELD, MAX_JUSTIFICATION, split_justification};
+use l3m_core::review::{split_justification, with_justification};
 use l3m_programs::LoadError;
 use l3m_programs::hooks::Hook;
 use l3m_programs::host::Evaluator;
@@ -209,13 +209,14 @@ impl Toolbox {
         self.hook.as_ref()
     }
 
-    /// The names of the admitted programs offered (without the prefix; `<plugin>-<name>` for a
-    /// plugin's): what a hook may defer to.
-    pub fn programs(&self) -> BTreeSet<String> {
-        self.footprints
-            .keys()
-            .filter_map(|n| n.strip_prefix(l3m_programs::decl::TOOL_PREFIX))
-            .map(str::to_owned)
+    /// The admitted programs offered, by name (without the prefix; `<plugin>-<name>` for a
+    /// plugin's), with their tiers: what a hook may defer to (a tame one).
+    pub fn programs(&self) -> BTreeMap<String, Tier> {
+        (self.footprints.iter())
+            .filter_map(|(n, footprint)| {
+                let name = n.strip_prefix(l3m_programs::decl::TOOL_PREFIX)?;
+                Some((name.to_owned(), footprint.tier()))
+            })
             .collect()
     }
 
@@ -335,29 +336,4 @@ impl Toolbox {
             },
         }
     }
-}
-
-/// `schema` with a required `justification` string: why the call is needed and why it is safe.
-fn with_justification(schema: &serde_json::Value) -> serde_json::Value {
-    let mut schema = schema.clone();
-    if let Some(props) = schema
-        .get_mut("properties")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        props.insert(
-            JUSTIFICATION_FIELD.to_owned(),
-            serde_json::json!({
-                "type": "string",
-                "maxLength": MAX_JUSTIFICATION,
-                "description": "why this call is needed and why it is safe; a reviewer reads it before the call runs"
-            }),
-        );
-    }
-    if let Some(required) = schema
-        .get_mut("required")
-        .and_then(serde_json::Value::as_array_mut)
-    {
-        required.push(JUSTIFICATION_FIELD.into());
-    }
-    schema
 }

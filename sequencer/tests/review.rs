@@ -33,21 +33,35 @@ fn shell(args: Value, justification: &str) -> String {
     json!({"program": "sh", "args": args, "justification": justification}).to_string()
 }
 
-/// The proposer's answers: each turn either a shell call (id, input) or plain text.
+/// The proposer's answers: each turn a shell call (id, input), a call of another tool (id,
+/// tool, input) or plain text.
 enum Turn<'a> {
     Shell(&'a str, String),
+    Call(&'a str, &'a str, String),
     Text(&'a str),
+}
+
+impl Turn<'_> {
+    /// The call it makes, if any: (id, tool, input).
+    fn call(&self) -> Option<(&str, &str, &str)> {
+        match self {
+            Turn::Shell(id, input) => Some((id, "shell", input)),
+            Turn::Call(id, tool, input) => Some((id, tool, input)),
+            Turn::Text(_) => None,
+        }
+    }
 }
 
 fn anthropic_turns(turns: &[Turn<'_>]) -> Vec<Answer> {
     turns
         .iter()
-        .map(|t| match t {
-            Turn::Shell(id, input) => Answer::sse(anthropic_stream(
-                &["I will use the shell."],
-                Some((id, "shell", &[input.as_str()])),
+        .map(|t| match (t, t.call()) {
+            (Turn::Text(text), _) => Answer::sse(anthropic_stream(&[text], None)),
+            (_, Some((id, tool, input))) => Answer::sse(anthropic_stream(
+                &["I will use a tool."],
+                Some((id, tool, &[input])),
             )),
-            Turn::Text(text) => Answer::sse(anthropic_stream(&[text], None)),
+            (_, None) => unreachable!("only text makes no call"),
         })
         .collect()
 }
@@ -55,12 +69,13 @@ fn anthropic_turns(turns: &[Turn<'_>]) -> Vec<Answer> {
 fn openai_turns(turns: &[Turn<'_>]) -> Vec<Answer> {
     turns
         .iter()
-        .map(|t| match t {
-            Turn::Shell(id, input) => Answer::sse(openai_stream(
-                &["I will use the shell."],
-                Some((id, "shell", &[input.as_str()])),
+        .map(|t| match (t, t.call()) {
+            (Turn::Text(text), _) => Answer::sse(openai_stream(&[text], None)),
+            (_, Some((id, tool, input))) => Answer::sse(openai_stream(
+                &["I will use a tool."],
+                Some((id, tool, &[input])),
             )),
-            Turn::Text(text) => Answer::sse(openai_stream(&[text], None)),
+            (_, None) => unreachable!("only text makes no call"),
         })
         .collect()
 }
@@ -255,6 +270,76 @@ async fn an_anthropic_proposer_deliberates_with_an_openai_reviewer_through_every
         (3, 0, 1, 1, 1)
     );
     assert_eq!(shell.model_calls, 4);
+}
+
+/// A program that declares the shell: it appends a file's line count to `counted.txt`.
+const LINES: &str = r#"FOOTPRINT = ["shell"]
+DESCRIPTION = "Count a file's lines and keep the count in counted.txt."
+INPUT = {"type": "object", "properties": {"file": {"type": "string"}}, "required": ["file"]}
+
+def main(input):
+    out = shell_run("sh", ["-c", "wc -l < \"$1\" >> counted.txt; tail -n 1 counted.txt", "sh", input["file"]])
+    return out["stdout"].strip()
+"#;
+
+/// A wild program is called like the shell tool: the model is asked for a justification, each
+/// call is reviewed with the program's whole source before its evaluator starts, a call the
+/// reviewer refuses never runs, and an approved one runs its shell in the sandbox.
+#[tokio::test]
+async fn a_wild_program_runs_only_after_its_reviewer_read_its_source_and_approved() {
+    let hub = hub_with_agent().await;
+    let acr = hub.acr("demo");
+    std::fs::create_dir_all(acr.join("agent/programs")).unwrap();
+    std::fs::write(acr.join("agent/programs/lines.star"), LINES).unwrap();
+    std::fs::write(acr.join("workspace/notes.md"), "a\nb\nc\n").unwrap();
+    let call = |file: &str, why: &str| json!({"file": file, "justification": why}).to_string();
+    let proposer = Server::start(anthropic_turns(&[
+        Turn::Call("p1", "program_lines", call("/etc/passwd", "curious")),
+        Turn::Call(
+            "p2",
+            "program_lines",
+            call("notes.md", "the task asks for a count"),
+        ),
+        Turn::Text("counted"),
+    ]))
+    .await;
+    let reviewer_model = Server::start(verdicts_openai(&[
+        r#"{"verdict": "unsafe", "reason": "reads outside the workspace", "alternative": "count a workspace file"}"#,
+        r#"{"verdict": "safe"}"#,
+    ]))
+    .await;
+    let _reviewer = serve_reviewer(&hub, "openai", &reviewer_model);
+    let mut config = config("anthropic", &proposer, 2, 30);
+    config.sequencer.program_evaluator = Some(evaluator());
+    let log = run_until_idle(&hub, config).await;
+
+    let verdicts: Vec<Verdict> = reviews(&log).into_iter().map(|(_, _, v)| v).collect();
+    assert_eq!(verdicts.len(), 2, "{verdicts:?}");
+    assert_eq!(verdicts[1], Verdict::Safe);
+    let results = results(&log);
+    assert!(
+        results[0].0 && results[0].1.contains("reads outside the workspace"),
+        "{results:?}"
+    );
+    assert_eq!(results[1], (false, "3".to_owned()), "{results:?}");
+    // Only the approved call ran: one count was appended, the workspace file's.
+    assert_eq!(
+        std::fs::read_to_string(acr.join("workspace/counted.txt")).unwrap(),
+        "3\n"
+    );
+    // The reviewer read the program's source and the input of each call.
+    let asked = reviewer_model.received();
+    let first = asked[0].body.to_string();
+    assert!(
+        first.contains("def main(input):") && first.contains("/etc/passwd"),
+        "{first}"
+    );
+    // The model was offered the program with a justification to give.
+    let tools = proposer.received()[0].body["tools"].to_string();
+    assert!(
+        tools.contains("program_lines") && tools.contains("justification"),
+        "{tools}"
+    );
 }
 
 #[tokio::test]

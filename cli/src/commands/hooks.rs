@@ -5,11 +5,12 @@
 //! under its limits (`l3m_programs::hooks::Hook`); its proposal is then admitted or refused by
 //! core's `hooks::decide`, the same function the writer calls. The mail reach is the agent's
 //! grant when the stack is up, else its default reach (its subtree and ancestors) plus each
-//! `--mail` cover; the programs a hook may defer to are the agent's `agent/programs/*.star`.
+//! `--mail` cover; the programs a hook may defer to are the agent's tame `agent/programs/*.star`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use l3m_core::effects::Tier;
 use l3m_core::grant::{MailCover, default_mail};
 use l3m_core::hooks::{HookContext, decide};
 use l3m_core::log::{Disposition, EventId, EventSource};
@@ -133,19 +134,24 @@ async fn mail_reach(
     }
 }
 
-/// The names of the programs in `dir` (`<name>.star`), unchecked: what a hook may name.
-fn program_names(dir: &std::path::Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name().to_str()?.strip_suffix(".star")?.to_owned();
-                    Some(name)
-                })
-                .collect()
+/// The programs in `dir` (`<name>.star`) that pass the seal and type checks, with their tiers:
+/// what a hook may name (a tame one). The surface against the agent's grant is not checked
+/// here, so a program the grant leaves absent is still listed.
+fn programs_in(dir: &std::path::Path, evaluator: &Evaluator) -> BTreeMap<String, Tier> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let file_name = e.file_name().to_str()?.to_owned();
+            file_name.strip_suffix(".star")?;
+            let file = format!("{PROGRAMS_DIR}/{file_name}");
+            let source = std::fs::read_to_string(e.path()).ok()?;
+            let decl = l3m_programs::host::check_source(evaluator, &file, &source).ok()?;
+            Some((decl.name, decl.footprint.tier()))
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// Runs `l3m hooks test`.
@@ -162,10 +168,11 @@ async fn cmd_test(args: TestArgs, cx: Context) -> Result<(), CliError> {
             })?,
     };
     let (path, programs) = match &args.file {
-        Some(path) => (path.clone(), BTreeSet::new()),
+        Some(path) => (path.clone(), BTreeMap::new()),
         None => {
             let acr = cx.hub()?.root().join(paths::acr(&agent));
-            (acr.join(HOOKS_FILE), program_names(&acr.join(PROGRAMS_DIR)))
+            let programs = programs_in(&acr.join(PROGRAMS_DIR), &evaluator);
+            (acr.join(HOOKS_FILE), programs)
         }
     };
     let file = match &args.file {

@@ -78,7 +78,7 @@ fn cmd_check(args: CheckArgs) -> Result<(), CliError> {
         } else {
             conferred.clone()
         };
-        let tier = surface(file, &decl, &axes)?;
+        let tier = surface(file, source, &decl, &axes)?;
         Ok((decl, tier))
     };
     let file = args.file.display().to_string();
@@ -171,7 +171,10 @@ fn admitted_json(name: &str, decl: &ProgramDecl, tier: Tier) -> serde_json::Valu
         "tool": {
             "name": name,
             "description": decl.description,
-            "input_schema": decl.input_schema,
+            "input_schema": match tier {
+                Tier::Wild => l3m_core::review::with_justification(&decl.input_schema),
+                Tier::Tame => decl.input_schema.clone(),
+            },
             "tier": tier,
         },
         "footprint": decl.footprint,
@@ -218,6 +221,12 @@ fn print_admitted(name: &str, decl: &ProgramDecl, tier: Tier) {
         .collect();
     if !calls.is_empty() {
         println!("it may call: {}", calls.join(", "));
+    }
+    if tier == Tier::Wild {
+        println!(
+            "each call is reviewed before it runs: the reviewer reads this source, the input \
+             and the model's justification"
+        );
     }
 }
 

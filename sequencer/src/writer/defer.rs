@@ -192,8 +192,8 @@ impl Session {
                     effects,
                     refusal,
                 },
-                // Programs are tame (a wild class is refused at load); were one not, it would
-                // not run unreviewed.
+                // A hook may defer only to a tame program (`defer-wild`); had a wild one come
+                // here, it would not run unreviewed.
                 Ok(Outcome::NeedsReview { card }) => DeferDone {
                     decision,
                     output: format!("(l3m) not run: it needs review ({card})"),

@@ -6,8 +6,9 @@
 //! ([`Disposition::without_hook`]), naming the rule that refused it ([`decide`]):
 //! - never an automatic reply to a reply, to the agent itself, or to anything but a letter;
 //! - a reply or a forward goes only where the agent's mail token reaches, never to itself;
-//! - a deferred program's completion cannot defer again, and only an admitted program is
-//!   deferred to;
+//! - a deferred program's completion cannot defer again, and only an admitted tame program is
+//!   deferred to (a wild one's calls are reviewed on a model's justification, which a hook has
+//!   not);
 //! - a child is retired only by the event that says it is done, and only the agent's own child;
 //! - and only a disposition the harness carries out ([`HookContext::carries`]) is journaled, so
 //!   no event is swallowed by a disposition nothing acts on.
@@ -15,8 +16,9 @@
 //! Pure: the mail covers, the admitted programs and what the harness carries out come in as a
 //! [`HookContext`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::effects::Tier;
 use crate::grant::MailCover;
 use crate::log::{Disposition, EventSource};
 use crate::names::{AgentName, Entity};
@@ -77,8 +79,8 @@ pub struct HookContext<'a> {
     pub agent: &'a AgentName,
     /// Every cover of its mail token, the default reach included (`grant::default_mail`).
     pub mail: &'a BTreeSet<MailCover>,
-    /// The names of its admitted sealed programs (without the `program_` prefix).
-    pub programs: &'a BTreeSet<String>,
+    /// Its admitted sealed programs (by name, without the `program_` prefix) and their tiers.
+    pub programs: &'a BTreeMap<String, Tier>,
     /// The kinds of disposition the harness carries out ([`PLAIN`] at least); another is
     /// refused, since journaling it would leave the event unseen with nothing done about it.
     pub carries: &'a [&'a str],
@@ -139,6 +141,16 @@ pub enum Inadmissible {
         /// The program asked for.
         program: String,
     },
+    /// A defer to a wild program: each of its calls is reviewed on the justification of the
+    /// model that proposes it, and a hook is no model and has none to give.
+    #[error(
+        "program {program} declares a wild class, so only the model may call it (each call is \
+         reviewed on its justification)"
+    )]
+    DeferWild {
+        /// The program asked for.
+        program: String,
+    },
     /// A retire on an event that is not the named child's completion.
     #[error("{child} is retired only when the event says it is done")]
     RetireNotDone {
@@ -175,6 +187,7 @@ impl Inadmissible {
             Self::NoInbox { .. } => "no-inbox",
             Self::DeferAgain { .. } => "defer-again",
             Self::UnknownProgram { .. } => "unknown-program",
+            Self::DeferWild { .. } => "defer-wild",
             Self::RetireNotDone { .. } => "retire-not-done",
             Self::NotOwnChild { .. } => "not-own-child",
             Self::NotCarriedOut { .. } => "not-carried-out",
@@ -249,15 +262,15 @@ fn admit_event(
                 program: program.clone(),
             })
         }
-        (Disposition::Defer { program }, _) => {
-            if cx.programs.contains(program) {
-                Ok(())
-            } else {
-                Err(Inadmissible::UnknownProgram {
-                    program: program.clone(),
-                })
-            }
-        }
+        (Disposition::Defer { program }, _) => match cx.programs.get(program) {
+            Some(Tier::Tame) => Ok(()),
+            Some(Tier::Wild) => Err(Inadmissible::DeferWild {
+                program: program.clone(),
+            }),
+            None => Err(Inadmissible::UnknownProgram {
+                program: program.clone(),
+            }),
+        },
         (Disposition::RetireChild { child }, EventSource::ChildDone { child: done })
             if child == done =>
         {
@@ -360,7 +373,7 @@ mod tests {
             who.prop_map(|t| Disposition::Forward {
                 to: Entity::parse(t).unwrap()
             }),
-            prop::sample::select(vec!["triage", "missing"])
+            prop::sample::select(vec!["triage", "sweep", "missing"])
                 .prop_map(|p| Disposition::Defer { program: p.into() }),
             child.prop_map(|c| Disposition::RetireChild { child: agent(c) }),
         ]
@@ -370,7 +383,10 @@ mod tests {
         let me = agent("alice/main");
         let mut mail = default_mail(&me);
         mail.insert(MailCover::parse("human:alice").unwrap());
-        let programs = BTreeSet::from(["triage".to_owned()]);
+        let programs = BTreeMap::from([
+            ("triage".to_owned(), Tier::Tame),
+            ("sweep".to_owned(), Tier::Wild),
+        ]);
         f(&HookContext {
             agent: &me,
             mail: &mail,
@@ -472,6 +488,10 @@ mod tests {
                     admit(&cx, &source, &defer("missing")).unwrap_err().rule(),
                     "unknown-program"
                 );
+                assert_eq!(
+                    admit(&cx, &source, &defer("sweep")).unwrap_err().rule(),
+                    "defer-wild"
+                );
             }
             let again = decide(&cx, &done, defer("triage"));
             assert_eq!(again.disposition, Disposition::Close);
@@ -505,7 +525,7 @@ mod tests {
                     (Disposition::Forward { .. }, _) => prop_assert!(false, "a forward of a non-letter"),
                     (Disposition::Defer { program }, s) => {
                         prop_assert!(!matches!(s, EventSource::ProgramDone { .. }), "deferred again");
-                        prop_assert!(cx.programs.contains(program));
+                        prop_assert_eq!(cx.programs.get(program), Some(&Tier::Tame));
                     }
                     (Disposition::RetireChild { child }, s) => {
                         let done = EventSource::ChildDone { child: child.clone() };

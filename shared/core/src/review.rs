@@ -213,6 +213,34 @@ pub fn split_justification(input: &Value) -> Result<(String, Value), ReviewError
     Ok((text, Value::Object(rest)))
 }
 
+/// `schema` (a tool's input schema) with a required [`JUSTIFICATION_FIELD`] string: how a
+/// wild tool is offered to the model, so that its calls carry what their review reads. A schema
+/// without `properties` or `required` (a program's may have neither) gets them.
+pub fn with_justification(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    let Some(object) = schema.as_object_mut() else {
+        return schema;
+    };
+    let field = serde_json::json!({
+        "type": "string",
+        "maxLength": MAX_JUSTIFICATION,
+        "description": "why this call is needed and why it is safe; a reviewer reads it before the call runs"
+    });
+    if let Some(props) = (object.entry("properties"))
+        .or_insert_with(|| Value::Object(serde_json::Map::new()))
+        .as_object_mut()
+    {
+        props.insert(JUSTIFICATION_FIELD.to_owned(), field);
+    }
+    if let Some(required) = (object.entry("required"))
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+    {
+        required.push(JUSTIFICATION_FIELD.into());
+    }
+    schema
+}
+
 /// What a call would change and where: what the reviewer and a card are shown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Effect {

@@ -3,9 +3,12 @@
 //! JSON. A function of a class the footprint does not declare is refused by [`Granted`] itself.
 //! The spawn class's functions are answered by the call's [`Drive`], which keeps its children.
 
+use std::time::Instant;
+
 use l3m_core::mail::Address;
 use l3m_ring::effects::Granted;
 use l3m_ring::net::FetchRequest;
+use l3m_ring::shell::ShellRequest;
 use l3m_tools::ToolError;
 use serde_json::{Map, Value, json};
 
@@ -70,11 +73,50 @@ pub(crate) fn call(
                 text(args, "body")?,
             )?))
         }
+        "shell_run" => shell_run(args, fx, drive.waits_until()),
         other => Err(ToolError::BadInput {
             field: "function".into(),
             reason: format!("`{other}` is no program function"),
         }),
     }
+}
+
+/// The most bytes a shell run keeps of stdout and of stderr (as the `shell` tool does).
+const MAX_SHELL_OUTPUT: usize = 256 << 10;
+
+/// `shell_run(program, args)`: one listed program in the shell sandbox, in `workspace`, killed
+/// at `until`, before the call's evaluator is.
+fn shell_run(
+    args: &Map<String, Value>,
+    fx: &Granted<'_>,
+    until: Instant,
+) -> Result<Value, ToolError> {
+    let words = args.get("args").and_then(Value::as_array);
+    let words: Option<Vec<String>> =
+        words.and_then(|w| w.iter().map(|a| a.as_str().map(str::to_owned)).collect());
+    let request = ShellRequest {
+        program: text(args, "program")?.to_owned(),
+        args: words.ok_or_else(|| ToolError::BadInput {
+            field: "args".into(),
+            reason: "a list of strings is required".into(),
+        })?,
+        cwd: "workspace".into(),
+        stdin: Vec::new(),
+        timeout: until.saturating_duration_since(Instant::now()),
+        max_output: MAX_SHELL_OUTPUT,
+    };
+    let outcome = fx.shell()?.run(&request)?;
+    let killed = match (outcome.timed_out, outcome.truncated) {
+        (true, _) => Value::from("deadline"),
+        (_, true) => Value::from("output"),
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "status": outcome.status,
+        "stdout": String::from_utf8_lossy(&outcome.stdout),
+        "stderr": String::from_utf8_lossy(&outcome.stderr),
+        "killed": killed,
+    }))
 }
 
 /// The string argument `name`.

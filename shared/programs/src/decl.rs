@@ -16,6 +16,10 @@ use crate::vocabulary::Class;
 /// The largest program source accepted, in bytes.
 pub const MAX_SOURCE: usize = 64 * 1024;
 
+/// The largest source of a wild program, in bytes: its reviewer is shown it whole with each
+/// call, beside the input and the justification, and a stalemate's card carries all of it.
+pub const MAX_REVIEWED_SOURCE: usize = 8 * 1024;
+
 /// Where the agent's programs live, relative to its ACR.
 pub const PROGRAMS_DIR: &str = "agent/programs";
 
@@ -78,10 +82,12 @@ pub fn program_name(file: &str, file_name: &str) -> Result<String, LoadError> {
 }
 
 /// The surface check: every class of the footprint is admitted for programs and the tokens
-/// `conferred` cover it. Returns the program's tier (always tame today: no wild class is
-/// admitted).
+/// `conferred` cover it. Returns the program's tier, computed from its footprint: wild when it
+/// declares `shell`, so each call is reviewed (and then its `source` must be short enough to be
+/// shown whole), tame otherwise.
 pub fn surface(
     file: &str,
+    source: &str,
     decl: &ProgramDecl,
     conferred: &BTreeSet<Axis>,
 ) -> Result<Tier, LoadError> {
@@ -94,8 +100,8 @@ pub fn surface(
             return Err(refuse(
                 Rule::WildClass,
                 format!(
-                    "class `{class}` is wild; a program that needs review is not admitted yet \
-                     (use the built-in tool, whose calls are reviewed)"
+                    "class `{class}` is wild and no program function uses it; the one wild \
+                     class programs may declare is `shell`"
                 ),
             ));
         }
@@ -123,7 +129,18 @@ pub fn surface(
             ),
         ));
     }
-    Ok(decl.footprint.tier())
+    let tier = decl.footprint.tier();
+    if tier == Tier::Wild && source.len() > MAX_REVIEWED_SOURCE {
+        return Err(refuse(
+            Rule::TooLongToReview,
+            format!(
+                "the program declares `shell`, so each call is reviewed with its source shown \
+                 whole; it is {} bytes, and a reviewed program is at most {MAX_REVIEWED_SOURCE}",
+                source.len()
+            ),
+        ));
+    }
+    Ok(tier)
 }
 
 /// The admitted classes' names, for messages.
@@ -177,20 +194,36 @@ mod tests {
     fn surface_names_the_class_or_the_axis() {
         let none = BTreeSet::new();
         assert_eq!(
-            surface("f", &decl([EffectClass::FsRead]), &none),
+            surface("f", "", &decl([EffectClass::FsRead]), &none),
             Ok(Tier::Tame)
         );
-        let e = surface("f", &decl([EffectClass::Shell]), &none).unwrap_err();
+        let e = surface("f", "", &decl([EffectClass::Other("aws".into())]), &none).unwrap_err();
         assert_eq!((e.rule, e.line), (Rule::WildClass, 2));
-        let e = surface("f", &decl([EffectClass::Build]), &none).unwrap_err();
-        assert_eq!(e.rule, Rule::NotAdmitted);
-        let e = surface("f", &decl([EffectClass::Spawn]), &none).unwrap_err();
+        let e = surface("f", "", &decl([EffectClass::Shell]), &none).unwrap_err();
         assert_eq!(e.rule, Rule::NotCovered);
-        let e = surface("f", &decl([EffectClass::Net]), &none).unwrap_err();
+        let wild = BTreeSet::from([Axis::Wild]);
+        assert_eq!(
+            surface(
+                "f",
+                "",
+                &decl([EffectClass::Shell, EffectClass::FsRead]),
+                &wild
+            ),
+            Ok(Tier::Wild)
+        );
+        let e = surface("f", "", &decl([EffectClass::Build]), &none).unwrap_err();
+        assert_eq!(e.rule, Rule::NotAdmitted);
+        let e = surface("f", "", &decl([EffectClass::Spawn]), &none).unwrap_err();
+        assert_eq!(e.rule, Rule::NotCovered);
+        let e = surface("f", "", &decl([EffectClass::Net]), &none).unwrap_err();
         assert_eq!(e.rule, Rule::NotCovered);
         assert!(e.detail.contains("net"), "{e}");
         let net = BTreeSet::from([Axis::Net]);
-        assert!(surface("f", &decl([EffectClass::Net]), &net).is_ok());
+        assert!(surface("f", "", &decl([EffectClass::Net]), &net).is_ok());
+        let long = "#".repeat(MAX_REVIEWED_SOURCE + 1);
+        let e = surface("f", &long, &decl([EffectClass::Shell]), &wild).unwrap_err();
+        assert_eq!(e.rule, Rule::TooLongToReview);
+        assert!(surface("f", &long, &decl([EffectClass::FsRead]), &wild).is_ok());
     }
 
     fn class() -> impl Strategy<Value = EffectClass> {
@@ -216,17 +249,19 @@ mod tests {
     }
 
     proptest! {
-        /// `surface_admits_only_covered_tame`: an admitted program uses only classes admitted for
-        /// programs, its tokens cover every axis its footprint needs, and its tier is tame.
+        /// `surface_admits_only_covered`: an admitted program uses only classes admitted for
+        /// programs, its tokens cover every axis its footprint needs, and its tier is its
+        /// footprint's: wild exactly when it declares the shell, so its calls are reviewed.
         #[test]
-        fn surface_admits_only_covered_tame(
+        fn surface_admits_only_covered(
             classes in proptest::collection::btree_set(class(), 0..5),
             conferred in proptest::collection::btree_set(axis(), 0..8),
         ) {
             let d = decl(classes.clone());
-            match surface("f", &d, &conferred) {
+            match surface("f", "", &d, &conferred) {
                 Ok(tier) => {
-                    prop_assert_eq!(tier, Tier::Tame);
+                    let wild = classes.contains(&EffectClass::Shell);
+                    prop_assert_eq!(tier, if wild { Tier::Wild } else { Tier::Tame });
                     prop_assert!(classes.iter().all(|c| Class::of(c).is_some()));
                     prop_assert!(d.footprint.required_axes().is_subset(&conferred));
                 }

@@ -50,6 +50,12 @@ impl<'a, 'g> Drive<'a, 'g> {
         }
     }
 
+    /// When a wait of this call (for an answer, for a shell run) must end: a margin before its
+    /// evaluator is killed, so the program has time to act on what it got.
+    pub(crate) fn waits_until(&self) -> Instant {
+        self.until.checked_sub(MARGIN).unwrap_or(self.until)
+    }
+
     /// Answers the spawn-class function `function(args)`; `None` for a function of another class.
     pub(crate) fn answer(
         &mut self,
@@ -94,8 +100,7 @@ impl<'a, 'g> Drive<'a, 'g> {
             .ok_or_else(|| bad("secs", "a number of seconds, 0 or more"))?;
         let words: Vec<String> = parsed(args, "menu")?;
         let menu = Menu::new(&words).map_err(|e| bad("menu", e))?;
-        let until = (Instant::now() + Duration::from_secs(secs))
-            .min(self.until.checked_sub(MARGIN).unwrap_or(self.until));
+        let until = (Instant::now() + Duration::from_secs(secs)).min(self.waits_until());
         let child = self.children[child].clone();
         Ok(match self.fx.spawn()?.take_answer(&child, until)? {
             Some(body) => Value::String(menu.pick(&body).to_owned()),

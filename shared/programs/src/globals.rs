@@ -179,6 +179,18 @@ fn spawn_functions(builder: &mut GlobalsBuilder) {
     }
 }
 
+#[starlark_module]
+fn shell_functions(builder: &mut GlobalsBuilder) {
+    fn shell_run<'v>(
+        #[starlark(require = pos)] program: &str,
+        #[starlark(require = pos)] args: StarValue<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> anyhow::Result<StarValue<'v>> {
+        let args = json!({ "program": program, "args": args.to_json_value()? });
+        ask_value(eval, "shell_run", args)
+    }
+}
+
 /// The standard library, built once, from which the kept builtins are copied.
 fn standard() -> &'static Globals {
     static STANDARD: OnceLock<Globals> = OnceLock::new();
@@ -203,6 +215,7 @@ pub fn for_footprint(footprint: &Footprint) -> Globals {
             Class::Net => net_functions,
             Class::Mail => mail_functions,
             Class::Spawn => spawn_functions,
+            Class::Shell => shell_functions,
         };
         add(&mut builder);
     }

@@ -64,7 +64,7 @@ pub fn check(
     conferred: &std::collections::BTreeSet<Axis>,
 ) -> Result<(ProgramDecl, Tier), LoadError> {
     let decl = check_source(evaluator, file, source)?;
-    let tier = surface(file, &decl, conferred)?;
+    let tier = surface(file, source, &decl, conferred)?;
     Ok((decl, tier))
 }
 
@@ -288,6 +288,28 @@ impl Tool for ProgramTool {
 
     fn input_schema(&self) -> Value {
         self.decl.input_schema.clone()
+    }
+
+    /// What a reviewer of a call is shown: the program's footprint, its limits and its whole
+    /// source (a wild program's is short, [`crate::decl::MAX_REVIEWED_SOURCE`]), since the
+    /// source is everything the call can do; the input is shown beside it by the review.
+    fn effect(&self, input: &Value) -> String {
+        let _ = input;
+        let classes: Vec<String> = (self.decl.footprint.0.iter())
+            .map(|c| format!("{c} ({})", c.ceiling()))
+            .collect();
+        format!(
+            "runs the agent's own program `{}` ({}) on the input shown, in its evaluator (no \
+             network, no files of its own; {} steps, killed after {} s); it uses {}, each effect \
+             through the agent's tokens, and a shell run is sandboxed (no network, writes only \
+             under the write roots). Its source, which is all it can do:\n{}",
+            self.name,
+            self.file,
+            self.evaluator.steps,
+            self.evaluator.deadline.as_secs(),
+            classes.join(", "),
+            self.source
+        )
     }
 
     fn call(&self, input: Value, fx: &Granted<'_>) -> Result<ToolOutput, ToolError> {

@@ -78,8 +78,10 @@ pub enum Rule {
     Plugin,
     /// A class no program may use (it has no program functions, or programs must not reach it).
     NotAdmitted,
-    /// A wild class: programs that would need review are refused at load for now.
+    /// A wild class no program function uses (any but `shell`).
     WildClass,
+    /// A wild program longer than a reviewer is shown whole.
+    TooLongToReview,
     /// The agent's tokens do not cover the footprint: the program is absent, like any tool.
     NotCovered,
     /// The program ran more statements than its step budget.
@@ -124,6 +126,7 @@ impl Rule {
             Self::Plugin => "plugin",
             Self::NotAdmitted => "not-admitted",
             Self::WildClass => "wild-class",
+            Self::TooLongToReview => "too-long-to-review",
             Self::NotCovered => "not-covered",
             Self::StepBudget => "step-budget",
             Self::Deadline => "deadline",
@@ -154,7 +157,9 @@ impl Rule {
             | Self::EntryPoint
             | Self::Plugin => Stage::Seal,
             Self::UnknownName | Self::UndeclaredClass | Self::Load | Self::NoEffect => Stage::Type,
-            Self::NotAdmitted | Self::WildClass | Self::NotCovered => Stage::Surface,
+            Self::NotAdmitted | Self::WildClass | Self::TooLongToReview | Self::NotCovered => {
+                Stage::Surface
+            }
             Self::StepBudget
             | Self::Deadline
             | Self::Memory

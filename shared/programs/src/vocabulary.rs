@@ -21,7 +21,8 @@ pub struct Function {
     pub doc: &'static str,
 }
 
-/// The classes admitted for programs (a subset of [`EffectClass`], all tame).
+/// The classes admitted for programs (a subset of [`EffectClass`]). All are tame but
+/// [`Class::Shell`]: a program declaring it is wild, so each call of it is reviewed first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Class {
     /// `fs-read`.
@@ -36,17 +37,21 @@ pub enum Class {
     Mail,
     /// `spawn`: driven children only, each retired when the call that spawned it returns.
     Spawn,
+    /// `shell`: listed programs in the shell sandbox. Wild: the call is reviewed before the
+    /// program starts, with the program's source shown to the reviewer.
+    Shell,
 }
 
 impl Class {
     /// Every admitted class.
-    pub const ALL: [Class; 6] = [
+    pub const ALL: [Class; 7] = [
         Class::FsRead,
         Class::FsWrite,
         Class::Clock,
         Class::Net,
         Class::Mail,
         Class::Spawn,
+        Class::Shell,
     ];
 
     /// The effect class it is.
@@ -58,6 +63,7 @@ impl Class {
             Class::Net => EffectClass::Net,
             Class::Mail => EffectClass::Mail,
             Class::Spawn => EffectClass::Spawn,
+            Class::Shell => EffectClass::Shell,
         }
     }
 
@@ -127,6 +133,15 @@ pub const FUNCTIONS: &[Function] = &[
         params: &["child"],
         doc: "retires a child this call spawned before the call returns",
     },
+    Function {
+        name: "shell_run",
+        class: Class::Shell,
+        params: &["program", "args"],
+        doc: "runs one listed program (`sh`, `grep`, `wc`, …) with a list of string arguments \
+              in `workspace`, sandboxed (no network, writes only under the write roots), \
+              killed at this call's deadline; returns {\"status\", \"stdout\", \"stderr\", \
+              \"killed\"}. Wild: a program that declares `shell` is reviewed before each call",
+    },
 ];
 
 /// The Starlark builtins a program may name: pure functions over values. Left out on purpose:
@@ -179,16 +194,18 @@ mod tests {
     use std::collections::BTreeSet;
 
     #[test]
-    fn every_admitted_class_is_tame_and_has_functions() {
+    fn only_the_shell_is_wild_and_every_class_has_functions() {
         for class in Class::ALL {
-            assert_ne!(
-                class.effect().ceiling(),
-                l3m_core::effects::Reversibility::Wild
+            assert_eq!(
+                class.effect().ceiling() == l3m_core::effects::Reversibility::Wild,
+                class == Class::Shell,
+                "{class:?}"
             );
             assert!(functions_of(class).next().is_some(), "{class:?}");
             assert_eq!(Class::of(&class.effect()), Some(class));
         }
-        assert_eq!(Class::of(&EffectClass::Shell), None);
+        assert_eq!(Class::of(&EffectClass::Other("aws".into())), None);
+        assert_eq!(Class::of(&EffectClass::Build), None);
         assert_eq!(Class::of(&EffectClass::Spawn), Some(Class::Spawn));
     }
 

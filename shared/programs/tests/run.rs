@@ -41,6 +41,49 @@ fn a_read_only_program_counts_through_the_ring() {
     assert_eq!(out.text, r#"{"todos":2}"#);
 }
 
+/// A wild program: it declares the shell, so each call of it is reviewed before it runs.
+const LINES: &str = r#"FOOTPRINT = ["shell"]
+DESCRIPTION = "Count a file's lines with wc, and note that it did."
+INPUT = {"type": "object", "properties": {"file": {"type": "string"}}, "required": ["file"]}
+
+def main(input):
+    counted = shell_run("wc", ["-l", input["file"]])
+    noted = shell_run("sh", ["-c", "echo counted > counted.txt; echo out > ../escaped.txt"])
+    return {"lines": int(counted["stdout"].split(" ")[0]), "noted": noted["status"], "err": noted["stderr"]}
+"#;
+
+#[test]
+fn a_wild_program_is_offered_only_with_the_shell_and_runs_it_in_the_sandbox() {
+    // Without the shell among its wild classes, the agent does not have the program.
+    let e = Session::new().admit("lines", LINES).unwrap_err();
+    assert_eq!(e.rule, Rule::NotCovered, "{e}");
+
+    let s = Session::minted(|input| {
+        input.wild = Some(vec![l3m_core::effects::EffectClass::Shell]);
+    });
+    std::fs::write(s.hub.ws("notes.md"), "one\ntwo\nthree\n").unwrap();
+    let tool = s.admit("lines", LINES).unwrap();
+    assert_eq!(tool.decl().footprint.tier(), l3m_core::effects::Tier::Wild);
+    // Its reviewer is shown the whole source: everything a call can do.
+    let shown = tool.effect(&json!({"file": "notes.md"}));
+    assert!(
+        shown.contains(LINES) && shown.contains("shell (wild)"),
+        "{shown}"
+    );
+
+    let out = s.call(&tool, json!({"file": "notes.md"})).unwrap();
+    let out: serde_json::Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(out["lines"], 3, "{out}");
+    // The run wrote in the workspace, and the sandbox kept it from writing above it.
+    assert_eq!(
+        std::fs::read_to_string(s.hub.ws("counted.txt")).unwrap(),
+        "counted\n"
+    );
+    assert!(!s.hub.acr.join("escaped.txt").exists());
+    assert_ne!(out["noted"], 0, "{out}");
+    assert!(!out["err"].as_str().unwrap().is_empty(), "{out}");
+}
+
 #[test]
 fn a_writing_program_is_journaled_and_mail_goes_to_the_outlet() {
     let s = Session::new();

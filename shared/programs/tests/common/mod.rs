@@ -50,9 +50,13 @@ impl Session {
 
     /// The same ring, with a spawn token of `level` (none when `None`).
     pub fn with_spawn(spawn: Option<l3m_core::grant::SpawnLevel>) -> Self {
+        Self::minted(|input| input.spawn = spawn)
+    }
+
+    /// The same ring, with what `adjust` adds to (or takes from) its tokens.
+    pub fn minted(adjust: impl FnOnce(&mut MintInput)) -> Self {
         let hub = Hub::new();
-        let input = MintInput {
-            spawn,
+        let mut input = MintInput {
             acr: hub.acr.clone(),
             files: Some(vec!["workspace".into(), "agent".into()]),
             mail: Some(MailInput {
@@ -61,6 +65,7 @@ impl Session {
             }),
             ..MintInput::default()
         };
+        adjust(&mut input);
         let tokens = mint(&input, l3m_ring::ambient_authority()).unwrap();
         let conferred = tokens.conferred();
         let journal = Arc::new(MemoryUndo::default());
