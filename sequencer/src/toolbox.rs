@@ -297,17 +297,31 @@ impl Toolbox {
         if let Ok(mut noted) = self.journal.noted.lock() {
             noted.clear();
         }
-        let dispatched = if reviewed {
-            self.table.dispatch_reviewed(name, input, &self.effects)
-        } else {
-            self.table.dispatch(name, input, &self.effects)
-        };
+        // A tool that panics fails its call, keeping the undo entries it journaled before.
+        let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if reviewed {
+                self.table.dispatch_reviewed(name, input, &self.effects)
+            } else {
+                self.table.dispatch(name, input, &self.effects)
+            }
+        }));
         let mut effects = self
             .journal
             .noted
             .lock()
             .map(|mut n| std::mem::take(&mut *n))
             .unwrap_or_default();
+        let dispatched = match dispatched {
+            Ok(dispatched) => dispatched,
+            Err(panic) => {
+                return Outcome::Finished {
+                    output: format!("(l3m) {name} crashed: {}", panic_message(&*panic)),
+                    is_error: true,
+                    effects,
+                    refusal: None,
+                };
+            }
+        };
         match dispatched {
             Dispatch::Ran(Ok(out)) => {
                 effects.extend(out.effects);
@@ -336,4 +350,13 @@ impl Toolbox {
             },
         }
     }
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("it panicked")
 }

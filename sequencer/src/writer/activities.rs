@@ -181,34 +181,25 @@ impl Session {
         // The blocking thread reports to the writer itself: no task in between to wake.
         tokio::task::spawn_blocking(move || {
             let ToolUse { id, name, input } = use_;
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if reviewed {
-                    tools.run_reviewed(&name, input, cap)
-                } else {
-                    tools.run(&name, input, cap)
-                }
-            }));
+            let outcome = if reviewed {
+                tools.run_reviewed(&name, input, cap)
+            } else {
+                tools.run(&name, input, cap)
+            };
             let input = match outcome {
-                Ok(Outcome::Finished {
+                Outcome::Finished {
                     output,
                     is_error,
                     effects,
                     refusal,
-                }) => Input::Signal(Signal::ToolFinished {
+                } => Input::Signal(Signal::ToolFinished {
                     id,
                     output,
                     is_error,
                     effects,
                     refusal,
                 }),
-                Ok(Outcome::NeedsReview { card }) => Input::NeedsReview(id, card),
-                Err(panic) => Input::Signal(Signal::ToolFinished {
-                    id,
-                    output: format!("(l3m) the tool crashed: {}", panic_message(&*panic)),
-                    is_error: true,
-                    effects: vec![],
-                    refusal: None,
-                }),
+                Outcome::NeedsReview { card } => Input::NeedsReview(id, card),
             };
             let unsynced =
                 sync.and_then(|(acr, client, runtime)| runtime.block_on(acr.sync(&client)).err());
@@ -222,15 +213,6 @@ impl Session {
             }
         });
     }
-}
-
-/// What a panic said, if it said it with a string.
-pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("it panicked")
 }
 
 /// Carries out one journaled hook decision through hubd, under the agent's own session (so

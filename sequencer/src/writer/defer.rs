@@ -176,16 +176,13 @@ impl Session {
                 input,
             } = run;
             let name = format!("{}{program}", l3m_programs::decl::TOOL_PREFIX);
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                tools.run(&name, input, cap)
-            }));
-            let done = match outcome {
-                Ok(Outcome::Finished {
+            let done = match tools.run(&name, input, cap) {
+                Outcome::Finished {
                     output,
                     is_error,
                     effects,
                     refusal,
-                }) => DeferDone {
+                } => DeferDone {
                     decision,
                     output,
                     is_error,
@@ -194,22 +191,12 @@ impl Session {
                 },
                 // A hook may defer only to a tame program (`defer-wild`); had a wild one come
                 // here, it would not run unreviewed.
-                Ok(Outcome::NeedsReview { card }) => DeferDone {
+                Outcome::NeedsReview { card } => DeferDone {
                     decision,
                     output: format!("(l3m) not run: it needs review ({card})"),
                     is_error: true,
                     effects: vec![],
                     refusal: Some(Refusal::new("review", None)),
-                },
-                Err(panic) => DeferDone {
-                    decision,
-                    output: format!(
-                        "(l3m) the program crashed: {}",
-                        activities::panic_message(&*panic)
-                    ),
-                    is_error: true,
-                    effects: vec![],
-                    refusal: None,
                 },
             };
             let _closed = tx.send(Input::Deferred(Box::new(done)));
