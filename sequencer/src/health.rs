@@ -4,20 +4,23 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use l3m_core::names::AgentName;
+use l3m_daemon::metrics::{Shown, label_value, render_each};
 use l3m_wire::health::{Check, Health};
 use l3m_wire::subjects::Service;
 
-/// What one supervisor has done since it started: its health answer and its metrics.
+/// What one supervisor has done since it started: its health answer and its metrics, and
+/// what its agents' sequencers last answered when it asked them (`supervise`'s gathering).
 #[derive(Debug, Default)]
 pub struct HostMeter {
     started_ms: u64,
     woken: AtomicU64,
     failed: AtomicU64,
     last_failure: Mutex<Option<String>>,
+    runs: Mutex<Vec<Health>>,
 }
 
 impl HostMeter {
@@ -47,6 +50,19 @@ impl HostMeter {
         *self.last_failure() = Some(error.to_owned());
     }
 
+    /// The health answers of the sequencers running on this host now, one per agent.
+    pub(crate) fn saw_runs(&self, runs: Vec<Health>) {
+        *self.runs.lock().unwrap_or_else(PoisonError::into_inner) = runs;
+    }
+
+    /// The health answers last gathered from this host's sequencers.
+    pub fn runs(&self) -> Vec<Health> {
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// The health answer: well unless the last wake failed (and none succeeded since).
     pub fn health(&self) -> Health {
         let check = match &*self.last_failure() {
@@ -70,8 +86,31 @@ impl HostMeter {
                 "wake_failures_total".to_owned(),
                 self.failed.load(Ordering::Relaxed),
             ),
+            ("sequencers_running".to_owned(), self.runs().len() as u64),
         ]);
         Health::of(Service::Host, self.started_ms, vec![check], gauges)
+    }
+}
+
+/// What a sequencer host's metrics endpoint shows: the host's own health answer, then the
+/// families of its agents' sequencers, one sample per agent (`agent="…"`), as last gathered.
+#[derive(Debug, Clone)]
+pub struct HostShown(pub Arc<HostMeter>);
+
+impl Shown for HostShown {
+    fn health(&self) -> Option<Health> {
+        Some(self.0.health())
+    }
+
+    fn more(&self, text: &mut String) {
+        let runs = self.0.runs();
+        let labelled: Vec<(String, &Health)> = (runs.iter())
+            .map(|h| {
+                let agent = h.agent.as_deref().unwrap_or("unknown");
+                (format!("agent=\"{}\"", label_value(agent)), h)
+            })
+            .collect();
+        render_each(text, &labelled);
     }
 }
 
@@ -156,7 +195,7 @@ impl RunMeter {
                 load(&self.calls_failed),
             ),
         ]);
-        Health::of(Service::Sequencer, self.started_ms, vec![check], gauges)
+        Health::of(Service::Sequencer, self.started_ms, vec![check], gauges).of_agent(&self.agent)
     }
 }
 

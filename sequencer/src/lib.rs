@@ -71,7 +71,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
 pub use control::{HostControl, rewind_offline, serve_host};
-pub use health::HostMeter;
+pub use health::{HostMeter, HostShown};
 pub use supervise::{
     Launcher, ProcessLauncher, Supervisor, TaskLauncher, supervise, supervise_metered,
 };

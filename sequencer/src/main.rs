@@ -296,14 +296,11 @@ async fn supervise(args: SuperviseArgs, shutdown: CancellationToken) -> Result<(
             forest: conn.forest(),
             subtree,
         },
-        launcher: Arc::new(ProcessLauncher {
-            program,
-            args: pass,
-        }),
+        launcher: Arc::new(ProcessLauncher::new(program, pass)),
     };
     let meter = Arc::new(HostMeter::new());
-    let shown = Arc::clone(&meter);
-    l3m_daemon::metrics::serve_if_asked(&args.metrics, move || shown.health(), shutdown.clone())
+    let shown = sequencer::HostShown(Arc::clone(&meter));
+    l3m_daemon::metrics::serve_if_asked(&args.metrics, shown, shutdown.clone())
         .await
         .map_err(Failure::Usage)?;
     Ok(sequencer::supervise_metered(sup, meter, shutdown).await?)

@@ -19,9 +19,9 @@
 //! - [`Supervisor`], [`supervise`]; it also serves the host's control subjects
 //!   ([`serve_host`](crate::serve_host)).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -45,16 +45,37 @@ use crate::{AgentRun, Config, HostControl, ProviderFactory, SequencerError};
 pub trait Launcher: Send + Sync {
     /// Starts one for `agent`; returns once it is started (not finished).
     fn launch(&self, agent: &AgentName) -> BoxFuture<'_, Result<(), SequencerError>>;
+
+    /// The processes this launcher's sequencers run in now: whose health answers are this
+    /// host's agents' (the host's metrics show them, per agent).
+    fn pids(&self) -> BTreeSet<u32>;
 }
 
 /// Launches `sequencer run ...` child processes and reaps them when they exit.
 #[derive(Debug, Clone)]
 pub struct ProcessLauncher {
     /// The sequencer binary.
-    pub program: PathBuf,
+    program: PathBuf,
     /// The arguments every run takes (`--hub`, `--hub-id`, `--nats`, ...); `run` and
     /// `--agent NAME` are added.
-    pub args: Vec<String>,
+    args: Vec<String>,
+    /// The children not yet reaped.
+    children: Arc<Mutex<BTreeSet<u32>>>,
+}
+
+impl ProcessLauncher {
+    /// Launches `program run ARGS --agent NAME` for each agent.
+    pub fn new(program: PathBuf, args: Vec<String>) -> ProcessLauncher {
+        ProcessLauncher {
+            program,
+            args,
+            children: Arc::default(),
+        }
+    }
+
+    fn children(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.children.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Launcher for ProcessLauncher {
@@ -72,14 +93,24 @@ impl Launcher for ProcessLauncher {
                     agent: agent.to_string(),
                     reason: format!("{}: {e}", self.program.display()),
                 })?;
+            let pid = child.id();
+            self.children().extend(pid);
+            let launcher = self.clone();
             tokio::spawn(async move {
                 match child.wait().await {
                     Ok(status) => tracing::info!(%agent, %status, "sequencer exited"),
                     Err(e) => tracing::warn!(%agent, error = %e, "could not reap a sequencer"),
                 }
+                if let Some(pid) = pid {
+                    launcher.children().remove(&pid);
+                }
             });
             Ok(())
         })
+    }
+
+    fn pids(&self) -> BTreeSet<u32> {
+        self.children().clone()
     }
 }
 
@@ -144,6 +175,11 @@ impl Launcher for TaskLauncher {
             Ok(())
         })
     }
+
+    /// The runs are tasks of this process.
+    fn pids(&self) -> BTreeSet<u32> {
+        BTreeSet::from([std::process::id()])
+    }
 }
 
 /// What [`supervise`] needs: what the host holds (its session lists agents and reads the
@@ -190,6 +226,12 @@ pub async fn supervise_metered(
             tracing::warn!(%error, "the host's health is not served");
         }
     });
+    tokio::spawn(gather_runs(
+        client.clone(),
+        Arc::clone(&sup.launcher),
+        Arc::clone(&meter),
+        shutdown.clone(),
+    ));
     // A letter, a human's answer at a card and a fired vigil each wake an asleep agent.
     let mut streams = Vec::new();
     for kind in [AgentRef::Inbox, AgentRef::Cards, AgentRef::Vigils] {
@@ -227,6 +269,52 @@ pub async fn supervise_metered(
                 }
                 None => return Ok(()),
             },
+        }
+    }
+}
+
+/// How often the supervisor asks its sequencers how they are, for its metrics.
+const GATHER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long one gathering waits for the sequencers' answers.
+const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Keeps `meter`'s view of this host's running sequencers fresh until `shutdown`: every
+/// [`GATHER_EVERY`], the health answers of the sequencers of the hub, of those that run in
+/// one of `launcher`'s processes on this host. A failed gathering keeps the last view, logged.
+async fn gather_runs(
+    client: HubClient,
+    launcher: Arc<dyn Launcher>,
+    meter: Arc<HostMeter>,
+    shutdown: CancellationToken,
+) {
+    let (host, _) = l3m_wire::health::this_process();
+    let mut ticks = tokio::time::interval(GATHER_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let gathered = l3m_wire::health::gather(
+            client.bus().as_ref(),
+            client.subjects(),
+            l3m_wire::subjects::Service::Sequencer,
+            GATHER_WINDOW,
+        )
+        .await;
+        match gathered {
+            Ok(answers) => {
+                let pids = launcher.pids();
+                meter.saw_runs(
+                    (answers.into_iter())
+                        .filter(|h| h.host == host && pids.contains(&h.pid))
+                        .collect(),
+                );
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not ask this host's sequencers how they are")
+            }
         }
     }
 }

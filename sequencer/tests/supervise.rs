@@ -337,3 +337,55 @@ async fn the_host_rewinds_an_asleep_agent_on_a_vouched_request_only() {
     );
     narrow.cancel();
 }
+
+/// A host's metrics endpoint shows each agent its sequencers run, labelled by name: the
+/// sequencer's own appends and checks, gathered on the bus, beside the host's count of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_metrics_show_each_running_agent_by_name() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    let provider = counting("[[turn]]\ntext = \"first\"\n", Duration::ZERO);
+    let shutdown = CancellationToken::new();
+    let sup = hub
+        .task_supervisor(
+            config("idle_exit_secs = 60"),
+            factory_of(provider),
+            "embedded",
+            &shutdown,
+        )
+        .await;
+    let meter = std::sync::Arc::new(sequencer::HostMeter::new());
+    let shown = sequencer::HostShown(std::sync::Arc::clone(&meter));
+    let bound = l3m_daemon::metrics::serve("127.0.0.1:0".parse().unwrap(), shown, shutdown.clone())
+        .await
+        .unwrap();
+    let task = tokio::spawn(sequencer::supervise_metered(sup, meter, shutdown.clone()));
+    hub.letter("demo", "one").await;
+    wait_log(&hub, "demo", 20, |l| assistant_texts(l) == ["first"]).await;
+    let name = agent("demo").to_string();
+    let appends = format!("l3m_sequencer_appends_total{{agent=\"{name}\"}} ");
+    let mut text = String::new();
+    for _ in 0..60 {
+        let (status, body) = tokio::task::spawn_blocking(move || {
+            l3m_daemon::metrics::scrape(bound, "/metrics").unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        text = body;
+        if text.contains(&appends) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let sample = |prefix: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(prefix))?;
+        line.rsplit_once(' ')?.1.parse().ok()
+    };
+    assert!(sample(&appends).is_some_and(|n| n >= 1), "{text}");
+    assert_eq!(sample("l3m_host_sequencers_running "), Some(1), "{text}");
+    let check = format!("l3m_sequencer_check_ok{{agent=\"{name}\",check=\"model\"}} ");
+    assert_eq!(sample(&check), Some(1), "{text}");
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}

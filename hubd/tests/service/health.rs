@@ -2,7 +2,6 @@
 //! real HTTP listener: both move with what hubd holds and serves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use crate::common::*;
@@ -24,16 +23,7 @@ async fn ask(f: &Fixture) -> health::Health {
 
 /// `GET path` from `addr`: the status line and the body.
 fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_owned(), body.to_owned())
+    l3m_daemon::metrics::scrape(addr, path).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

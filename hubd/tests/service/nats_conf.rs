@@ -56,6 +56,17 @@ async fn the_sequencer_cannot_publish_as_another_service() {
         .unwrap();
     let text = reported(&mut errors, "Permissions Violation for Publish").await;
     assert!(text.contains("l3m.main.postman.carry"), "{text}");
+    // A host asks other sequencers how they are (its metrics), and nothing else of them: it
+    // cannot interrupt or rewind another agent.
+    sequencer
+        .publish("l3m.main.sequencer.interrupt.alice", Bytes::new())
+        .await
+        .unwrap();
+    let text = reported(&mut errors, "Permissions Violation for Publish").await;
+    assert!(
+        text.contains("l3m.main.sequencer.interrupt.alice"),
+        "{text}"
+    );
     // Its own subject family still works: hubd hears a request-shaped publish.
     sequencer
         .publish("l3m.main.hubd.fence", Bytes::new())

@@ -68,31 +68,62 @@ pub fn label_value(s: &str) -> String {
 /// The exposition of `health`: its start time, one sample per check, one family per gauge.
 pub fn render(health: &Health) -> String {
     let mut text = String::new();
-    let prefix = format!("l3m_{}", name_segment(&health.service));
+    render_each(&mut text, &[(String::new(), health)]);
+    text
+}
+
+/// The exposition of several processes of one service (a host's sequencers, one per agent):
+/// the families of [`render`], each with one sample per process, labelled by its `labels`
+/// (`agent="…"`, written inside the braces; empty for none). Families are named after the
+/// first answer's service; every answer is expected to be of that service.
+pub fn render_each(text: &mut String, answers: &[(String, &Health)]) {
+    let Some((_, first)) = answers.first() else {
+        return;
+    };
+    let prefix = format!("l3m_{}", name_segment(&first.service));
+    let braced = |labels: &str, more: &str| {
+        let joined: Vec<&str> = [labels, more]
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .collect();
+        if joined.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", joined.join(","))
+        }
+    };
     let name = format!("{prefix}_start_time_seconds");
     family(
-        &mut text,
+        text,
         &name,
         "gauge",
         "When this process started (Unix time).",
     );
-    let _ = writeln!(text, "{name} {}", health.started_ms as f64 / 1000.0);
+    for (labels, health) in answers {
+        let at = health.started_ms as f64 / 1000.0;
+        let _ = writeln!(text, "{name}{} {at}", braced(labels, ""));
+    }
     let name = format!("{prefix}_check_ok");
     family(
-        &mut text,
+        text,
         &name,
         "gauge",
         "Whether each check of the health answer passes (1) or fails (0).",
     );
-    for check in &health.checks {
-        let _ = writeln!(
-            text,
-            "{name}{{check=\"{}\"}} {}",
-            label_value(&check.name),
-            u8::from(check.ok)
-        );
+    for (labels, health) in answers {
+        for check in &health.checks {
+            let check_label = format!("check=\"{}\"", label_value(&check.name));
+            let _ = writeln!(
+                text,
+                "{name}{} {}",
+                braced(labels, &check_label),
+                u8::from(check.ok)
+            );
+        }
     }
-    for (gauge, value) in &health.gauges {
+    let gauges: std::collections::BTreeSet<&String> =
+        answers.iter().flat_map(|(_, h)| h.gauges.keys()).collect();
+    for gauge in gauges {
         let name = format!("{prefix}_{}", name_segment(gauge));
         let kind = if gauge.ends_with("_total") {
             "counter"
@@ -100,14 +131,17 @@ pub fn render(health: &Health) -> String {
             "gauge"
         };
         family(
-            &mut text,
+            text,
             &name,
             kind,
             &format!("The health answer's `{gauge}` (docs/operators.md, Health)."),
         );
-        let _ = writeln!(text, "{name} {value}");
+        for (labels, health) in answers {
+            if let Some(value) = health.gauges.get(gauge) {
+                let _ = writeln!(text, "{name}{} {value}", braced(labels, ""));
+            }
+        }
     }
-    text
 }
 
 /// Serves `/metrics` and `/healthz` for `shown` on `addr` until `shutdown`. Returns once the
@@ -140,6 +174,25 @@ pub async fn serve(
         }
     });
     Ok(bound)
+}
+
+/// `GET path` of a metrics endpoint at `addr`, as an operator's probe makes it: the status
+/// line and the body. Blocking; a probe (or a test) on another thread than the server's.
+pub fn scrape(addr: SocketAddr, path: &str) -> std::io::Result<(String, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no end of the answer's head"))?;
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    Ok((status, body.to_owned()))
 }
 
 /// Serves `--metrics` when the flag is given; logs where. A bind error names the address.
@@ -251,6 +304,36 @@ mod tests {
         assert!(text.contains("l3m_builder_odd_gauge 1\n"));
     }
 
+    #[test]
+    fn several_processes_share_each_family_with_a_labelled_sample_each() {
+        let one = health().of_agent(&"alice/main");
+        let mut two = health().of_agent(&"alice/main/w");
+        two.gauges.remove("stages_running");
+        let mut text = render(&Health::of(
+            Service::Host,
+            0,
+            vec![],
+            BTreeMap::from([("agents_woken_total".into(), 1)]),
+        ));
+        render_each(
+            &mut text,
+            &[
+                ("agent=\"alice/main\"".into(), &one),
+                ("agent=\"alice/main/w\"".into(), &two),
+            ],
+        );
+        assert_well_formed(&text);
+        assert!(text.contains("l3m_host_agents_woken_total 1\n"), "{text}");
+        assert!(text.contains("l3m_builder_stages_total{agent=\"alice/main\"} 9\n"));
+        assert!(text.contains("l3m_builder_stages_total{agent=\"alice/main/w\"} 9\n"));
+        assert!(text.contains("l3m_builder_stages_running{agent=\"alice/main\"} 2\n"));
+        assert!(!text.contains("l3m_builder_stages_running{agent=\"alice/main/w\"}"));
+        assert!(text.contains("l3m_builder_check_ok{agent=\"alice/main\",check=\"engine\"} 1\n"));
+        let mut none = String::new();
+        render_each(&mut none, &[]);
+        assert!(none.is_empty());
+    }
+
     #[tokio::test]
     async fn the_endpoint_serves_metrics_and_a_failing_healthz_is_503() {
         let shutdown = CancellationToken::new();
@@ -258,22 +341,19 @@ mod tests {
             .await
             .unwrap();
         let get = |path: &'static str| async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut stream = tokio::net::TcpStream::connect(bound).await.unwrap();
-            let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            stream.write_all(request.as_bytes()).await.unwrap();
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.unwrap();
-            answer
+            tokio::task::spawn_blocking(move || scrape(bound, path))
+                .await
+                .unwrap()
+                .unwrap()
         };
-        let metrics = get("/metrics").await;
-        assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+        let (status, metrics) = get("/metrics").await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
         assert!(
             metrics.contains("l3m_builder_stages_total 9\n"),
             "{metrics}"
         );
-        let healthz = get("/healthz").await;
-        assert!(healthz.starts_with("HTTP/1.1 503"), "{healthz}");
+        let (status, healthz) = get("/healthz").await;
+        assert!(status.starts_with("HTTP/1.1 503"), "{status}");
         assert!(healthz.contains("\"service\":\"builder\""), "{healthz}");
         shutdown.cancel();
     }

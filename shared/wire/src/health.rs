@@ -68,6 +68,10 @@ pub struct Health {
     pub checks: Vec<Check>,
     /// Its counts (`sessions_open`, `leases_held`, `requests_total`, ...).
     pub gauges: BTreeMap<String, u64>,
+    /// The agent it runs, for a sequencer (one process per agent): how its host's metrics
+    /// label its counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Health {
@@ -89,6 +93,15 @@ impl Health {
             now_ms: l3m_core::clock::now_ms(),
             checks,
             gauges,
+            agent: None,
+        }
+    }
+
+    /// The same answer, naming the agent the process runs.
+    pub fn of_agent(self, agent: &impl std::fmt::Display) -> Health {
+        Health {
+            agent: Some(agent.to_string()),
+            ..self
         }
     }
 
