@@ -59,11 +59,13 @@ struct Site {
     /// third (which run only over TLS, in a cluster), south's.
     north_ports: [u16; 3],
     south_port: u16,
-    /// The first three octets of north's /24.
+    /// The first three octets of north's and south's /24s.
     north_net: String,
-    /// The folder `l3m site init` made for north's NATS, once [`Site::secure`] ran: north's
-    /// bus is then a cluster of three nodes speaking TLS only (docker-compose.tls.yml).
-    tls: Option<PathBuf>,
+    south_net: String,
+    /// Whether [`Site::secure`] ran: every NATS node then speaks TLS only, north's bus is a
+    /// cluster of three and south's one node (docker-compose.tls.yml), each hub's certificates
+    /// in its own site folder ([`Site::tls_dir`]).
+    secured: bool,
     /// Holds the hub folders `north/` and `south/`, bind-mounted into the containers.
     dir: tempfile::TempDir,
     env: Vec<(&'static str, String)>,
@@ -87,7 +89,8 @@ impl Site {
             north_ports,
             south_port,
             north_net: format!("{net}.1"),
-            tls: None,
+            south_net: format!("{net}.2"),
+            secured: false,
             env: vec![
                 ("L3M_SITE_DIR", dir.path().display().to_string()),
                 ("L3M_UID", owner.uid().to_string()),
@@ -114,30 +117,26 @@ impl Site {
     }
 
     /// Waits until `name`'s hubd answers over its published NATS port (over every node's,
-    /// for north's cluster).
+    /// for north's cluster), over TLS trusting that hub's CA alone once the site is secured.
     async fn served(&self, name: &'static str) -> ServedHub {
-        let (nats, tls) = match (&self.tls, name) {
-            (Some(site), "north") => {
-                let urls: Vec<String> = self
-                    .north_ports
-                    .iter()
-                    .map(|port| format!("tls://127.0.0.1:{port}"))
-                    .collect();
-                (urls.join(","), NatsTls::SiteCa(site.join("ca.pem")))
-            }
-            (None, "north") => (
-                format!("nats://127.0.0.1:{}", self.north_ports[0]),
-                NatsTls::Plain,
-            ),
-            _ => (
-                format!("nats://127.0.0.1:{}", self.south_port),
-                NatsTls::Plain,
-            ),
+        let ports = match name {
+            "north" => &self.north_ports[..self.north_bus().len()],
+            _ => std::slice::from_ref(&self.south_port),
+        };
+        let scheme = if self.secured { "tls" } else { "nats" };
+        let urls: Vec<String> = ports
+            .iter()
+            .map(|port| format!("{scheme}://127.0.0.1:{port}"))
+            .collect();
+        let tls = if self.secured {
+            NatsTls::SiteCa(self.tls_dir(name).join("ca.pem"))
+        } else {
+            NatsTls::Plain
         };
         ServedHub::connect(
             self.hub(name),
             name,
-            &nats,
+            &urls.join(","),
             &tls,
             password,
             Duration::from_secs(60),
@@ -145,28 +144,48 @@ impl Site {
         .await
     }
 
-    /// Makes the certificates and configurations of north's three NATS nodes with `l3m site
-    /// init`, as an operator would, and from then on brings north's bus up as that cluster,
-    /// over TLS only.
+    /// Makes the certificates and configurations of each hub's NATS with `l3m site init`, as
+    /// an operator would — north's three nodes in one site folder, south's node in another,
+    /// since one `site init` joins all its nodes by routes and the two hubs' buses are
+    /// separate — and from then on brings both buses up over TLS only.
     fn secure(&mut self) {
-        let site = self.dir.path().join("site");
-        let mut init = Command::new(l3m_binary());
-        init.args(["site", "init", "--out", site.to_str().unwrap()])
-            .args(["--install-dir", "/etc/nats-tls"]);
-        for (node, host) in NORTH_NODES.iter().zip([2, 7, 8]) {
-            init.arg("--node")
-                .arg(format!("{node}={}.{host}", self.north_net));
+        let hubs = [
+            (
+                "north",
+                "L3M_NORTH_TLS_DIR",
+                self.north_net.clone(),
+                &NORTH_NODES[..],
+            ),
+            (
+                "south",
+                "L3M_SOUTH_TLS_DIR",
+                self.south_net.clone(),
+                &["south"][..],
+            ),
+        ];
+        for (hub, var, net, nodes) in hubs {
+            let site = self.tls_dir(hub);
+            let mut init = Command::new(l3m_binary());
+            init.args(["site", "init", "--out", site.to_str().unwrap()])
+                .args(["--install-dir", "/etc/nats-tls"]);
+            for (node, host) in nodes.iter().zip([2, 7, 8]) {
+                init.arg("--node").arg(format!("{node}={net}.{host}"));
+            }
+            run(&mut init);
+            self.env.push((var, site.display().to_string()));
         }
-        run(&mut init);
-        self.env
-            .push(("L3M_NORTH_TLS_DIR", site.display().to_string()));
-        self.tls = Some(site);
+        self.secured = true;
+    }
+
+    /// The site folder `l3m site init` makes for `hub`'s NATS in [`Site::secure`].
+    fn tls_dir(&self, hub: &str) -> PathBuf {
+        self.dir.path().join(format!("{hub}-tls"))
     }
 
     /// The services of north's bus: one node in clear, three over TLS.
     fn north_bus(&self) -> &'static [&'static str] {
         let services = ["north-nats", "north-nats-2", "north-nats-3"].as_slice();
-        if self.tls.is_some() {
+        if self.secured {
             services
         } else {
             &services[..1]
@@ -225,7 +244,7 @@ impl Site {
         let mut cmd = Command::new("docker-compose");
         cmd.arg("--file")
             .arg(compose_dir().join("docker-compose.yml"));
-        if self.tls.is_some() {
+        if self.secured {
             cmd.arg("--file")
                 .arg(compose_dir().join("docker-compose.tls.yml"));
         }
@@ -378,17 +397,35 @@ struct Capture {
 }
 
 impl Capture {
-    /// Stops the capture; returns every byte it wrote and how many packets went to or from
-    /// the NATS route port (6222).
-    fn stop(mut self) -> (Vec<u8>, usize) {
+    /// Stops the capture and reads it (before the site's folder, which holds it, goes).
+    fn stop(mut self) -> Captured {
         run(Command::new("kill").args(["-INT", &self.child.id().to_string()]));
         self.child.wait().unwrap();
-        let routed = run(Command::new("tcpdump")
-            .args(["-n", "-r"])
-            .arg(&self.file)
-            .arg("tcp port 6222"));
-        (std::fs::read(&self.file).unwrap(), routed.lines().count())
+        let packets = |port: u16| {
+            run(Command::new("tcpdump")
+                .args(["-n", "-r"])
+                .arg(&self.file)
+                .arg(format!("tcp port {port}")))
+            .lines()
+            .count()
+        };
+        Captured {
+            bytes: std::fs::read(&self.file).unwrap(),
+            clients: packets(4222),
+            routed: packets(6222),
+        }
     }
+}
+
+/// A finished packet capture: what it holds, and how much of it was NATS's, so a check of
+/// what is absent cannot pass on a capture that saw none of it.
+struct Captured {
+    /// Every byte tcpdump wrote.
+    bytes: Vec<u8>,
+    /// Packets to or from NATS's client port (4222).
+    clients: usize,
+    /// Packets to or from NATS's route port (6222).
+    routed: usize,
 }
 
 /// Whether `needle` occurs in `haystack`.
@@ -427,19 +464,24 @@ fn build_images() {
 
 /// Makes the site's hub folders, north (whose human may let lead airmail south) and south.
 fn init_hubs(site: &Site) {
-    for (name, bound) in [("north", airmail_to("south")), ("south", Grant::default())] {
-        let root = site.hub(name);
-        drop(
-            hubd::init::init_hub(
-                &root,
-                HubOptions::default(),
-                hubd::test_support::human(),
-                bound,
-                l3m_core::clock::now_ms(),
-            )
-            .unwrap(),
-        );
-    }
+    init_hub(site, "north", airmail_to("south"));
+    init_hub(site, "south", Grant::default());
+}
+
+/// Makes the hub folder `name`, its human's bound `bound`; returns it.
+fn init_hub(site: &Site, name: &str, bound: Grant) -> PathBuf {
+    let root = site.hub(name);
+    drop(
+        hubd::init::init_hub(
+            &root,
+            HubOptions::default(),
+            hubd::test_support::human(),
+            bound,
+            l3m_core::clock::now_ms(),
+        )
+        .unwrap(),
+    );
+    root
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -586,49 +628,66 @@ input = { to = "agent:crew*", body = "my notes are committed" }
 text = "Done."
 "#;
 
-/// North alone, with a sequencer host beside it that mounts only its own folder and holds a
+/// North with a sequencer host beside it that mounts only its own folder and holds a
 /// credential for `crew/hand`'s subtree: hand, spawned on the hub, runs there, edits, commits
 /// (the commit reaches hub.git through hubd's checked push) and mails its parent crew; crew,
-/// outside the host's subtree, is not run there though a letter waits for it.
+/// outside the host's subtree, is not run there though a letter waits for it. Then a letter
+/// airmailed to south arrives there once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_host_away_from_the_hub_runs_an_agent_whose_commit_arrives_through_hubd() {
-    let (seen, _) = sequencer_host_scenario(false).await;
-    // The control for the capture below: in clear, the letter is there to read.
+    let seen = sequencer_host_scenario(false).await;
+    // The control for the captures below: in clear, each hub's letter is there to read on its
+    // hub's network.
     assert!(
-        contains(&seen, HAND_LETTER),
-        "the capture saw none of the traffic"
+        contains(&seen.north.bytes, HAND_LETTER),
+        "north's capture saw none of the traffic"
+    );
+    assert!(
+        contains(&seen.south.bytes, AIRMAIL),
+        "south's capture saw none of the traffic"
     );
 }
 
-/// The same over TLS, north's bus a cluster of three nodes (`l3m site init` made their
-/// certificates): a capture of north's network, routes between the nodes included, holds no
-/// letter, no NATS password, no file content of the agent's and no subject name.
+/// The same over TLS, north's bus a cluster of three nodes and south's one node (`l3m site
+/// init` made their certificates): a capture of each hub's network, routes between north's
+/// nodes included, holds no letter (the one carried to south included), no NATS password, no
+/// file content of the agent's and no subject name, though each saw the TLS traffic of its
+/// hub's NATS clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_a_capture_of_the_sites_network_shows_no_letter_or_password() {
-    let (seen, routed) = sequencer_host_scenario(true).await;
+    let seen = sequencer_host_scenario(true).await;
     assert!(
-        seen.len() > 10_000,
-        "the capture holds {} bytes",
-        seen.len()
-    );
-    assert!(
-        routed > 0,
-        "the capture saw no traffic between the nodes' routes"
+        seen.north.routed > 0,
+        "north's capture saw no traffic between the nodes' routes"
     );
     let secrets = [
         HAND_LETTER.to_owned(),
         TASK.to_owned(),
         NOTES.to_owned(),
+        AIRMAIL.to_owned(),
         password("hubd"),
         password("sequencer"),
         password("cli"),
+        password("postman"),
         "l3m.north.".to_owned(),
+        "l3m.south.".to_owned(),
     ];
-    for secret in &secrets {
+    for (hub, capture) in [("north", &seen.north), ("south", &seen.south)] {
         assert!(
-            !contains(&seen, secret),
-            "{secret:?} crossed the network in clear"
+            capture.bytes.len() > 10_000,
+            "{hub}'s capture holds {} bytes",
+            capture.bytes.len()
         );
+        assert!(
+            capture.clients > 0,
+            "{hub}'s capture saw no traffic of NATS's clients"
+        );
+        for secret in &secrets {
+            assert!(
+                !contains(&capture.bytes, secret),
+                "{secret:?} crossed {hub}'s network in clear"
+            );
+        }
     }
 }
 
@@ -638,11 +697,19 @@ const HAND_LETTER: &str = "my notes are committed";
 const TASK: &str = "write your notes";
 /// What hand writes into its workspace.
 const NOTES: &str = "written on a sequencer host";
+/// The letter lead on north airmails to bob on south.
+const AIRMAIL: &str = "carried over airlink to south";
 
-/// Runs the sequencer host's scenario (over TLS when `tls`) and returns a capture of north's
-/// network from before hubd connected to the end, and how many of its packets went between
-/// NATS routes.
-async fn sequencer_host_scenario(tls: bool) -> (Vec<u8>, usize) {
+/// A capture of each hub's network through [`sequencer_host_scenario`].
+struct Captures {
+    north: Captured,
+    south: Captured,
+}
+
+/// Runs the sequencer host's scenario (over TLS when `tls`), then has a letter airmailed from
+/// north to south; returns a capture of each hub's network from before its hubd connected to
+/// the end.
+async fn sequencer_host_scenario(tls: bool) -> Captures {
     let mut rng = Rng::from_env();
     build_images();
     let mut site = Site::new(&mut rng);
@@ -650,9 +717,11 @@ async fn sequencer_host_scenario(tls: bool) -> (Vec<u8>, usize) {
         site.secure();
     }
     let north = init_north(&site);
+    init_hub(&site, "south", Grant::default());
     site.up(site.north_bus());
-    let capture = site.capture("north");
-    site.up(&["north-hubd"]);
+    site.up(&["south-nats"]);
+    let captures = [site.capture("north"), site.capture("south")];
+    site.up(&["north-hubd", "south-hubd"]);
     let hub = site.served("north").await;
     let human = hub.human_client().await;
     spawn_crew(&hub, &human).await;
@@ -706,23 +775,32 @@ async fn sequencer_host_scenario(tls: bool) -> (Vec<u8>, usize) {
         "the host ran an agent outside its subtree"
     );
     assert_eq!(site.restarts("north-seqhost"), (0, true));
-    capture.stop()
+
+    // lead on north stages a letter for bob on south: north's postman reads it through north's
+    // NATS and carries it over airlink, south's delivers it into bob's inbox through south's.
+    let pair = Pair::assemble(
+        hub,
+        site.served("south").await,
+        site.postman_addr("south"),
+        site.postman_addr("north"),
+    )
+    .await;
+    site.up(&["north-postman", "south-postman"]);
+    let airmail = pair.stage(AIRMAIL).await;
+    pair.assert_exactly_once(&BTreeSet::from([airmail]), 60)
+        .await;
+    let [north, south] = captures.map(Capture::stop);
+    Captures { north, south }
 }
 
-/// North's hub folder, its human's bound the grant `crew` gets (with `spawn`).
+/// North's hub folder, its human's bound the grant `crew` gets (with `spawn`) and airmail to
+/// south (for lead, whom [`Pair::assemble`] spawns).
 fn init_north(site: &Site) -> PathBuf {
-    let north = site.hub("north");
-    drop(
-        hubd::init::init_hub(
-            &north,
-            HubOptions::default(),
-            hubd::test_support::human(),
-            crew_grant(),
-            l3m_core::clock::now_ms(),
-        )
-        .unwrap(),
-    );
-    north
+    let mut bound = crew_grant();
+    let airmail = airmail_to("south");
+    bound.airmail.extend(airmail.airmail);
+    bound.mail.extend(airmail.mail);
+    init_hub(site, "north", bound)
 }
 
 fn crew_grant() -> Grant {
