@@ -33,10 +33,6 @@ struct Cli {
     /// The hub's id on NATS subjects; also the label its containers carry.
     #[arg(long)]
     hub_id: String,
-    /// The host's forest (HUB/forest): a request's source is relative to its vouched agent's
-    /// ACR under it; nothing outside that ACR is ever mounted.
-    #[arg(long)]
-    source_root: PathBuf,
     /// The artifact cache (HUB/cache/artifacts), shared with the runner.
     #[arg(long)]
     cache: PathBuf,
@@ -70,7 +66,6 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), String> {
     let started = service::start(StageOwner::Builder, &cli.hub_id, &cli.nats, cli.images).await?;
     let config = Config {
-        source_root: cli.source_root,
         store: ArtifactStore::open(cli.cache).map_err(|e| e.to_string())?,
         resolve: Arc::new(cli.resolve.into_iter().collect::<HashMap<_, _>>()),
     };

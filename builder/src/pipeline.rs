@@ -3,14 +3,16 @@
 //! The plan passes the core's gate first, and every stage must be the builder's (fetch or
 //! build): a run stage is refused before anything starts. Then the request's voucher: hubd
 //! signed it for this source, lockfile and these fetch hosts, for an agent whose grant covers
-//! them, and the source must resolve inside that agent's ACR. A fetch writes a fresh cache folder,
+//! them; the source and lockfile are the bundle uploaded under that same voucher, unpacked into
+//! a scratch folder by rules that keep every entry inside it (`l3m_wire::build::bundle`), so
+//! the builder reads no forest and may run on any host. A fetch writes a fresh cache folder,
 //! which is stored by digest (like Nix's fixed-output fetches); the build mounts exactly that
 //! stored, re-verified cache read-only, the source read-only, and writes one artifact folder,
 //! stored by its blake3 digest. The first stage that fails ends the build.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use l3m_containers::{ArtifactError, ArtifactStore, Attachment, Binds, Driver, DriverError};
@@ -18,22 +20,19 @@ use l3m_core::build::{
     MountRole, Network, PlanRefusal, Stage, StageKind, StageOwner, build_within, check_plan,
     stage_allowed_for,
 };
-use l3m_core::names::AgentName;
-use l3m_core::refs::paths::acr_in_forest;
+use l3m_wire::build::bundle::{BundleError, Unpacked, unpack};
 use l3m_wire::build::gate::{Unvouched, VoucherGate};
 use l3m_wire::build::{BuildReply, BuildRequest};
 use l3m_wire::reply::{ErrorCode, RemoteError};
 
 use crate::egress::{Egress, EgressError};
+use crate::uploads::Uploads;
 
-/// What the builder needs besides the engine: where sources are, where artifacts go, and how
-/// listed fetch hosts resolve.
+/// What the builder needs besides the engine: where artifacts go, and how listed fetch hosts
+/// resolve.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The forest of a sequencer host (`HUB/forest`): a request's source and lockfile are
-    /// relative to its vouched agent's ACR under it; nothing outside that ACR is ever mounted.
-    pub source_root: PathBuf,
-    /// The hub's artifact cache.
+    /// The hub's artifact cache (sources are unpacked in its scratch folder too).
     pub store: ArtifactStore,
     /// Host names resolved before DNS (an air-gapped mirror, a test's package server).
     pub resolve: Arc<HashMap<String, SocketAddr>>,
@@ -56,16 +55,15 @@ pub enum BuildError {
         /// Its kind.
         kind: StageKind,
     },
-    /// A source or lockfile path is absolute, climbs out, or does not exist under the root.
-    #[error("{what} path {path:?}: {reason}")]
-    Path {
-        /// Which path.
-        what: &'static str,
-        /// As given.
-        path: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    /// No whole source was uploaded under the request's voucher.
+    #[error(
+        "no source was uploaded under this request's voucher; send its bundle first \
+         (builder.upload, chunk by chunk, with the same voucher)"
+    )]
+    NoSource,
+    /// The uploaded source is not a bundle the builder unpacks.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
     /// A stage mounts something this request does not provide.
     #[error("stage {stage}: {reason}")]
     Missing {
@@ -91,7 +89,9 @@ impl BuildError {
         let code = match self {
             BuildError::Unvouched(e) => return e.to_remote(),
             BuildError::Plan(_) | BuildError::NotMyStage { .. } => ErrorCode::Refused,
-            BuildError::Path { .. } | BuildError::Missing { .. } => ErrorCode::Invalid,
+            BuildError::NoSource => ErrorCode::NotFound,
+            BuildError::Bundle(BundleError::Io { .. }) => ErrorCode::Internal,
+            BuildError::Bundle(_) | BuildError::Missing { .. } => ErrorCode::Invalid,
             BuildError::Artifact(ArtifactError::Missing { .. }) => ErrorCode::NotFound,
             BuildError::Artifact(ArtifactError::Changed { .. }) => ErrorCode::Refused,
             BuildError::Artifact(_) | BuildError::Driver(_) | BuildError::Egress(_) => {
@@ -102,40 +102,13 @@ impl BuildError {
     }
 }
 
-/// Resolves `rel` under `root` (an agent's ACR): relative, no `..`, existing, and still under
-/// `root` once symlinks are resolved (a link out to another agent's checkout is refused).
-pub fn under_root(root: &Path, rel: &str, what: &'static str) -> Result<PathBuf, BuildError> {
-    let bad = |reason: &str| BuildError::Path {
-        what,
-        path: rel.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let p = Path::new(rel);
-    if rel.is_empty()
-        || !p
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(bad("must be relative to the source root, without `..`"));
-    }
-    let root = root
-        .canonicalize()
-        .map_err(|e| bad(&format!("the agent's ACR under the source root: {e}")))?;
-    let full = root
-        .join(p)
-        .canonicalize()
-        .map_err(|e| bad(&e.to_string()))?;
-    if !full.starts_with(&root) || !full.is_dir() {
-        return Err(bad("resolves outside the agent's ACR or is not a folder"));
-    }
-    Ok(full)
-}
-
-/// Carries out one build request, if `gate` takes its voucher.
+/// Carries out one build request, if `gate` takes its voucher, from the source `uploads` hold
+/// for that voucher.
 pub async fn build(
     driver: &Driver,
     config: &Config,
     gate: &VoucherGate,
+    uploads: &Uploads,
     req: &BuildRequest,
 ) -> Result<BuildReply, BuildError> {
     check_plan(&req.plan)?;
@@ -155,19 +128,40 @@ pub async fn build(
             build_within(&v.cover, &req.source, req.lockfile.as_deref(), &req.plan)
         })
         .await?;
-    let agent = AgentName::parse(&voucher.agent).map_err(|e| BuildError::Path {
-        what: "the voucher's agent",
-        path: voucher.agent.clone(),
-        reason: e.to_string(),
-    })?;
-    tracing::info!(agent = %agent, by = %voucher.by, source = %req.source, "build vouched");
-    let acr = config.source_root.join(acr_in_forest(&agent));
-    let source = under_root(&acr, &req.source, "source")?;
-    let lockfile = req
-        .lockfile
-        .as_deref()
-        .map(|l| under_root(&acr, l, "lockfile"))
-        .transpose()?;
+    tracing::info!(agent = %voucher.agent, by = %voucher.by, source = %req.source, "build vouched");
+    let bundle = uploads.take(&voucher.nonce).ok_or(BuildError::NoSource)?;
+    let scratch = config.store.scratch("source")?;
+    let built = from_bundle(driver, config, req, bundle, &scratch).await;
+    if let Err(e) = std::fs::remove_dir_all(&scratch) {
+        tracing::warn!(path = %scratch.display(), error = %e, "could not remove a build's source");
+    }
+    built
+}
+
+/// The stages of `req` over the source `bundle`, unpacked into `scratch`.
+async fn from_bundle(
+    driver: &Driver,
+    config: &Config,
+    req: &BuildRequest,
+    bundle: Vec<u8>,
+    scratch: &Path,
+) -> Result<BuildReply, BuildError> {
+    let into = scratch.to_owned();
+    let unpacked = tokio::task::spawn_blocking(move || unpack(&bundle, &into))
+        .await
+        .map_err(|e| {
+            BuildError::Bundle(BundleError::Malformed(format!("unpacking stopped: {e}")))
+        })??;
+    let Unpacked { source, lockfile } = unpacked;
+    let lockfile = match (&req.lockfile, lockfile) {
+        (Some(_), Some(folder)) => Some(folder),
+        (None, _) => None,
+        (Some(named), None) => {
+            return Err(BuildError::Bundle(BundleError::Malformed(format!(
+                "the request names the lockfile folder {named} and the bundle holds none"
+            ))));
+        }
+    };
     let mut reply = BuildReply {
         stages: Vec::new(),
         cache: None,

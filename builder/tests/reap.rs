@@ -24,8 +24,6 @@ use l3m_wire::test_support::{NatsServer, VoucherIssuer};
 fn start_builder(nats: &NatsServer, hub: &str, root: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_builder"))
         .args(["--hub-id", hub, "--nats", nats.url()])
-        .arg("--source-root")
-        .arg(root.join("forest"))
         .arg("--cache")
         .arg(root.join("cache"))
         .stdin(Stdio::null())
@@ -118,9 +116,18 @@ async fn a_builder_killed_mid_stage_leaves_no_container_after_the_next_start() {
         .await
         .unwrap();
     let subject = subjects.request(Service::Builder, &Operation::parse(OP_BUILD).unwrap());
-    // The builder may not be subscribed yet: the call is retried until a container appears.
+    let source = root.path().join("forest/reaper/self/workspace/project");
+    let bundle = l3m_wire::build::bundle::pack(&source, None).unwrap();
+    // The builder may not be subscribed yet: the source is sent until it is taken, then the
+    // build is asked for.
     let call = tokio::spawn(async move {
+        let vouched = request.vouched.clone().unwrap();
         loop {
+            let uploaded = l3m_wire::build::upload(&client, &subjects, &vouched, &bundle).await;
+            if !matches!(uploaded, Ok(Ok(()))) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
             let r = l3m_wire::typed::call::<_, BuildReply>(
                 &client,
                 &subject,

@@ -145,6 +145,7 @@ async fn boot_holding(
         client.clone(),
         tokio::runtime::Handle::current(),
         driven.clone(),
+        acr.to_path_buf(),
     ));
     let undo = Arc::new(HubUndo::open(client.clone(), agent.clone()).await?);
     let toolbox = Arc::new(Toolbox::build(

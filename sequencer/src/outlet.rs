@@ -13,11 +13,15 @@
 //!
 //! A build or a run asks hubd for a voucher with this session (hubd signs only what the agent's
 //! grant covers), then sends the request with the voucher to the builder or the runner over
-//! NATS, waiting at most the stages' deadlines plus [`STAGE_MARGIN`]. A service that is not
+//! NATS, waiting at most the stages' deadlines plus [`STAGE_MARGIN`]. A build first sends its
+//! source: the bundle of its source and lockfile folders (`l3m_wire::build::bundle`, links kept,
+//! never followed, the folders resolved inside the ACR), in chunks under the same voucher, so
+//! the builder needs no path to this host's forest. A service that is not
 //! running, refuses, or does not answer in time comes back as a typed [`StageError`] the model
 //! reads; nothing here panics or retries (a retried build could run twice).
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
@@ -28,7 +32,8 @@ use l3m_core::names::{AgentName, Entity};
 use l3m_core::vigil::Watch;
 use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 use l3m_wire::WireError;
-use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest};
+use l3m_wire::build::bundle::{BundleError, pack, under_acr};
+use l3m_wire::build::{BuildReply, BuildRequest, OP_BUILD, OP_RUN, RunReply, RunRequest, upload};
 use l3m_wire::client::{ClientError, HubClient};
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::hubd::Op;
@@ -79,6 +84,9 @@ pub struct SessionOutlet {
     runtime: Handle,
     /// The agent's driven children: each driven spawn is noted here before its task is sent.
     driven: Driven,
+    /// The agent's ACR: a build's source and lockfile folders are bundled from it and sent to
+    /// the builder, which may run on any host.
+    acr: PathBuf,
 }
 
 /// How often a program waiting for a driven child's answer reads the inbox again.
@@ -86,13 +94,29 @@ const ANSWER_POLL: Duration = Duration::from_millis(100);
 
 impl SessionOutlet {
     /// An outlet that sends with `client` on `runtime` (the session's runtime), noting the
-    /// driven children it spawns in `driven`.
-    pub fn new(client: HubClient, runtime: Handle, driven: Driven) -> SessionOutlet {
+    /// driven children it spawns in `driven`, bundling builds' sources from the ACR at `acr`.
+    pub fn new(client: HubClient, runtime: Handle, driven: Driven, acr: PathBuf) -> SessionOutlet {
         SessionOutlet {
             client,
             runtime,
             driven,
+            acr,
         }
+    }
+
+    /// The bundle of `ask`'s source and lockfile folders from the ACR.
+    fn bundle(&self, ask: &BuildAsk) -> Result<Vec<u8>, StageError> {
+        let refused = |e: BundleError| StageError::Refused {
+            service: "builder",
+            code: "invalid".into(),
+            reason: format!("the build's source could not be sent: {e}"),
+        };
+        let source = under_acr(&self.acr, ask.source.as_str(), "source").map_err(refused)?;
+        let lockfile = (ask.lockfile.as_ref())
+            .map(|l| under_acr(&self.acr, l.as_str(), "lockfile"))
+            .transpose()
+            .map_err(refused)?;
+        pack(&source, lockfile.as_deref()).map_err(refused)
     }
 
     /// Asks `service`'s `op` with `request`, waiting for `stages`' deadlines plus the margin.
@@ -252,11 +276,31 @@ impl HubOutlet for SessionOutlet {
     fn build(&self, ask: &BuildAsk) -> Result<Built, StageError> {
         self.runtime.block_on(async {
             let cover = Cover::of_build(ask.source.clone(), ask.lockfile.clone(), &ask.plan);
+            let bundle = self.bundle(ask)?;
+            let vouched = self.voucher(cover).await?;
+            let bus = self.client.bus().as_ref();
+            let uploaded = upload(bus, self.client.subjects(), &vouched, &bundle).await;
+            match uploaded {
+                Ok(Ok(())) => {}
+                Ok(Err(refused)) => {
+                    return Err(StageError::Refused {
+                        service: "builder",
+                        code: refused.code.as_str().to_owned(),
+                        reason: refused.message,
+                    });
+                }
+                Err(e) => {
+                    return Err(StageError::Unreachable {
+                        service: "builder",
+                        reason: format!("sending the source: {e}"),
+                    });
+                }
+            }
             let request = BuildRequest {
                 plan: ask.plan.clone(),
                 source: ask.source.to_string(),
                 lockfile: ask.lockfile.as_ref().map(ToString::to_string),
-                vouched: Some(self.voucher(cover).await?),
+                vouched: Some(vouched),
             };
             let stages: Vec<&Stage> = ask.plan.stages.iter().collect();
             let reply: BuildReply = self

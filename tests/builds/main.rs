@@ -310,15 +310,12 @@ async fn a_plan_that_breaks_a_rule_is_refused_naming_stage_and_rule() {
     let named =
         err.message.contains("stage 0 (fetch)") && err.message.contains("fetch-mounts-private");
     assert!(named, "{}", err.message);
-    // A folder of other's workspace that links into maker's: other's voucher names it, and
-    // the builder, resolving it under other's ACR, finds it leads out.
-    let other_acr = site
-        .hub
-        .acr(&l3m_core::names::AgentName::parse("other").unwrap());
-    std::os::unix::fs::symlink(site.source(), other_acr.join("workspace/link")).unwrap();
+    // The source travels as a bundle under the build's own voucher: a voucher with no upload
+    // (other's, while maker's bundles came under maker's)
+    // builds nothing, and a hostile bundle (an entry climbing out of its folder) is refused as
+    // it is unpacked, writing nothing outside the scratch folder.
     let mut req = build_request(&site);
     req.plan.stages.remove(0);
-    req.source = "workspace/link".into();
     req.lockfile = None;
     req.vouched = Some(
         site.other
@@ -326,13 +323,37 @@ async fn a_plan_that_breaks_a_rule_is_refused_naming_stage_and_rule() {
             .await
             .unwrap(),
     );
-    let err = site
-        .call::<_, BuildReply>(Service::Builder, OP_BUILD, &req)
+    let err = build_err(&site, req.clone()).await;
+    assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
+    assert!(
+        err.message.contains("no source was uploaded"),
+        "{}",
+        err.message
+    );
+    let vouched = site
+        .maker
+        .vouch_build(site::build_cover(&req))
         .await
-        .unwrap_err();
+        .unwrap();
+    let hostile = [
+        r#"l3m source bundle v1"#,
+        r#"{"kind":"dir","path":"src"}"#,
+        r#"{"kind":"symlink","path":"src/out","target":"../../../../../../tmp"}"#,
+        "",
+    ]
+    .join("\n");
+    // Only a build's voucher brings a source: a run's is refused at the first chunk.
+    let run = site
+        .run_voucher(&l3m_core::build::ArtifactDigest::from_bytes([7; 32]))
+        .await;
+    let err = site.upload(&run, hostile.as_bytes()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Refused, "{err:?}");
+    site.upload(&vouched, hostile.as_bytes()).await.unwrap();
+    req.vouched = Some(vouched);
+    let err = build_err(&site, req).await;
     assert_eq!(err.code, ErrorCode::Invalid, "{err:?}");
     assert!(
-        err.message.contains("outside the agent's ACR"),
+        err.message.contains("outside its folder"),
         "{}",
         err.message
     );

@@ -21,13 +21,13 @@ use l3m_core::clock::SystemClock;
 use l3m_core::duty::Duty;
 use l3m_core::grant::{AcrPath, Grant, HostPattern, SpawnRequest};
 use l3m_core::names::AgentName;
-use l3m_wire::build::BuildRequest;
 use l3m_wire::build::gate::VoucherGate;
+use l3m_wire::build::{BuildRequest, bundle};
 use l3m_wire::bus::{Bus, NatsBus};
 use l3m_wire::client::HubClient;
 use l3m_wire::envelope::{Limits, Message};
 use l3m_wire::hubd::build_voucher::BuildVouched;
-use l3m_wire::reply::Reply;
+use l3m_wire::reply::{RemoteError, Reply};
 use l3m_wire::subjects::{Operation, Service, Subjects};
 use l3m_wire::test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
@@ -209,7 +209,6 @@ impl Site {
                 .unwrap();
         builder_driver.reap().await.unwrap();
         let config = builder::Config {
-            source_root: hub.root().join("forest"),
             store: store.clone(),
             resolve: Arc::new(resolve),
         };
@@ -263,10 +262,25 @@ impl Site {
         }
     }
 
-    /// `req` with maker's voucher for exactly it (its source, lockfile and fetch hosts).
+    /// `req` with maker's voucher for exactly it (its source, lockfile and fetch hosts), its
+    /// source and lockfile folders uploaded under that voucher as maker's sequencer sends them.
     pub async fn vouched_build(&self, mut req: BuildRequest) -> BuildRequest {
-        req.vouched = Some(self.maker.vouch_build(build_cover(&req)).await.unwrap());
+        let vouched = self.maker.vouch_build(build_cover(&req)).await.unwrap();
+        let acr = self.hub.acr(&AgentName::parse("maker").unwrap());
+        let source = bundle::under_acr(&acr, &req.source, "source").unwrap();
+        let lockfile =
+            (req.lockfile.as_deref()).map(|l| bundle::under_acr(&acr, l, "lockfile").unwrap());
+        let bytes = bundle::pack(&source, lockfile.as_deref()).unwrap();
+        self.upload(&vouched, &bytes).await.unwrap();
+        req.vouched = Some(vouched);
         req
+    }
+
+    /// Uploads `bytes` as a build's source under `vouched`, as the sequencer user.
+    pub async fn upload(&self, vouched: &BuildVouched, bytes: &[u8]) -> Result<(), RemoteError> {
+        l3m_wire::build::upload(self.hub.bus.as_ref(), &self.subjects, vouched, bytes)
+            .await
+            .unwrap()
     }
 
     /// player's voucher for a run of `artifact`.

@@ -134,7 +134,6 @@ impl Building {
         }
         let stop = CancellationToken::new();
         let config = builder::Config {
-            source_root: root.join("forest"),
             store: store.clone(),
             resolve: Arc::new(HashMap::new()),
         };

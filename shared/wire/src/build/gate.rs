@@ -115,6 +115,26 @@ impl VoucherGate {
         vouched: Option<&BuildVouched>,
         within: impl FnOnce(&BuildVoucher) -> Result<(), Uncovered>,
     ) -> Result<BuildVoucher, Unvouched> {
+        let voucher = self.check(vouched, within).await?;
+        let now = self.clock.now_ms();
+        let mut spent = lock(&self.spent);
+        spent.retain(|_, expires| *expires > now);
+        if spent
+            .insert(voucher.nonce.clone(), voucher.expires_ms)
+            .is_some()
+        {
+            return Err(Unvouched::Used);
+        }
+        Ok(voucher)
+    }
+
+    /// What [`VoucherGate::admit`] checks, without taking the voucher: for what comes before
+    /// the request it is for (its source's upload).
+    pub async fn check(
+        &self,
+        vouched: Option<&BuildVouched>,
+        within: impl FnOnce(&BuildVoucher) -> Result<(), Uncovered>,
+    ) -> Result<BuildVoucher, Unvouched> {
         let vouched = vouched.ok_or(Unvouched::Missing)?;
         let known = *lock(&self.key);
         let signed = match known {
@@ -135,10 +155,7 @@ impl VoucherGate {
         within(voucher)?;
         let mut spent = lock(&self.spent);
         spent.retain(|_, expires| *expires > now);
-        if spent
-            .insert(voucher.nonce.clone(), voucher.expires_ms)
-            .is_some()
-        {
+        if spent.contains_key(&voucher.nonce) {
             return Err(Unvouched::Used);
         }
         Ok(voucher.clone())
@@ -178,8 +195,12 @@ mod tests {
 
         assert_eq!(gate.admit(None, within).await, Err(Unvouched::Missing));
         let good = hubd.vouch("alice", run_of(1), 100);
+        // A check (for an upload before the request) does not take it, however often.
+        assert!(gate.check(Some(&good), within).await.is_ok());
+        assert!(gate.check(Some(&good), within).await.is_ok());
         assert!(gate.admit(Some(&good), within).await.is_ok());
         assert_eq!(gate.admit(Some(&good), within).await, Err(Unvouched::Used));
+        assert_eq!(gate.check(Some(&good), within).await, Err(Unvouched::Used));
         let expired = hubd.vouch("alice", run_of(1), 50);
         assert_eq!(
             gate.admit(Some(&expired), within).await,

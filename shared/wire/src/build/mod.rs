@@ -12,22 +12,37 @@
 //! before anything starts.
 //!
 //! # Format
-//! A [`BuildRequest`] (`builder.build`): `{ plan, source, lockfile, vouched }` → a
-//! [`BuildReply`] (`builder.build-reply`): `{ stages: [outcome], cache, artifact }`.
+//! An [`UploadSource`] (`builder.upload`): `{ vouched, total, offset, bytes }` → an
+//! [`Uploaded`] (`builder.uploaded`): `{ received, done }`: the [`bundle`] of the build's source
+//! and lockfile folders, chunk by chunk in order, under the voucher of the build it is for (the
+//! builder checks it, without taking it, on every chunk, and keeps the bundle for exactly that
+//! voucher). Then a [`BuildRequest`] (`builder.build`): `{ plan, source, lockfile, vouched }` →
+//! a [`BuildReply`] (`builder.build-reply`): `{ stages: [outcome], cache, artifact }`, built
+//! from the bundle its voucher brought; `source` and `lockfile` name what was vouched.
 //! A [`RunRequest`] (`runner.run`): `{ artifact, stage, vouched }` → a [`RunReply`]
 //! (`runner.run-reply`): `{ outcome, out, listing }`. `vouched` is a
 //! [`BuildVouched`]; a request without one is refused.
 
+pub mod bundle;
 pub mod gate;
+
+use std::time::Duration;
 
 use l3m_core::build::{ArtifactDigest, Plan, Stage, StageOutcome, TreeEntry};
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::Message;
+use crate::WireError;
+use crate::bus::Bus;
+use crate::envelope::{Limits, Message};
 use crate::hubd::build_voucher::BuildVouched;
+use crate::hubd::pack::CHUNK_BYTES;
+use crate::reply::RemoteError;
+use crate::subjects::{Operation, Service, Subjects};
 
 /// The builder's op.
 pub const OP_BUILD: &str = "build";
+/// The builder's op that brings a build's source.
+pub const OP_UPLOAD: &str = "upload";
 /// The runner's op.
 pub const OP_RUN: &str = "run";
 
@@ -36,8 +51,8 @@ pub const OP_RUN: &str = "run";
 pub struct BuildRequest {
     /// The stages (fetch, then build); a run stage in it is refused.
     pub plan: Plan,
-    /// The source folder, relative to the vouched agent's ACR (which the builder finds under
-    /// its source root, a host's forest).
+    /// The source folder, relative to the vouched agent's ACR: what the voucher must cover.
+    /// Its bytes came before, uploaded under the same voucher.
     pub source: String,
     /// The folder of lockfiles a fetch may read, relative to the same ACR; the fetch never
     /// sees anything else of the source.
@@ -48,6 +63,78 @@ pub struct BuildRequest {
 
 impl Message for BuildRequest {
     const KIND: &'static str = "builder.build";
+}
+
+/// Part of a build's source: the [`bundle`] of its folders, `bytes` from `offset` of `total`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadSource {
+    /// hubd's voucher for the build this source is for, the same in every chunk.
+    pub vouched: BuildVouched,
+    /// The whole bundle's length in bytes, at most [`bundle::MAX_BUNDLE_BYTES`].
+    pub total: u64,
+    /// Where `bytes` start in the bundle.
+    pub offset: u64,
+    /// At most [`crate::hubd::pack::CHUNK_BYTES`] of it.
+    #[serde(with = "serde_bytes")]
+    pub bytes: Vec<u8>,
+}
+
+impl Message for UploadSource {
+    const KIND: &'static str = "builder.upload";
+}
+
+/// How far an upload got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Uploaded {
+    /// Bytes the builder holds for it.
+    pub received: u64,
+    /// Whether the whole bundle arrived.
+    pub done: bool,
+}
+
+impl Message for Uploaded {
+    const KIND: &'static str = "builder.uploaded";
+}
+
+/// How long one chunk of an upload is waited for.
+const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Uploads `bundle` to the builder of `subjects`' hub under `vouched`, chunk by chunk: what
+/// comes before the build request with the same voucher. `Ok(Err(_))` is the builder's refusal.
+pub async fn upload(
+    bus: &dyn Bus,
+    subjects: &Subjects,
+    vouched: &BuildVouched,
+    bundle: &[u8],
+) -> Result<Result<(), RemoteError>, WireError> {
+    let subject = subjects.request(Service::Builder, &Operation::parse(OP_UPLOAD)?);
+    let total = bundle.len() as u64;
+    let mut offset = 0usize;
+    loop {
+        let end = (offset + CHUNK_BYTES).min(bundle.len());
+        let chunk = UploadSource {
+            vouched: vouched.clone(),
+            total,
+            offset: offset as u64,
+            bytes: bundle[offset..end].to_vec(),
+        };
+        let reply: Result<Uploaded, RemoteError> =
+            crate::typed::call(bus, &subject, &chunk, CHUNK_TIMEOUT, &Limits::default()).await?;
+        match reply {
+            Ok(Uploaded { done: true, .. }) => return Ok(Ok(())),
+            Ok(Uploaded { received, .. }) if received as usize == end && end < bundle.len() => {
+                offset = end;
+            }
+            Ok(Uploaded { received, .. }) => {
+                return Err(WireError::Malformed {
+                    reason: format!(
+                        "the builder holds {received} bytes of an upload of {total} after {end}"
+                    ),
+                });
+            }
+            Err(refused) => return Ok(Err(refused)),
+        }
+    }
 }
 
 /// What a build came to.
