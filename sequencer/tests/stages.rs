@@ -77,6 +77,7 @@ async fn a_build_open_when_its_sequencer_stops_is_closed_at_boot_and_never_sent_
         .subjects
         .request(Service::Builder, &Operation::parse(OP_BUILD).unwrap());
     let mut builder = hub.bus.serve(&subject, None).await.unwrap();
+    accept_uploads(&hub).await;
     let script = "[[turn]]\ntext = \"building\"\n[[turn.tool_use]]\nname = \"build\"\n\
          input = { source = \"workspace\", image = \"img\", command = [\"make\"], deadline_s = 5 }\n\
          [[turn]]\ntext = \"after the restart\"\n";
@@ -159,6 +160,33 @@ async fn blessed_project(hub: &TestHub) {
         .unwrap();
 }
 
+/// Serves the builder's upload op, taking every chunk of every source (what comes before a
+/// build request) for the length of the test.
+async fn accept_uploads(hub: &TestHub) {
+    use l3m_wire::build::{OP_UPLOAD, UploadSource, Uploaded};
+    use l3m_wire::typed::{ServeOptions, TypedRequest, TypedServer};
+    let subject = hub
+        .subjects
+        .request(Service::Builder, &Operation::parse(OP_UPLOAD).unwrap());
+    let server = TypedServer::<UploadSource, Uploaded>::bind(
+        hub.bus.as_ref(),
+        &subject,
+        ServeOptions::default(),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(server.run(
+        |req: TypedRequest<UploadSource>| async move {
+            let received = req.body.offset + req.body.bytes.len() as u64;
+            Ok(Uploaded {
+                received,
+                done: received == req.body.total,
+            })
+        },
+        CancellationToken::new(),
+    ));
+}
+
 /// Runs maker with `script` against a builder that records each request it takes and answers
 /// none usefully; returns the Log and the requests.
 async fn run_against_a_recording_builder(
@@ -172,6 +200,7 @@ async fn run_against_a_recording_builder(
         .subjects
         .request(Service::Builder, &Operation::parse(OP_BUILD).unwrap());
     let mut builder = hub.bus.serve(&subject, None).await.unwrap();
+    accept_uploads(hub).await;
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let recorder = {
         let seen = seen.clone();

@@ -134,10 +134,11 @@ async fn mail_reach(
     }
 }
 
-/// The programs in `dir` (`<name>.star`) that pass the seal and type checks, with their tiers:
+/// The programs in `dir` (`<name>.star`) that pass the seal and type checks (made here, as
+/// `l3m program check` makes them), with their tiers:
 /// what a hook may name (a tame one). The surface against the agent's grant is not checked
 /// here, so a program the grant leaves absent is still listed.
-fn programs_in(dir: &std::path::Path, evaluator: &Evaluator) -> BTreeMap<String, Tier> {
+fn programs_in(dir: &std::path::Path) -> BTreeMap<String, Tier> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return BTreeMap::new();
     };
@@ -148,7 +149,7 @@ fn programs_in(dir: &std::path::Path, evaluator: &Evaluator) -> BTreeMap<String,
             file_name.strip_suffix(".star")?;
             let file = format!("{PROGRAMS_DIR}/{file_name}");
             let source = std::fs::read_to_string(e.path()).ok()?;
-            let decl = l3m_programs::host::check_source(evaluator, &file, &source).ok()?;
+            let decl = l3m_programs::evaluate::check(&file, &source).ok()?;
             Some((decl.name, decl.footprint.tier()))
         })
         .collect()
@@ -171,7 +172,7 @@ async fn cmd_test(args: TestArgs, cx: Context) -> Result<(), CliError> {
         Some(path) => (path.clone(), BTreeMap::new()),
         None => {
             let acr = cx.hub()?.root().join(paths::acr(&agent));
-            let programs = programs_in(&acr.join(PROGRAMS_DIR), &evaluator);
+            let programs = programs_in(&acr.join(PROGRAMS_DIR));
             (acr.join(HOOKS_FILE), programs)
         }
     };
