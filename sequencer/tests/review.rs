@@ -42,42 +42,38 @@ enum Turn<'a> {
 }
 
 impl Turn<'_> {
-    /// The call it makes, if any: (id, tool, input).
-    fn call(&self) -> Option<(&str, &str, &str)> {
+    /// The call it makes, (id, tool, input), or the text it says instead.
+    fn said(&self) -> Result<(&str, &str, &str), &str> {
         match self {
-            Turn::Shell(id, input) => Some((id, "shell", input)),
-            Turn::Call(id, tool, input) => Some((id, tool, input)),
-            Turn::Text(_) => None,
+            Turn::Shell(id, input) => Ok((id, "shell", input)),
+            Turn::Call(id, tool, input) => Ok((id, tool, input)),
+            Turn::Text(text) => Err(text),
         }
     }
 }
 
-fn anthropic_turns(turns: &[Turn<'_>]) -> Vec<Answer> {
+/// A dialect's stream of one reply: its text, and the call it makes (id, tool, input parts).
+type Stream = fn(&[&str], Option<(&str, &str, &[&str])>) -> Vec<String>;
+
+/// The proposer's answers as `stream` makes them.
+fn turns_as(stream: Stream, turns: &[Turn<'_>]) -> Vec<Answer> {
     turns
         .iter()
-        .map(|t| match (t, t.call()) {
-            (Turn::Text(text), _) => Answer::sse(anthropic_stream(&[text], None)),
-            (_, Some((id, tool, input))) => Answer::sse(anthropic_stream(
-                &["I will use a tool."],
-                Some((id, tool, &[input])),
-            )),
-            (_, None) => unreachable!("only text makes no call"),
+        .map(|t| match t.said() {
+            Ok((id, tool, input)) => {
+                Answer::sse(stream(&["I will use a tool."], Some((id, tool, &[input]))))
+            }
+            Err(text) => Answer::sse(stream(&[text], None)),
         })
         .collect()
 }
 
+fn anthropic_turns(turns: &[Turn<'_>]) -> Vec<Answer> {
+    turns_as(anthropic_stream, turns)
+}
+
 fn openai_turns(turns: &[Turn<'_>]) -> Vec<Answer> {
-    turns
-        .iter()
-        .map(|t| match (t, t.call()) {
-            (Turn::Text(text), _) => Answer::sse(openai_stream(&[text], None)),
-            (_, Some((id, tool, input))) => Answer::sse(openai_stream(
-                &["I will use a tool."],
-                Some((id, tool, &[input])),
-            )),
-            (_, None) => unreachable!("only text makes no call"),
-        })
-        .collect()
+    turns_as(openai_stream, turns)
 }
 
 fn verdicts_openai(verdicts: &[&str]) -> Vec<Answer> {

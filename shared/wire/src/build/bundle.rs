@@ -128,7 +128,7 @@ pub fn pack(source: &Path, lockfile: Option<&Path>) -> Result<Vec<u8>, BundleErr
         let mut listed = Vec::new();
         list(folder, Path::new(top), &mut listed)?;
         listed.sort_by(|a, b| a.0.path().cmp(b.0.path()));
-        for (entry, on_disk) in listed {
+        for (entry, content) in listed {
             entries += 1;
             if entries > MAX_ENTRIES {
                 return Err(BundleError::TooLarge {
@@ -139,9 +139,7 @@ pub fn pack(source: &Path, lockfile: Option<&Path>) -> Result<Vec<u8>, BundleErr
                 .map_err(|e| BundleError::Malformed(format!("an entry: {e}")))?;
             out.extend_from_slice(&line);
             out.push(b'\n');
-            if let Some(path) = on_disk {
-                out.extend_from_slice(&fs::read(&path).map_err(io_at(&path))?);
-            }
+            out.extend_from_slice(&content);
             if out.len() as u64 > MAX_BUNDLE_BYTES {
                 return Err(BundleError::TooLarge {
                     limit: format!("{} MiB", MAX_BUNDLE_BYTES >> 20),
@@ -153,14 +151,14 @@ pub fn pack(source: &Path, lockfile: Option<&Path>) -> Result<Vec<u8>, BundleErr
 }
 
 /// Lists `folder` as the entries of `named` (its path in the bundle) and below, each file with
-/// where its bytes are.
+/// its bytes (read once: hashed for its entry, then bundled).
 fn list(
     folder: &Path,
     named: &Path,
-    out: &mut Vec<(TreeEntry, Option<PathBuf>)>,
+    out: &mut Vec<(TreeEntry, Vec<u8>)>,
 ) -> Result<(), BundleError> {
     let text = |p: &Path| p.to_string_lossy().into_owned();
-    out.push((TreeEntry::Dir { path: text(named) }, None));
+    out.push((TreeEntry::Dir { path: text(named) }, Vec::new()));
     for item in fs::read_dir(folder).map_err(io_at(folder))? {
         let item = item.map_err(io_at(folder))?;
         let path = item.path();
@@ -174,7 +172,7 @@ fn list(
                     path: text(&name),
                     target: text(&target),
                 },
-                None,
+                Vec::new(),
             ));
         } else if kind.is_dir() {
             list(&path, &name, out)?;
@@ -187,7 +185,7 @@ fn list(
                     len: bytes.len() as u64,
                     hash: ArtifactDigest::from_bytes(*blake3::hash(&bytes).as_bytes()),
                 },
-                Some(path),
+                bytes,
             ));
         } else {
             return Err(BundleError::Special { path });
