@@ -71,6 +71,12 @@ struct Site {
     env: Vec<(&'static str, String)>,
     /// The first three octets of `airlink`'s /24.
     airlink: String,
+    /// Compose files a test lays over the site's own (after them), for what only a test needs:
+    /// a package source and the builder's `--resolve` for it ([`build_overlay`]).
+    overlays: Vec<PathBuf>,
+    /// Whether north-builder or north-runner may have run: their stage containers and fetch
+    /// networks are not the project's, so [`Drop`] sweeps them by their labels.
+    stages: bool,
 }
 
 impl Site {
@@ -113,12 +119,30 @@ impl Site {
             ],
             airlink: format!("{net}.3"),
             dir,
+            overlays: Vec::new(),
+            stages: false,
         }
     }
 
     /// Waits until `name`'s hubd answers over its published NATS port (over every node's,
     /// for north's cluster), over TLS trusting that hub's CA alone once the site is secured.
     async fn served(&self, name: &'static str) -> ServedHub {
+        let (urls, tls) = self.bus_from_host(name);
+        ServedHub::connect(
+            self.hub(name),
+            name,
+            &urls,
+            &tls,
+            password,
+            Duration::from_secs(60),
+        )
+        .await
+    }
+
+    /// How a process of this host reaches `name`'s bus: the URLs of its nodes where they are
+    /// published on loopback (every node of north's cluster), and the TLS to use (trusting
+    /// that hub's CA alone once the site is secured).
+    fn bus_from_host(&self, name: &str) -> (String, NatsTls) {
         let ports = match name {
             "north" => &self.north_ports[..self.north_bus().len()],
             _ => std::slice::from_ref(&self.south_port),
@@ -133,15 +157,7 @@ impl Site {
         } else {
             NatsTls::Plain
         };
-        ServedHub::connect(
-            self.hub(name),
-            name,
-            &urls.join(","),
-            &tls,
-            password,
-            Duration::from_secs(60),
-        )
-        .await
+        (urls.join(","), tls)
     }
 
     /// Makes the certificates and configurations of each hub's NATS with `l3m site init`, as
@@ -248,6 +264,9 @@ impl Site {
             cmd.arg("--file")
                 .arg(compose_dir().join("docker-compose.tls.yml"));
         }
+        for overlay in &self.overlays {
+            cmd.arg("--file").arg(overlay);
+        }
         cmd.args(["--project-name", &self.project, "--ansi", "never"])
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -345,6 +364,9 @@ impl Drop for Site {
                 String::from_utf8_lossy(&out.stderr)
             ),
             Err(e) => eprintln!("docker-compose down: {e}"),
+        }
+        if self.stages {
+            sweep_stages();
         }
     }
 }
@@ -797,15 +819,22 @@ async fn sequencer_host_scenario(tls: bool) -> Captures {
 /// North's hub folder, its human's bound the grant `crew` gets (with `spawn`) and airmail to
 /// south (for lead, whom [`Pair::assemble`] spawns).
 fn init_north(site: &Site) -> PathBuf {
-    let mut bound = crew_grant();
+    init_north_for(site, CREW_GRANT)
+}
+
+/// [`init_north`] with `grant` (a grant's TOML) as the agents' grant, which crew holds with
+/// `spawn` and the human's bound covers.
+fn init_north_for(site: &Site, grant: &str) -> PathBuf {
+    let mut bound = crew_grant_of(grant);
     let airmail = airmail_to("south");
     bound.airmail.extend(airmail.airmail);
     bound.mail.extend(airmail.mail);
     init_hub(site, "north", bound)
 }
 
-fn crew_grant() -> Grant {
-    toml::from_str(&format!("{CREW_GRANT}spawn = \"persist\"\n")).unwrap()
+/// crew's grant: the agents' `grant` (TOML) and `spawn`, so it may spawn them with it.
+fn crew_grant_of(grant: &str) -> Grant {
+    toml::from_str(&format!("{grant}spawn = \"persist\"\n")).unwrap()
 }
 
 /// Spawns `crew` (by the human) and `crew/hand` (by crew's sequencer session).
@@ -820,6 +849,17 @@ async fn spawn_crew_with(
     human: &l3m_wire::client::HubClient,
     children: &[&str],
     calls: u64,
+) {
+    spawn_crew_granted(hub, human, children, calls, CREW_GRANT).await;
+}
+
+/// [`spawn_crew_with`], each child granted `grant` (TOML) and crew that and `spawn`.
+async fn spawn_crew_granted(
+    hub: &ServedHub,
+    human: &l3m_wire::client::HubClient,
+    children: &[&str],
+    calls: u64,
+    grant: &str,
 ) {
     let spawn =
         |child: &str, grant: Grant, calls: u64, shares: u64| l3m_core::grant::SpawnRequest {
@@ -837,7 +877,7 @@ async fn spawn_crew_with(
     let shares = children.len() as u64 + 1;
     let all = 10 + calls * children.len() as u64;
     human
-        .spawn(spawn("crew", crew_grant(), all, shares))
+        .spawn(spawn("crew", crew_grant_of(grant), all, shares))
         .await
         .unwrap();
     let crew = hub
@@ -846,7 +886,7 @@ async fn spawn_crew_with(
         })
         .await;
     for child in children {
-        let grant = toml::from_str(CREW_GRANT).unwrap();
+        let grant = toml::from_str(grant).unwrap();
         crew.spawn(spawn(child, grant, calls, 1)).await.unwrap();
     }
 }
@@ -1244,4 +1284,406 @@ async fn cost_of_distance() {
         near.as_secs_f64() * 1e3,
         far.as_secs_f64() / near.as_secs_f64()
     );
+}
+
+/// The grant of `crew/hand` when it builds: its workspace and branches as [`CREW_GRANT`], the
+/// package host its fetch stage may reach, and the `build` and `run` axes.
+const BUILD_GRANT: &str = r#"
+files = ["workspace"]
+git-read = ["refs/heads/l3m/"]
+git-write = ["refs/heads/l3m/"]
+mail = ["agent:crew"]
+net = ["pkgs.test"]
+build = true
+run = true
+"#;
+
+/// The host name of the package source the fetch stage reaches through the builder's proxy.
+const PKG_HOST: &str = "pkgs.test";
+/// The one package the package source serves: it greets as `$GREETER`.
+const GREETING_SH: &str = "echo \"hello from a $GREETER artifact\"\n";
+/// What the built artifact prints: hand's source names the greeter, the fetched package greets.
+const GREETING: &str = "hello from a built-on-host-d artifact";
+
+/// The fetch stage's script: each file the lockfile names, through the builder's proxy.
+const FETCH: &str = r#"for f in $(cat /lock/deps.lock); do printf 'GET http://pkgs.test:8080/%s HTTP/1.0\r\nHost: pkgs.test\r\n\r\n' "$f" | nc -w 10 "$L3M_PROXY_HOST" "$L3M_PROXY_PORT" > /tmp/resp; head -1 /tmp/resp | grep -q ' 200 ' || exit 3; sed '1,/^\r$/d' /tmp/resp > "/cache/$f"; done; echo fetched"#;
+
+/// hand's first wake: write a small project into its workspace (source and lockfile), build it
+/// with its `build` tool (a fetch stage through the builder's proxy, then a build stage with no
+/// network), and stop.
+const BUILD_SCRIPT: &str = r##"
+[[turn]]
+text = "Writing the project."
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/hello/app.sh", content = "#!/bin/sh\nGREETER=built-on-host-d\n" }
+[[turn.tool_use]]
+name = "write_file"
+input = { path = "workspace/hello/lock/deps.lock", content = "greeting.sh\n" }
+[[turn]]
+text = "Building it."
+[[turn.tool_use]]
+name = "build"
+[turn.tool_use.input]
+source = "workspace/hello"
+lockfile = "workspace/hello/lock"
+hosts = ["pkgs.test"]
+image = "IMAGE"
+fetch_command = ["sh", "-c", '''FETCH''']
+command = ["sh", "-c", "cat /src/app.sh /cache/greeting.sh > /artifact/app && chmod +x /artifact/app && echo built"]
+[[turn]]
+text = "Built."
+"##;
+
+/// hand's second wake, after [`BUILD_SCRIPT`]'s turns: run the artifact by the digest the build
+/// returned (the test reads it from the Log and gives it here, as a model reads it from the
+/// tool result), printing what it prints and keeping it in out/.
+const RUN_SCRIPT: &str = r#"
+[[turn]]
+text = "Running it."
+[[turn.tool_use]]
+name = "run"
+input = { artifact = "DIGEST", image = "IMAGE", command = ["sh", "-c", "/artifact/app | tee /out/result"] }
+[[turn]]
+text = "Ran it."
+"#;
+
+/// The stage image the agent's build and run name, `l3m/busybox:dev`, built locally by
+/// deploy/images/build (from Debian's busybox-static; it keeps an image it already made), once
+/// per test process. This is what l3m_containers::test_support::busybox_image does; postman's
+/// tests do not depend on that crate.
+fn busybox_image() -> &'static str {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        run(Command::new(compose_dir().join("../images/build")).env("L3M_IMAGE_TAG", "dev"));
+    });
+    "l3m/busybox:dev"
+}
+
+/// The containers and networks north's builder and runner started and left, by the labels
+/// l3m_containers gives them (`l3m.owner`, `l3m.site`): they are the engine's, not the compose
+/// project's, so `docker-compose down` does not see them. The site label is the hub id, which
+/// every compose site shares: a test with a builder must not run beside another one (in this
+/// process, [`builds_on_host_d`] takes turns; another process's is not guarded against).
+fn stage_leftovers() -> Vec<String> {
+    let mut left = Vec::new();
+    for owner in ["builder", "runner"] {
+        let owner = format!("label=l3m.owner={owner}");
+        let filters = ["--filter", &owner, "--filter", "label=l3m.site=north"];
+        for (kind, list) in [("container", ["ps", "-aq"]), ("network", ["network", "ls"])] {
+            let mut ls = Command::new("docker");
+            ls.args(list).args(filters);
+            if kind == "network" {
+                ls.arg("--quiet");
+            }
+            let ids = ls.output().map(|out| out.stdout).unwrap_or_default();
+            let ids = String::from_utf8_lossy(&ids);
+            left.extend(ids.split_whitespace().map(|id| format!("{kind} {id}")));
+        }
+    }
+    left
+}
+
+/// Removes what [`stage_leftovers`] finds (containers before the networks they are on).
+fn sweep_stages() {
+    let left = stage_leftovers();
+    for leftover in left.iter().filter(|l| l.starts_with("container ")) {
+        let id = leftover.trim_start_matches("container ");
+        let _ = Command::new("docker").args(["rm", "--force", id]).output();
+    }
+    for leftover in left.iter().filter(|l| l.starts_with("network ")) {
+        let id = leftover.trim_start_matches("network ");
+        let _ = Command::new("docker").args(["network", "rm", id]).output();
+    }
+}
+
+/// The compose file a build test lays over the site's: a package source for the fetch stage
+/// (busybox httpd serving `srv` on north's network at .20; only a test needs one), and the
+/// builder told where `pkgs.test` is. The builder's flags stay the compose file's own: only its
+/// entrypoint gains `--resolve`, and docker runs the entrypoint with the command after it.
+fn build_overlay(site: &Site, srv: &Path) -> PathBuf {
+    let pkgs = format!("{}.20", site.north_net);
+    let text = format!(
+        r#"version: "2.4"
+services:
+  north-builder:
+    entrypoint: ["/builder", "--resolve", "{PKG_HOST}={pkgs}:8080"]
+  pkgs:
+    image: "{image}"
+    command: [httpd, -f, -p, "8080", -h, /srv]
+    volumes:
+      - "{srv}:/srv:ro"
+    networks:
+      north:
+        ipv4_address: "{pkgs}"
+"#,
+        image = busybox_image(),
+        srv = srv.display(),
+    );
+    let file = site.dir.path().join("builds.yml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// hand's Log once its model has said `reply`, within `within`.
+async fn log_once_said(
+    human: &l3m_wire::client::HubClient,
+    reply: &str,
+    within: Duration,
+) -> Vec<l3m_core::log::Record> {
+    use l3m_core::log::RecordBody;
+    let hand = agent("crew/hand");
+    let deadline = Instant::now() + within;
+    loop {
+        let log = human.read_log_from(&hand, 0).await.unwrap().records;
+        let said = log
+            .iter()
+            .any(|r| matches!(&r.body, RecordBody::AssistantReply { text, .. } if text == reply));
+        if said {
+            return log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hand did not say {reply:?} in time; its Log: {log:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The output of the Log's result of the tool `name` (the last one), asserting it succeeded.
+fn tool_output(log: &[l3m_core::log::Record], name: &str) -> String {
+    use l3m_core::log::RecordBody;
+    let id = log
+        .iter()
+        .rev()
+        .find_map(|r| match &r.body {
+            RecordBody::ToolCall { id, name: n, .. } if n == name => Some(id.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {name} call in {log:#?}"));
+    let (output, is_error) = log
+        .iter()
+        .find_map(|r| match &r.body {
+            RecordBody::ToolResult {
+                id: of,
+                output,
+                is_error,
+                ..
+            } if *of == id => Some((output.clone(), *is_error)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result of {name} in {log:#?}"));
+    assert!(!is_error, "{name} failed: {output}");
+    output
+}
+
+/// The digest a line `<prefix><digest>` of `output` names.
+fn digest_after(output: &str, prefix: &str) -> l3m_core::build::ArtifactDigest {
+    let digest = output
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in {output}"));
+    l3m_core::build::ArtifactDigest::parse(digest.trim()).unwrap()
+}
+
+/// Whether the sequencer host `service` runs an agent now (a `sequencer run` process in its
+/// container, which `sequencer supervise` starts per agent and which exits once idle).
+fn runs_an_agent(site: &Site, service: &str) -> bool {
+    let top = run(Command::new("docker").args(["top", &site.container(service)]));
+    top.lines().any(|line| line.contains("/sequencer run"))
+}
+
+/// Host D of issue 17, in Docker: north-builder and north-runner as containers of the compose
+/// site, each reaching north's bus from the host's network namespace through the published
+/// NATS port (over TLS, each node's certificate naming 127.0.0.1) and the host's engine
+/// through its socket. hand, on north-seqhost, writes a small project, builds it with its
+/// `build` tool (a fetch stage through the builder's egress proxy, which only listens because
+/// the builder is in the host's network namespace, then a build stage), and in its next wake
+/// runs the artifact by the digest the build returned with `run`. The run printed the greeting
+/// that the source and the fetched package make together; the builder and runner containers
+/// logged the vouched build and run, and they (pid 1 of their containers) answer health with
+/// the requests counted; nothing they started is left, and neither restarted.
+async fn builds_on_host_d(tls: bool) {
+    use l3m_wire::subjects::{HubId, Service, Subjects};
+
+    // One build test at a time in this process: every compose site's hub is `north`, the site
+    // label of its builder's and runner's stages, and a builder starting removes every stage
+    // of that label it finds (what a killed predecessor left), another test's included.
+    static ONE_BUILDER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _alone = ONE_BUILDER.lock().await;
+    let started = std::time::Instant::now();
+    let mut rng = Rng::from_env();
+    build_images();
+    let image = busybox_image();
+    let mut site = Site::new(&mut rng);
+    if tls {
+        site.secure();
+    }
+    site.stages = true;
+    // The cache exists before the containers start (so the engine makes no root-owned folder
+    // for the bind), owned by the site's user, at the absolute path both containers mount it.
+    let cache = site.dir.path().join("north-artifacts");
+    std::fs::create_dir_all(&cache).unwrap();
+    let srv = site.dir.path().join("pkgs");
+    std::fs::create_dir_all(&srv).unwrap();
+    std::fs::write(srv.join("greeting.sh"), GREETING_SH).unwrap();
+    let overlay = build_overlay(&site, &srv);
+    site.overlays.push(overlay);
+    // The socket's group, as an operator sets it: the containers use it as L3M_UID, root here.
+    let socket_gid = run(Command::new("stat").args(["-c", "%g", "/var/run/docker.sock"]));
+    site.env
+        .push(("L3M_DOCKER_GID", socket_gid.trim().to_owned()));
+    init_north_for(&site, BUILD_GRANT);
+    site.up(site.north_bus());
+    site.up(&["north-hubd", "pkgs"]);
+    let hub = site.served("north").await;
+    let human = hub.human_client().await;
+    spawn_crew_granted(&hub, &human, &["crew/hand"], 10, BUILD_GRANT).await;
+    // They read hubd's build policy at start: hubd answers by now.
+    site.up(&["north-builder", "north-runner"]);
+    let (urls, nats_tls) = site.bus_from_host("north");
+    let cli = l3m_wire::bus::NatsBus::connect_with(
+        &urls,
+        l3m_wire::bus::NatsAuth::UserPassword {
+            user: "cli".into(),
+            password: password("cli"),
+        },
+        &nats_tls,
+    )
+    .await
+    .unwrap();
+    let subjects = Subjects::new(HubId::parse("north").unwrap());
+    let health = async |service: Service| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let answers =
+                l3m_wire::health::gather(&cli, &subjects, service, Duration::from_secs(1))
+                    .await
+                    .unwrap();
+            if !answers.is_empty() {
+                return answers;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {service} answers on north's bus"
+            );
+        }
+    };
+    // Both serve before hand asks (a build sent before the builder subscribed would go
+    // unanswered).
+    health(Service::Builder).await;
+    health(Service::Runner).await;
+    eprintln!("builder and runner serve after {:?}", started.elapsed());
+
+    let script = BUILD_SCRIPT.replace("FETCH", FETCH).replace("IMAGE", image);
+    let host = host_folder(&site, &human, "north-seqhost", &script).await;
+    site.up(&["north-seqhost"]);
+    let to = l3m_core::mail::Address::for_agent(agent("crew/hand")).render();
+    human.send_letter(&to, None, "build it").await.unwrap();
+    let log = log_once_said(&human, "Built.", Duration::from_secs(120)).await;
+    let built = tool_output(&log, "build");
+    assert!(
+        built.contains("stage fetch: exited 0") && built.contains("\nfetched\n"),
+        "the fetch through the builder's proxy: {built}"
+    );
+    assert!(
+        built.contains("stage build: exited 0") && built.contains("\nbuilt\n"),
+        "{built}"
+    );
+    let artifact = digest_after(&built, "artifact: ");
+    eprintln!("built {} after {:?}", artifact.as_str(), started.elapsed());
+
+    // The model reads the digest from the build's result: here the test does, and gives it to
+    // hand's next wake. The script is read when the host starts `sequencer run` for hand, so
+    // the one that built must have gone idle and exited first.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while runs_an_agent(&site, "north-seqhost") {
+        assert!(
+            Instant::now() < deadline,
+            "hand's run did not exit when idle"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let rerun = RUN_SCRIPT
+        .replace("DIGEST", artifact.as_str())
+        .replace("IMAGE", image);
+    std::fs::write(host.join("script.toml"), format!("{script}{rerun}")).unwrap();
+    human.send_letter(&to, None, "run it").await.unwrap();
+    let log = log_once_said(&human, "Ran it.", Duration::from_secs(120)).await;
+    let ran = tool_output(&log, "run");
+    assert!(ran.contains("stage run: exited 0"), "{ran}");
+    // What the artifact printed comes back in the run's log, and in its out/.
+    assert!(
+        ran.contains(&format!("\n{GREETING}\n")),
+        "the run's log holds the greeting: {ran}"
+    );
+    let out = digest_after(&ran, "out: ");
+    let result = std::fs::read_to_string(cache.join(out.as_str()).join("result")).unwrap();
+    assert_eq!(result, format!("{GREETING}\n"));
+    let bytes = std::fs::read_to_string(cache.join(artifact.as_str()).join("app")).unwrap();
+    assert!(
+        bytes.starts_with("#!/bin/sh\nGREETER=built-on-host-d\n") && bytes.ends_with(GREETING_SH),
+        "the artifact is the source and the fetched package: {bytes:?}"
+    );
+
+    // The work was done in the containers: each logged the vouched request, and each answers
+    // health as its container's first process, with the request counted and none refused.
+    let logs = |service: &str| run(&mut site.compose(&["logs", "--no-color", service]));
+    let builder_log = logs("north-builder");
+    assert!(
+        builder_log
+            .lines()
+            .any(|l| l.contains("build vouched") && l.contains("crew/hand")),
+        "{builder_log}"
+    );
+    let runner_log = logs("north-runner");
+    assert!(
+        runner_log
+            .lines()
+            .any(|l| l.contains("run vouched") && l.contains(artifact.as_str())),
+        "{runner_log}"
+    );
+    for service in [Service::Builder, Service::Runner] {
+        let answers = health(service).await;
+        let [answer] = answers.as_slice() else {
+            panic!("one {service} answers: {answers:?}")
+        };
+        assert!(answer.ok(), "{answer:?}");
+        assert_eq!(answer.pid, 1, "{service} runs as its container's process");
+        assert!(answer.gauges["requests_total"] >= 1, "{answer:?}");
+        assert_eq!(answer.gauges["refused_total"], 0, "{answer:?}");
+        assert_eq!(answer.gauges["requests_running"], 0, "{answer:?}");
+    }
+    // Every stage container and the fetch's network are gone; no service restarted.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = stage_leftovers();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for service in [
+        "north-hubd",
+        "north-builder",
+        "north-runner",
+        "north-seqhost",
+    ] {
+        assert_eq!(site.restarts(service), (0, true), "{service}");
+    }
+    eprintln!("the whole test took {:?}", started.elapsed());
+}
+
+/// [`builds_on_host_d`] with north's bus one NATS node in clear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_d_builds_and_runs_an_agents_project_in_the_sites_builder_and_runner() {
+    builds_on_host_d(false).await;
+}
+
+/// [`builds_on_host_d`] over TLS, north's bus a cluster of three nodes: the builder and the
+/// runner reach every node where it is published on 127.0.0.1, trusting north's CA alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_host_d_builds_and_runs_an_agents_project_in_the_sites_builder_and_runner() {
+    builds_on_host_d(true).await;
 }
