@@ -1,5 +1,6 @@
-//! The evaluator process's main: parse its arguments, limit itself, read one request from its
-//! parent, answer it; or, serving, load one program and answer its calls one after another.
+//! The evaluator process's main: parse its arguments, limit itself and filter its system calls
+//! ([`crate::seccomp`]), read one request from its parent, answer it; or, serving, load one
+//! program and answer its calls one after another.
 //! `src/bin/l3m-program.rs` is a thin wrapper around [`main`].
 //!
 //! ```text
@@ -27,6 +28,7 @@ use crate::protocol::{
     CallRequest, CheckRequest, FromChild, HookRequest, LineError, RunRequest, read_line, write_line,
 };
 use crate::rule::RunError;
+use crate::seccomp;
 
 /// What the evaluator was asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +96,10 @@ pub fn main(args: &[String]) -> ExitCode {
         Mode::Serve => limits::apply_serving(limits),
         _ => limits::apply(limits),
     };
-    if let Err(e) = applied {
+    let confined = applied
+        .map_err(|e| e.to_string())
+        .and_then(|()| seccomp::confine().map_err(|e| e.to_string()));
+    if let Err(e) = confined {
         let _ = writeln!(std::io::stderr(), "l3m-program: {e}");
         return ExitCode::from(1);
     }

@@ -14,7 +14,8 @@
 //! Programs never run inside the sequencer. The evaluator (`l3m-program`, [`child`]) is a
 //! separate process, started in a sandbox ([`sandbox`]: bubblewrap, an empty read-only root, no
 //! network, no other process), that limits itself ([`limits`]: address space, CPU time, no
-//! files, no processes) and counts statements; it reaches effects only by asking its parent over a pipe
+//! files, no processes), filters its own system calls (`seccomp`: its pipes, memory never
+//! executable, its clocks, nothing else) and counts statements; it reaches effects only by asking its parent over a pipe
 //! ([`protocol`]). The parent ([`host::ProgramTool`], an ordinary [`l3m_tools::Tool`]) answers
 //! each call through the same ring providers as the built-in tools, with exactly the classes of
 //! the program's footprint granted, and kills the child at its deadline. One evaluator serves a
@@ -51,6 +52,7 @@
 //! - [`hooks`]: an agent's `agent/hooks.star`: its check, its batch of decisions, the event the
 //!   hook sees and the disposition it returns.
 //! - [`limits`]: the OS limits the evaluator sets on itself.
+//! - `seccomp` (with `eval`): the system-call allowlist the evaluator confines itself to.
 //! - [`sandbox`]: bubblewrap around the evaluator: no files, no network, no other processes.
 //! - [`menu`]: the fixed menu a driven child's answer is read against (the quarantined reader).
 //! - `drive`: the children one program call drives, retired when the call returns.
@@ -81,6 +83,8 @@ pub mod rule;
 pub mod sandbox;
 #[cfg(feature = "eval")]
 pub mod seal;
+#[cfg(feature = "eval")]
+pub mod seccomp;
 pub mod types;
 pub mod vocabulary;
 #[cfg(feature = "host")]

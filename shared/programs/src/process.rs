@@ -259,6 +259,9 @@ fn tail(mut stderr: impl Read) -> Vec<u8> {
     }
 }
 
+/// The signal the kernel kills a process with for a system call its seccomp filter forbids.
+const SIGSYS: i32 = 31;
+
 /// Why an evaluator ended without a final line: its deadline, a limit the kernel enforced, its
 /// sandbox refused to start, or something else, named. Bubblewrap reports its child's death by
 /// a signal as an exit code ([`sandbox::signal_of`]).
@@ -285,6 +288,10 @@ pub(crate) fn ended(
         Some(6) => (
             Rule::Memory,
             "it ran out of memory under its address-space limit and aborted".to_owned(),
+        ),
+        Some(SIGSYS) => (
+            Rule::Syscall,
+            "it made a system call its filter forbids and the kernel killed it".to_owned(),
         ),
         Some(signal) => (
             Rule::Evaluator,
@@ -391,4 +398,40 @@ pub(crate) fn read_source(path: &Path, file: &str) -> Result<String, LoadError> 
         ));
     }
     String::from_utf8(bytes).map_err(|_| refuse(Rule::Syntax, "is not UTF-8 text".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    /// How each death is named: the kernel's CPU stop and a deadline as `deadline`, an
+    /// aborted heap as `memory`, the filter's kill as `syscall` (bare, or as bubblewrap's exit
+    /// code `128 + 31`), anything else as `evaluator`.
+    #[test]
+    fn each_death_of_the_evaluator_is_named_by_its_signal() {
+        let rule = |sandbox, status: i32, killed| {
+            ended(
+                "p.star",
+                sandbox,
+                Some(ExitStatus::from_raw(status)),
+                "",
+                killed,
+            )
+            .rule
+        };
+        // A raw wait status: the signal in the low bits, an exit code in the next byte.
+        let signalled = |signal: i32| signal;
+        let exited = |code: i32| code << 8;
+        assert_eq!(rule(Sandbox::None, signalled(SIGSYS), false), Rule::Syscall);
+        assert_eq!(
+            rule(Sandbox::Bwrap, exited(128 + SIGSYS), false),
+            Rule::Syscall
+        );
+        assert_eq!(rule(Sandbox::None, signalled(24), false), Rule::Deadline);
+        assert_eq!(rule(Sandbox::None, signalled(6), false), Rule::Memory);
+        assert_eq!(rule(Sandbox::None, signalled(11), false), Rule::Evaluator);
+        assert_eq!(rule(Sandbox::None, signalled(SIGSYS), true), Rule::Deadline);
+    }
 }

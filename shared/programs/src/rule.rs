@@ -90,6 +90,9 @@ pub enum Rule {
     Deadline,
     /// The program ran out of memory under its address-space limit (heap or stack).
     Memory,
+    /// The evaluator made a system call its filter forbids ([`crate::seccomp`]) and the
+    /// kernel killed it: what an exploit of the interpreter would do, never a program's code.
+    Syscall,
     /// The program failed: an error in its code, or an effect it asked for was refused.
     Runtime,
     /// A hook returned something that is not a disposition.
@@ -131,6 +134,7 @@ impl Rule {
             Self::StepBudget => "step-budget",
             Self::Deadline => "deadline",
             Self::Memory => "memory",
+            Self::Syscall => "syscall",
             Self::Runtime => "runtime",
             Self::NotDisposition => "not-disposition",
             Self::Evaluator => "evaluator",
@@ -163,6 +167,7 @@ impl Rule {
             Self::StepBudget
             | Self::Deadline
             | Self::Memory
+            | Self::Syscall
             | Self::Runtime
             | Self::NotDisposition
             | Self::Evaluator

@@ -7,11 +7,12 @@
 //! that holds the system's library directories read-only (for the dynamic loader) and the
 //! evaluator binary read-only at [`INSIDE`]. No `/proc`, no `/dev`, no `/tmp`: nothing on the
 //! host can be read, written or signalled from inside. The evaluator's own limits
-//! ([`crate::limits`]) still apply: it sets them on itself once it starts inside.
+//! ([`crate::limits`]) and its system-call filter (`seccomp`) still apply: it sets them on
+//! itself once it starts inside.
 //!
 //! Where bubblewrap is missing, or cannot create namespaces here, every evaluation is refused
 //! with [`Rule::Sandbox`](crate::Rule::Sandbox) and the fix; [`Sandbox::None`] is the explicit
-//! opt-out that runs the evaluator bare (rlimits only).
+//! opt-out that runs the evaluator bare (its rlimits and its filter only).
 //!
 //! [`arguments`] is the pure part (the argument list), [`command`] the process it becomes; a
 //! test can put another program in the evaluator's place and keep every flag.

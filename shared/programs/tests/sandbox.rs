@@ -176,3 +176,78 @@ fn a_real_program_loads_and_runs_in_the_sandbox() {
         assert_eq!(out.text.trim(), "3");
     }
 }
+
+/// The process ids below `root` (itself included), from every process's parent in `/proc`.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: the name may hold spaces, so read after its last `)`.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found
+}
+
+/// A process's name and the `Seccomp:` mode `/proc/<pid>/status` shows for it.
+fn seccomp_mode(pid: u32) -> Option<(String, String)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
+    };
+    Some((field("Name:")?, field("Seccomp:")?))
+}
+
+/// The evaluator filters its own system calls before it reads a program: one waiting for its
+/// program, bare and in the sandbox, is in the kernel's filter mode (2); this test process,
+/// the control, is not (0). What the filter refuses: `seccomp::tests` (unit).
+#[test]
+fn the_evaluator_filters_its_system_calls_before_it_reads_a_program() {
+    assert_eq!(seccomp_mode(std::process::id()).unwrap().1, "0");
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_l3m-program"));
+    let args = ["serve", "--memory-mib", "192", "--cpu-secs", "3"].map(OsString::from);
+    for sandbox in [Sandbox::None, Sandbox::Bwrap] {
+        let mut child = sandbox::command(sandbox, &program, &args)
+            .unwrap()
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mode = loop {
+            let modes: Vec<String> = descendants(child.id())
+                .into_iter()
+                .filter_map(seccomp_mode)
+                .filter_map(|(name, mode)| (name == "l3m-program").then_some(mode))
+                .collect();
+            if modes.iter().any(|m| m != "0") || std::time::Instant::now() > deadline {
+                break modes;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(mode, ["2"], "{sandbox:?}");
+    }
+}
