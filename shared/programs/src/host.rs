@@ -313,12 +313,12 @@ impl Tool for ProgramTool {
     }
 
     fn call(&self, input: Value, fx: &Granted<'_>) -> Result<ToolOutput, ToolError> {
-        if !input.is_object() {
-            return Err(ToolError::BadInput {
-                field: "input".into(),
-                reason: "a program's input is a JSON object".into(),
-            });
-        }
+        // The schema the model was shown is the one enforced (the seal kept it to what
+        // `input::check` enforces), before any evaluator starts.
+        crate::input::check(&self.decl.input_schema, &input).map_err(|e| ToolError::BadInput {
+            field: e.path,
+            reason: e.reason,
+        })?;
         let out = self.run(input, fx)?;
         Ok(ToolOutput::text(match out {
             Value::String(text) => text,

@@ -44,6 +44,8 @@
 //! - [`vocabulary`]: the admitted classes, their functions, the kept builtins.
 //! - [`decl`]: [`ProgramDecl`], file names, the surface check.
 //! - [`types`]: the name check over what the seal gathered.
+//! - [`input`]: a program's `INPUT` schema: the part of JSON Schema it may use, enforced on
+//!   every call's input.
 //! - [`plugin`]: a plugin folder: what it may hold, and its all-or-nothing admission.
 //! - [`protocol`]: the JSON lines between parent and evaluator.
 //! - [`process`]: the evaluator as a process: [`process::Evaluator`], one request, one answer.
@@ -74,6 +76,7 @@ pub mod globals;
 pub mod hooks;
 #[cfg(feature = "host")]
 pub mod host;
+pub mod input;
 pub mod limits;
 pub mod menu;
 pub mod plugin;

@@ -164,9 +164,12 @@ impl<'a> Walker<'a> {
             }
         };
         let input_schema = match constants.get("INPUT") {
-            Some((schema @ Value::Object(map), _))
+            Some((schema @ Value::Object(map), line))
                 if map.get("type").and_then(Value::as_str) == Some("object") =>
             {
+                crate::input::check_schema(schema).map_err(|reason| {
+                    LoadError::new(self.file, *line, Rule::InputSchema, reason)
+                })?;
                 schema.clone()
             }
             Some((_, line)) => {

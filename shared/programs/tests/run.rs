@@ -41,6 +41,39 @@ fn a_read_only_program_counts_through_the_ring() {
     assert_eq!(out.text, r#"{"todos":2}"#);
 }
 
+/// The schema the model is shown is enforced before the evaluator starts: an input it rules
+/// out is refused naming the field, and the same tool runs once the input fits; a schema with
+/// a keyword that would go unenforced is refused at load, naming its line.
+#[test]
+fn an_input_its_schema_rules_out_is_refused_naming_the_field_before_the_program_runs() {
+    let s = Session::new();
+    let tool = s.admit("todos", TODOS).unwrap();
+    for (input, field, reason) in [
+        (json!({}), "input.dir", "required"),
+        (json!({"dir": 7}), "input.dir", "expected string"),
+    ] {
+        match s.call(&tool, input) {
+            Err(ToolError::BadInput {
+                field: f,
+                reason: r,
+            }) => {
+                assert_eq!(f, field);
+                assert!(r.contains(reason), "{r}");
+            }
+            other => panic!("expected a bad input, got {other:?}"),
+        }
+    }
+    let out = s.call(&tool, json!({"dir": "workspace"})).unwrap();
+    assert_eq!(out.text, r#"{"todos":0}"#);
+    let pattern = TODOS.replace(
+        r#"{"type": "string"}"#,
+        r#"{"type": "string", "pattern": "^workspace"}"#,
+    );
+    let refused = s.admit("todos", &pattern).unwrap_err();
+    assert_eq!((refused.rule, refused.line), (Rule::InputSchema, 4));
+    assert!(refused.detail.contains("`pattern`"), "{refused}");
+}
+
 /// A wild program: it declares the shell, so each call of it is reviewed before it runs.
 const LINES: &str = r#"FOOTPRINT = ["shell"]
 DESCRIPTION = "Count a file's lines with wc, and note that it did."
