@@ -1,12 +1,22 @@
 //! `l3m`: the human's command line. Parses arguments, sets up logging, finds the l3m home, and
 //! runs the command; every decision lives in the library.
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Started under the evaluator's name (`l3m demo` links it so), this binary is the sealed
+    // programs' evaluator and nothing else: no logging, no home, its own arguments.
+    let mut args = std::env::args_os();
+    let name = args.next();
+    let evaluator = OsStr::new(l3m_programs::process::EVALUATOR_NAME);
+    if name.as_deref().map(Path::new).and_then(Path::file_name) == Some(evaluator) {
+        let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+        return l3m_programs::child::main(&args);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

@@ -159,8 +159,26 @@ fn reviewed_shell_call() -> predicates::BoxPredicate<str> {
     }
 }
 
+/// What the demo prints of `smith`'s own program: the tool it wrote, offered from its next
+/// boot and answering through its tokens, where bubblewrap is installed; why it was skipped
+/// where it is not.
+fn self_extension() -> predicates::BoxPredicate<str> {
+    if std::path::Path::new("/usr/bin/bwrap").is_file() {
+        predicate::str::contains(
+            "[ok] smith's own program was a tool only from the boot after it wrote it",
+        )
+        .and(predicate::str::contains(
+            "[ok] smith's program ran in its evaluator and counted the TODOs through smith's tokens",
+        ))
+        .and(predicate::str::contains(r#"answered {"todos":3}"#))
+        .boxed()
+    } else {
+        predicate::str::contains("self-extension: skipped, sealed programs need bubblewrap").boxed()
+    }
+}
+
 #[test]
-fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_and_vigils() {
+fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_vigils_and_a_program() {
     // The demo's W^X build runs in the image deploy/images/build makes (skipped without it).
     assert_eq!(
         l3m_containers::test_support::busybox_image(),
@@ -192,6 +210,7 @@ fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_and_
         ))
         .stdout(predicate::str::contains("no agent nobody lives on this hub"))
         .stdout(reviewed_shell_call())
+        .stdout(self_extension())
         .stdout(predicate::str::contains(
             "[ok] the build ran with no network and journaled the artifact's digest",
         ))

@@ -64,7 +64,7 @@ impl Evaluator {
         [Some(dir), up]
             .into_iter()
             .flatten()
-            .map(|d| d.join("l3m-program"))
+            .map(|d| d.join(EVALUATOR_NAME))
             .find(|p| p.is_file())
             .map(Self::new)
     }
@@ -258,6 +258,11 @@ fn tail(mut stderr: impl Read) -> Vec<u8> {
         }
     }
 }
+
+/// The evaluator binary's name: `cargo build` and the install script make `l3m-program`, and
+/// the `l3m` binary started under this name (through a link, as `l3m demo` does) is the
+/// evaluator and nothing else.
+pub const EVALUATOR_NAME: &str = "l3m-program";
 
 /// The signal the kernel kills a process with for a system call its seccomp filter forbids.
 const SIGSYS: i32 = 31;

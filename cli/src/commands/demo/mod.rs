@@ -19,7 +19,9 @@
 //! `maker`, granted `build` and `run`, builds a project in a container with no network and runs
 //! the artifact by its digest (`build`; skipped, saying why, without a Docker engine or the
 //! `l3m/busybox:dev` image, or with the human's own model); and `keeper` keeps time with
-//! vigils, one its own and one the human pinned on it, which it cannot cancel (`vigil`).
+//! vigils, one its own and one the human pinned on it, which it cannot cancel (`vigil`); and
+//! `smith` writes a sealed program with tame edits and, at its next boot, calls it as its own
+//! tool, run in a sandboxed evaluator (`program`; skipped, saying why, without bubblewrap).
 //! The demo checks each step and exits non-zero if one did not happen.
 
 use std::collections::BTreeMap;
@@ -42,6 +44,7 @@ use l3m_wire::subjects::HubId;
 mod airmail;
 mod build;
 mod credentials;
+mod program;
 mod review;
 mod vigil;
 
@@ -57,6 +60,7 @@ const WORKER_SCRIPT: &str = include_str!("worker.toml");
 const BOB_SCRIPT: &str = include_str!("bob.toml");
 const TIDY_SCRIPT: &str = include_str!("tidy.toml");
 const KEEPER_SCRIPT: &str = include_str!("keeper.toml");
+const SMITH_SCRIPT: &str = include_str!("smith.toml");
 const MODELS: &str = include_str!("models.toml");
 
 /// What the worker first writes: the rewind must bring this back byte for byte.
@@ -172,6 +176,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
                 ("bob.toml", BOB_SCRIPT),
                 ("tidy.toml", TIDY_SCRIPT),
                 ("keeper.toml", KEEPER_SCRIPT),
+                ("smith.toml", SMITH_SCRIPT),
                 ("maker.toml", &build::script()?),
                 ("models.toml", MODELS),
             ] {
@@ -193,6 +198,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let reviewing =
         review::Reviewing::start(Arc::clone(&bus), &hub_id, &mut config, scripted).await?;
     let building = build::Building::start(Arc::clone(&bus), &hub_id, root, scripted).await?;
+    let programs = program::Programs::prepare(root, &mut config)?;
     let sequencers =
         start_sequencers(Arc::clone(&bus), root, &hub_id, config.clone(), &config_dir).await?;
     let me = human_session(Arc::clone(&bus), &hub_id, root, &human).await?;
@@ -205,7 +211,12 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     };
     let south = airmail::open_south(north, root.join("south"), &human, config, &config_dir).await?;
 
-    let outcome = scenario(&me, &south, &reviewing, &building, root, &bar, timeout).await;
+    let services = Services {
+        reviewing: &reviewing,
+        building: &building,
+        programs: &programs,
+    };
+    let outcome = scenario(&me, &south, services, root, &bar, timeout).await;
     bar.finish_and_clear();
     reviewing.stop();
     building.stop();
@@ -247,11 +258,17 @@ async fn human_session(
     Ok(HubClient::open(bus, hub_id.clone(), &key, duty).await?)
 }
 
+/// What the later steps need beside the hub: each is running, or says why its step is skipped.
+struct Services<'a> {
+    reviewing: &'a review::Reviewing,
+    building: &'a build::Building,
+    programs: &'a program::Programs,
+}
+
 async fn scenario(
     me: &HubClient,
     south: &airmail::South,
-    reviewing: &review::Reviewing,
-    building: &build::Building,
+    services: Services<'_>,
     root: &Path,
     bar: &ProgressBar,
     timeout: Duration,
@@ -364,19 +381,37 @@ async fn scenario(
 
     bar.set_message("a shell call under review: tidy proposes, a reviewer deliberates");
     let left = deadline.saturating_duration_since(Instant::now());
-    let seen = review::step(me, reviewing, root, left.max(Duration::from_secs(30))).await?;
+    let seen = review::step(
+        me,
+        services.reviewing,
+        root,
+        left.max(Duration::from_secs(30)),
+    )
+    .await?;
     text.push_str(&seen.text);
     checks.extend(seen.checks);
 
     bar.set_message("a W^X build: maker builds with no network and runs by digest");
     let left = deadline.saturating_duration_since(Instant::now());
-    let seen = build::step(me, building, root, left.max(Duration::from_secs(60))).await?;
+    let seen = build::step(
+        me,
+        services.building,
+        root,
+        left.max(Duration::from_secs(60)),
+    )
+    .await?;
     text.push_str(&seen.text);
     checks.extend(seen.checks);
 
     bar.set_message("vigils: keeper is told when its reminders fire, one pinned by you");
     let left = deadline.saturating_duration_since(Instant::now());
     let seen = vigil::step(me, left.max(Duration::from_secs(30))).await?;
+    text.push_str(&seen.text);
+    checks.extend(seen.checks);
+
+    bar.set_message("self-extension: smith writes its own tool and uses it after a reboot");
+    let left = deadline.saturating_duration_since(Instant::now());
+    let seen = program::step(me, services.programs, left.max(Duration::from_secs(30))).await?;
     text.push_str(&seen.text);
     checks.extend(seen.checks);
 
