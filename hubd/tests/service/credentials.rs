@@ -324,3 +324,64 @@ async fn a_host_session_reads_its_subtree_and_writes_nothing() {
     refused(reply, ErrorCode::Refused, "send `interrupt` to bob");
     assert_eq!(f.refs(), before, "nothing was written");
 }
+
+/// A stolen postman credential opens the postman's session and nothing else: no agent's
+/// sequencer, no human, no host; and with that session no Log append, no letter from an agent,
+/// no spawn and no regrant. Carrying airmail is all it may do (`airmail::*`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_postman_credential_appends_to_no_log_and_opens_no_other_duty() {
+    let (f, human) = setup().await;
+    let service = l3m_core::names::ServiceName::parse("postman").unwrap();
+    let stolen = issue(
+        &f,
+        &human,
+        Scope::Postman {
+            service: service.clone(),
+        },
+        60_000,
+    )
+    .await;
+    let before = f.refs();
+    let alice = Duty::Human {
+        human: HumanName::parse("alice").unwrap(),
+    };
+    for duty in [seq("bob"), alice, Duty::Host { subtree: None }] {
+        let reply = f.session_with(&stolen, duty).await;
+        refused(reply, ErrorCode::Refused, "cannot open a session for");
+    }
+    let postman = f
+        .session_with(&stolen, Duty::Postman { service })
+        .await
+        .unwrap();
+    let reply = f
+        .call::<_, LogAppended>(Op::AppendLog, &append(&postman, "bob"))
+        .await;
+    refused(
+        reply,
+        ErrorCode::Refused,
+        "a Log is appended only by its own agent's sequencer",
+    );
+    let letter = SendLetter {
+        capability: postman.clone(),
+        to: Address::for_agent(agent("bob")).render(),
+        subject: None,
+        body: "forged".into(),
+        in_reply_to: None,
+    };
+    let reply = f.call::<_, LetterSent>(Op::SendLetter, &letter).await;
+    refused(reply, ErrorCode::Refused, "neither writes letters");
+    let reply = f.spawn(&postman, "bob/kid", root_grant()).await;
+    refused(reply, ErrorCode::Refused, "only a human spawns roots");
+    let regrant = Regrant {
+        capability: postman.clone(),
+        agent: "bob".into(),
+        grant: root_grant(),
+    };
+    let reply = f.call::<_, Regranted>(Op::Regrant, &regrant).await;
+    refused(
+        reply,
+        ErrorCode::Refused,
+        "a grant is changed only by its issuer",
+    );
+    assert_eq!(f.refs(), before, "nothing was written");
+}
