@@ -850,17 +850,6 @@ async fn spawn_crew_with(
     children: &[&str],
     calls: u64,
 ) {
-    spawn_crew_granted(hub, human, children, calls, CREW_GRANT).await;
-}
-
-/// [`spawn_crew_with`], each child granted `grant` (TOML) and crew that and `spawn`.
-async fn spawn_crew_granted(
-    hub: &ServedHub,
-    human: &l3m_wire::client::HubClient,
-    children: &[&str],
-    calls: u64,
-    grant: &str,
-) {
     let spawn =
         |child: &str, grant: Grant, calls: u64, shares: u64| l3m_core::grant::SpawnRequest {
             child: agent(child),
@@ -877,7 +866,7 @@ async fn spawn_crew_granted(
     let shares = children.len() as u64 + 1;
     let all = 10 + calls * children.len() as u64;
     human
-        .spawn(spawn("crew", crew_grant_of(grant), all, shares))
+        .spawn(spawn("crew", crew_grant_of(CREW_GRANT), all, shares))
         .await
         .unwrap();
     let crew = hub
@@ -886,7 +875,7 @@ async fn spawn_crew_granted(
         })
         .await;
     for child in children {
-        let grant = toml::from_str(grant).unwrap();
+        let grant = toml::from_str(CREW_GRANT).unwrap();
         crew.spawn(spawn(child, grant, calls, 1)).await.unwrap();
     }
 }
@@ -1286,13 +1275,16 @@ async fn cost_of_distance() {
     );
 }
 
-/// The grant of `crew/hand` when it builds: its workspace and branches as [`CREW_GRANT`], the
-/// package host its fetch stage may reach, and the `build` and `run` axes.
+/// The agent that builds and runs, a root agent of north: only a human may grant both
+/// `build` and `run` (a grant an agent writes holds one or the other).
+const MAKER: &str = "maker";
+
+/// maker's grant: its workspace and branches as [`CREW_GRANT`], the package host its fetch
+/// stage may reach, and the `build` and `run` axes.
 const BUILD_GRANT: &str = r#"
 files = ["workspace"]
 git-read = ["refs/heads/l3m/"]
 git-write = ["refs/heads/l3m/"]
-mail = ["agent:crew"]
 net = ["pkgs.test"]
 build = true
 run = true
@@ -1308,12 +1300,18 @@ const GREETING: &str = "hello from a built-on-host-d artifact";
 /// The fetch stage's script: each file the lockfile names, through the builder's proxy.
 const FETCH: &str = r#"for f in $(cat /lock/deps.lock); do printf 'GET http://pkgs.test:8080/%s HTTP/1.0\r\nHost: pkgs.test\r\n\r\n' "$f" | nc -w 10 "$L3M_PROXY_HOST" "$L3M_PROXY_PORT" > /tmp/resp; head -1 /tmp/resp | grep -q ' 200 ' || exit 3; sed '1,/^\r$/d' /tmp/resp > "/cache/$f"; done; echo fetched"#;
 
-/// hand's first wake: write a small project into its workspace (source and lockfile), build it
+/// maker's first wake: write a small project into its workspace (source and lockfile), build it
 /// with its `build` tool (a fetch stage through the builder's proxy, then a build stage with no
 /// network), and stop.
 const BUILD_SCRIPT: &str = r##"
 [[turn]]
 text = "Writing the project."
+[[turn.tool_use]]
+name = "make_dir"
+input = { path = "workspace/hello" }
+[[turn.tool_use]]
+name = "make_dir"
+input = { path = "workspace/hello/lock" }
 [[turn.tool_use]]
 name = "write_file"
 input = { path = "workspace/hello/app.sh", content = "#!/bin/sh\nGREETER=built-on-host-d\n" }
@@ -1335,7 +1333,7 @@ command = ["sh", "-c", "cat /src/app.sh /cache/greeting.sh > /artifact/app && ch
 text = "Built."
 "##;
 
-/// hand's second wake, after [`BUILD_SCRIPT`]'s turns: run the artifact by the digest the build
+/// maker's second wake, after [`BUILD_SCRIPT`]'s turns: run the artifact by the digest the build
 /// returned (the test reads it from the Log and gives it here, as a model reads it from the
 /// tool result), printing what it prints and keeping it in out/.
 const RUN_SCRIPT: &str = r#"
@@ -1425,17 +1423,17 @@ services:
     file
 }
 
-/// hand's Log once its model has said `reply`, within `within`.
+/// maker's Log once its model has said `reply`, within `within`.
 async fn log_once_said(
     human: &l3m_wire::client::HubClient,
     reply: &str,
     within: Duration,
 ) -> Vec<l3m_core::log::Record> {
     use l3m_core::log::RecordBody;
-    let hand = agent("crew/hand");
+    let maker = agent(MAKER);
     let deadline = Instant::now() + within;
     loop {
-        let log = human.read_log_from(&hand, 0).await.unwrap().records;
+        let log = human.read_log_from(&maker, 0).await.unwrap().records;
         let said = log
             .iter()
             .any(|r| matches!(&r.body, RecordBody::AssistantReply { text, .. } if text == reply));
@@ -1444,7 +1442,7 @@ async fn log_once_said(
         }
         assert!(
             Instant::now() < deadline,
-            "hand did not say {reply:?} in time; its Log: {log:#?}"
+            "maker did not say {reply:?} in time; its Log: {log:#?}"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -1477,13 +1475,13 @@ fn tool_output(log: &[l3m_core::log::Record], name: &str) -> String {
     output
 }
 
-/// The digest a line `<prefix><digest>` of `output` names.
+/// The digest a line `<prefix><digest>[ more words]` of `output` names.
 fn digest_after(output: &str, prefix: &str) -> l3m_core::build::ArtifactDigest {
     let digest = output
         .lines()
-        .find_map(|l| l.strip_prefix(prefix))
+        .find_map(|l| l.strip_prefix(prefix)?.split_whitespace().next())
         .unwrap_or_else(|| panic!("no {prefix:?} line in {output}"));
-    l3m_core::build::ArtifactDigest::parse(digest.trim()).unwrap()
+    l3m_core::build::ArtifactDigest::parse(digest).unwrap()
 }
 
 /// Whether the sequencer host `service` runs an agent now (a `sequencer run` process in its
@@ -1496,7 +1494,7 @@ fn runs_an_agent(site: &Site, service: &str) -> bool {
 /// Host D of issue 17, in Docker: north-builder and north-runner as containers of the compose
 /// site, each reaching north's bus from the host's network namespace through the published
 /// NATS port (over TLS, each node's certificate naming 127.0.0.1) and the host's engine
-/// through its socket. hand, on north-seqhost, writes a small project, builds it with its
+/// through its socket. maker, a root agent run by north-seqhost, writes a small project, builds it with its
 /// `build` tool (a fetch stage through the builder's egress proxy, which only listens because
 /// the builder is in the host's network namespace, then a build stage), and in its next wake
 /// runs the artifact by the digest the build returned with `run`. The run printed the greeting
@@ -1511,10 +1509,11 @@ async fn builds_on_host_d(tls: bool) {
     // of that label it finds (what a killed predecessor left), another test's included.
     static ONE_BUILDER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _alone = ONE_BUILDER.lock().await;
-    let started = std::time::Instant::now();
     let mut rng = Rng::from_env();
     build_images();
     let image = busybox_image();
+    // The test's own time, from here: the images are made (or kept) once per test process.
+    let started = std::time::Instant::now();
     let mut site = Site::new(&mut rng);
     if tls {
         site.secure();
@@ -1537,8 +1536,23 @@ async fn builds_on_host_d(tls: bool) {
     site.up(site.north_bus());
     site.up(&["north-hubd", "pkgs"]);
     let hub = site.served("north").await;
+    eprintln!("north served after {:?}", started.elapsed());
     let human = hub.human_client().await;
-    spawn_crew_granted(&hub, &human, &["crew/hand"], 10, BUILD_GRANT).await;
+    human
+        .spawn(l3m_core::grant::SpawnRequest {
+            child: agent(MAKER),
+            grant: toml::from_str(BUILD_GRANT).unwrap(),
+            loan: l3m_core::budget::Fuel {
+                model_calls: 10,
+                bytes: 1_000_000,
+                wakes: 10,
+            },
+            driven: false,
+            persona: None,
+            fork: None,
+        })
+        .await
+        .unwrap();
     // They read hubd's build policy at start: hubd answers by now.
     site.up(&["north-builder", "north-runner"]);
     let (urls, nats_tls) = site.bus_from_host("north");
@@ -1569,18 +1583,21 @@ async fn builds_on_host_d(tls: bool) {
             );
         }
     };
-    // Both serve before hand asks (a build sent before the builder subscribed would go
+    // Both serve before maker asks (a build sent before the builder subscribed would go
     // unanswered).
     health(Service::Builder).await;
     health(Service::Runner).await;
     eprintln!("builder and runner serve after {:?}", started.elapsed());
 
     let script = BUILD_SCRIPT.replace("FETCH", FETCH).replace("IMAGE", image);
-    let host = host_folder(&site, &human, "north-seqhost", &script).await;
+    let host = host_folder_for(&site, &human, "north-seqhost", MAKER, &script).await;
     site.up(&["north-seqhost"]);
-    let to = l3m_core::mail::Address::for_agent(agent("crew/hand")).render();
+    let to = l3m_core::mail::Address::for_agent(agent(MAKER)).render();
     human.send_letter(&to, None, "build it").await.unwrap();
     let log = log_once_said(&human, "Built.", Duration::from_secs(120)).await;
+    for tool in ["make_dir", "write_file"] {
+        tool_output(&log, tool);
+    }
     let built = tool_output(&log, "build");
     assert!(
         built.contains("stage fetch: exited 0") && built.contains("\nfetched\n"),
@@ -1594,13 +1611,13 @@ async fn builds_on_host_d(tls: bool) {
     eprintln!("built {} after {:?}", artifact.as_str(), started.elapsed());
 
     // The model reads the digest from the build's result: here the test does, and gives it to
-    // hand's next wake. The script is read when the host starts `sequencer run` for hand, so
+    // maker's next wake. The script is read when the host starts `sequencer run` for maker, so
     // the one that built must have gone idle and exited first.
     let deadline = Instant::now() + Duration::from_secs(30);
     while runs_an_agent(&site, "north-seqhost") {
         assert!(
             Instant::now() < deadline,
-            "hand's run did not exit when idle"
+            "maker's run did not exit when idle"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -1633,7 +1650,7 @@ async fn builds_on_host_d(tls: bool) {
     assert!(
         builder_log
             .lines()
-            .any(|l| l.contains("build vouched") && l.contains("crew/hand")),
+            .any(|l| l.contains("build vouched") && l.contains(MAKER)),
         "{builder_log}"
     );
     let runner_log = logs("north-runner");
