@@ -842,6 +842,28 @@ async fn spawn_crew(hub: &ServedHub, human: &l3m_wire::client::HubClient) {
     spawn_crew_with(hub, human, &["crew/hand"], 10).await;
 }
 
+/// A spawn of `child` under `grant` with a loan of `calls` model calls (100 kB of bytes
+/// each) and `wakes` wakes.
+fn spawn_request(
+    child: &str,
+    grant: Grant,
+    calls: u64,
+    wakes: u64,
+) -> l3m_core::grant::SpawnRequest {
+    l3m_core::grant::SpawnRequest {
+        child: agent(child),
+        grant,
+        loan: l3m_core::budget::Fuel {
+            model_calls: calls,
+            bytes: calls * 100_000,
+            wakes,
+        },
+        driven: false,
+        persona: None,
+        fork: None,
+    }
+}
+
 /// Spawns `crew` (by the human) and each of `children` with `calls` model calls (by crew's
 /// sequencer session).
 async fn spawn_crew_with(
@@ -850,19 +872,9 @@ async fn spawn_crew_with(
     children: &[&str],
     calls: u64,
 ) {
-    let spawn =
-        |child: &str, grant: Grant, calls: u64, shares: u64| l3m_core::grant::SpawnRequest {
-            child: agent(child),
-            grant,
-            loan: l3m_core::budget::Fuel {
-                model_calls: calls,
-                bytes: calls * 100_000,
-                wakes: 5 * shares,
-            },
-            driven: false,
-            persona: None,
-            fork: None,
-        };
+    let spawn = |child: &str, grant: Grant, calls: u64, shares: u64| {
+        spawn_request(child, grant, calls, 5 * shares)
+    };
     let shares = children.len() as u64 + 1;
     let all = 10 + calls * children.len() as u64;
     human
@@ -1539,18 +1551,12 @@ async fn builds_on_host_d(tls: bool) {
     eprintln!("north served after {:?}", started.elapsed());
     let human = hub.human_client().await;
     human
-        .spawn(l3m_core::grant::SpawnRequest {
-            child: agent(MAKER),
-            grant: toml::from_str(BUILD_GRANT).unwrap(),
-            loan: l3m_core::budget::Fuel {
-                model_calls: 10,
-                bytes: 1_000_000,
-                wakes: 10,
-            },
-            driven: false,
-            persona: None,
-            fork: None,
-        })
+        .spawn(spawn_request(
+            MAKER,
+            toml::from_str(BUILD_GRANT).unwrap(),
+            10,
+            10,
+        ))
         .await
         .unwrap();
     // They read hubd's build policy at start: hubd answers by now.
