@@ -177,39 +177,6 @@ fn a_real_program_loads_and_runs_in_the_sandbox() {
     }
 }
 
-/// The process ids below `root` (itself included), from every process's parent in `/proc`.
-fn descendants(root: u32) -> Vec<u32> {
-    let mut parents: Vec<(u32, u32)> = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        // `pid (comm) state ppid …`: the name may hold spaces, so read after its last `)`.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
-            parents.push((pid, ppid));
-        }
-    }
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        i += 1;
-    }
-    found
-}
-
 /// A process's name and the `Seccomp:` mode `/proc/<pid>/status` shows for it.
 fn seccomp_mode(pid: u32) -> Option<(String, String)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -236,7 +203,7 @@ fn the_evaluator_filters_its_system_calls_before_it_reads_a_program() {
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mode = loop {
-            let modes: Vec<String> = descendants(child.id())
+            let modes: Vec<String> = common::tree(child.id())
                 .into_iter()
                 .filter_map(seccomp_mode)
                 .filter_map(|(name, mode)| (name == "l3m-program").then_some(mode))

@@ -51,34 +51,7 @@ fn rule(err: ToolError) -> String {
     }
 }
 
-/// Process `pid` and every process below it, from each process's parent in `/proc/<pid>/stat`:
-/// a sandboxed evaluator runs below the bubblewrap whose process id the tool reports.
-fn tree(pid: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter_map(|p: u32| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            let after = &stat[stat.rfind(')')? + 1..];
-            Some((p, after.split_whitespace().nth(1)?.parse().ok()?))
-        })
-        .collect();
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        out.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    out
-}
-
-/// Whether the processes of `procs` (a [`tree`], its root first) are gone: the root killed and
+/// Whether the processes of `procs` (a [`common::tree`], its root first) are gone: the root killed and
 /// reaped, no zombie left; each process below it (inside the sandbox, reaped by the system's
 /// init once the sandbox falls) dead within a few seconds.
 fn gone(procs: &[u32]) -> bool {
@@ -107,7 +80,7 @@ fn two_calls_of_one_tool_are_served_by_one_evaluator() {
     );
     assert_eq!(echo(&s, &tool, "one"), r#"{"echo":"one","text":"hello"}"#);
     let pid = tool.evaluator_pid().unwrap();
-    let procs = tree(pid);
+    let procs = common::tree(pid);
     assert!(
         procs.len() > 1,
         "the evaluator runs inside bubblewrap: {procs:?}"
@@ -135,7 +108,7 @@ fn after_a_call_killed_at_its_deadline_the_next_call_gets_a_fresh_evaluator() {
     let tool = moods(&s);
     echo(&s, &tool, "before");
     let first = tool.evaluator_pid().unwrap();
-    let procs = tree(first);
+    let procs = common::tree(first);
     let err = s.call(&tool, json!({"spin": 2_000_000_000})).unwrap_err();
     assert_eq!(rule(err), Rule::Deadline.name());
     assert_eq!(tool.evaluator_pid(), None);
@@ -153,7 +126,7 @@ fn after_a_call_stopped_by_the_heap_limit_the_next_call_gets_a_fresh_evaluator()
     let tool = moods(&s);
     echo(&s, &tool, "before");
     let first = tool.evaluator_pid().unwrap();
-    let procs = tree(first);
+    let procs = common::tree(first);
     let err = s.call(&tool, json!({"bomb": 200_000_000})).unwrap_err();
     assert_eq!(rule(err), Rule::Memory.name());
     assert_eq!(tool.evaluator_pid(), None);
@@ -237,7 +210,7 @@ fn an_evaluator_is_retired_after_its_served_calls() {
     let tool = moods(&s);
     echo(&s, &tool, "0");
     let first = tool.evaluator_pid().unwrap();
-    let procs = tree(first);
+    let procs = common::tree(first);
     for i in 1..SERVED_CALLS - 1 {
         echo(&s, &tool, &i.to_string());
     }
@@ -256,7 +229,7 @@ fn an_evaluator_is_retired_after_its_served_calls() {
 /// CPU time the process `pid` and those below it (the evaluator inside its sandbox) have
 /// used, from each one's `/proc/<pid>/schedstat`.
 fn cpu_time(pid: u32) -> Duration {
-    tree(pid)
+    common::tree(pid)
         .into_iter()
         .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/schedstat")).ok())
         .map(|stat| Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap()))

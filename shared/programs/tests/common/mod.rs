@@ -116,3 +116,30 @@ impl Session {
         tool.call(input, &granted)
     }
 }
+
+/// Process `pid` and every process below it, from each process's parent in `/proc/<pid>/stat`:
+/// a sandboxed evaluator runs below the bubblewrap whose process id the tool reports.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter_map(|p: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let after = &stat[stat.rfind(')')? + 1..];
+            Some((p, after.split_whitespace().nth(1)?.parse().ok()?))
+        })
+        .collect();
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    out
+}
