@@ -30,6 +30,7 @@
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
 //! - [`review`]: review as deliberation over wild calls: justification, verdicts, rounds, cards.
 //! - [`sandbox`]: where bubblewrap is, the isolation every sandbox gets, the fix when it fails.
+//! - [`json`]: JSON values as messages about bad input name them.
 //! - [`string_form`](mod@string_form): the one string form of every validated text type.
 //!
 //! # Example
@@ -56,6 +57,7 @@ pub mod duty;
 pub mod effects;
 pub mod grant;
 pub mod hooks;
+pub mod json;
 pub mod ledger;
 pub mod log;
 pub mod mail;

@@ -9,6 +9,7 @@
 //! `minLength`, `maxLength`, `minItems`, `maxItems`; and the annotations `description`,
 //! `title`, `default`, `examples`, which constrain nothing.
 
+use l3m_core::json::kind;
 use serde_json::{Map, Value};
 
 /// Why an input does not fit its program's schema: where, and what was wrong.
@@ -61,7 +62,10 @@ fn schema_at(schema: &Value, at: &str, depth: usize) -> Result<(), String> {
         let shaped = match keyword.as_str() {
             "type" => match value {
                 Value::String(name) => type_name(name),
-                Value::Array(names) => names.iter().all(|n| n.as_str().is_some_and(type_name)),
+                // An empty list would admit no input at all.
+                Value::Array(names) => {
+                    !names.is_empty() && names.iter().all(|n| n.as_str().is_some_and(type_name))
+                }
                 _ => false,
             },
             "properties" => {
@@ -249,18 +253,6 @@ fn is(value: &Value, name: &str) -> bool {
     }
 }
 
-/// A value's JSON type, as errors name it.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -337,6 +329,11 @@ mod tests {
         let bad_type = json!({"type": "object", "properties": {"n": {"type": "float"}}});
         assert_eq!(
             check_schema(&bad_type).unwrap_err(),
+            "INPUT.properties.n.type is not in the shape JSON Schema gives it"
+        );
+        let no_type = json!({"type": "object", "properties": {"n": {"type": []}}});
+        assert_eq!(
+            check_schema(&no_type).unwrap_err(),
             "INPUT.properties.n.type is not in the shape JSON Schema gives it"
         );
         let mut deep = json!({"type": "string"});

@@ -1,5 +1,6 @@
 //! Reading a tool's JSON input field by field, so a bad input names the field at fault.
 
+use l3m_core::json::kind;
 use serde_json::{Map, Value};
 
 use crate::tool::ToolError;
@@ -99,17 +100,6 @@ pub(crate) fn bad(field: &str, reason: String) -> ToolError {
     ToolError::BadInput {
         field: field.to_owned(),
         reason,
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
