@@ -28,6 +28,7 @@ use std::time::Duration;
 use common::served::ServedHub;
 use common::{Hub as _, Pair, Rng, agent, airmail_to, env_or};
 use hubd::store::HubOptions;
+use l3m_containers::test_support::{FETCH, GREETING_SH, PKG_HOST, busybox_image};
 use l3m_core::grant::Grant;
 use l3m_wire::bus::NatsTls;
 use postman::link::Limits;
@@ -1302,15 +1303,8 @@ build = true
 run = true
 "#;
 
-/// The host name of the package source the fetch stage reaches through the builder's proxy.
-const PKG_HOST: &str = "pkgs.test";
-/// The one package the package source serves: it greets as `$GREETER`.
-const GREETING_SH: &str = "echo \"hello from a $GREETER artifact\"\n";
 /// What the built artifact prints: hand's source names the greeter, the fetched package greets.
 const GREETING: &str = "hello from a built-on-host-d artifact";
-
-/// The fetch stage's script: each file the lockfile names, through the builder's proxy.
-const FETCH: &str = r#"for f in $(cat /lock/deps.lock); do printf 'GET http://pkgs.test:8080/%s HTTP/1.0\r\nHost: pkgs.test\r\n\r\n' "$f" | nc -w 10 "$L3M_PROXY_HOST" "$L3M_PROXY_PORT" > /tmp/resp; head -1 /tmp/resp | grep -q ' 200 ' || exit 3; sed '1,/^\r$/d' /tmp/resp > "/cache/$f"; done; echo fetched"#;
 
 /// maker's first wake: write a small project into its workspace (source and lockfile), build it
 /// with its `build` tool (a fetch stage through the builder's proxy, then a build stage with no
@@ -1357,18 +1351,6 @@ input = { artifact = "DIGEST", image = "IMAGE", command = ["sh", "-c", "/artifac
 [[turn]]
 text = "Ran it."
 "#;
-
-/// The stage image the agent's build and run name, `l3m/busybox:dev`, built locally by
-/// deploy/images/build (from Debian's busybox-static; it keeps an image it already made), once
-/// per test process. This is what l3m_containers::test_support::busybox_image does; postman's
-/// tests do not depend on that crate.
-fn busybox_image() -> &'static str {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
-        run(Command::new(compose_dir().join("../images/build")).env("L3M_IMAGE_TAG", "dev"));
-    });
-    "l3m/busybox:dev"
-}
 
 /// The containers and networks north's builder and runner started and left, by the labels
 /// l3m_containers gives them (`l3m.owner`, `l3m.site`): they are the engine's, not the compose
@@ -1595,7 +1577,9 @@ async fn builds_on_host_d(tls: bool) {
     health(Service::Runner).await;
     eprintln!("builder and runner serve after {:?}", started.elapsed());
 
-    let script = BUILD_SCRIPT.replace("FETCH", FETCH).replace("IMAGE", image);
+    let script = BUILD_SCRIPT
+        .replace("FETCH", FETCH)
+        .replace("IMAGE", &image);
     let host = host_folder_for(&site, &human, "north-seqhost", MAKER, &script).await;
     site.up(&["north-seqhost"]);
     let to = l3m_core::mail::Address::for_agent(agent(MAKER)).render();
@@ -1629,7 +1613,7 @@ async fn builds_on_host_d(tls: bool) {
     }
     let rerun = RUN_SCRIPT
         .replace("DIGEST", artifact.as_str())
-        .replace("IMAGE", image);
+        .replace("IMAGE", &image);
     std::fs::write(host.join("script.toml"), format!("{script}{rerun}")).unwrap();
     human.send_letter(&to, None, "run it").await.unwrap();
     let log = log_once_said(&human, "Ran it.", Duration::from_secs(120)).await;

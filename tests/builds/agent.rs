@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use l3m_containers::hash_tree;
-use l3m_containers::test_support::busybox_image;
+use l3m_containers::test_support::{FETCH, busybox_image};
 use l3m_core::budget::Fuel;
 use l3m_core::duty::Duty;
 use l3m_core::effects::EffectClass;
@@ -23,9 +23,6 @@ use crate::site::Site;
 
 /// What the agent's artifact prints: its source names the greeter, the fetched package greets.
 const GREETING: &str = "hello from a fetched-and-built artifact";
-
-/// The fetch stage's script: each file the lockfile names, through the builder's proxy.
-const FETCH: &str = r#"for f in $(cat /lock/deps.lock); do printf 'GET http://pkgs.test:8080/%s HTTP/1.0\r\nHost: pkgs.test\r\n\r\n' "$f" | nc -w 10 "$L3M_PROXY_HOST" "$L3M_PROXY_PORT" > /tmp/resp; head -1 /tmp/resp | grep -q ' 200 ' || exit 3; sed '1,/^\r$/d' /tmp/resp > "/cache/$f"; done; echo fetched"#;
 
 /// Spawns root agent `name` with `grant` and fuel for a few calls, as the site's human.
 async fn spawn(site: &Site, name: &str, grant: Grant) {

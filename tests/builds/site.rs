@@ -37,11 +37,7 @@ pub async fn connect(server: &NatsServer, user: &str) -> NatsBus {
     l3m_wire::test_support::connect_as(server, user).await
 }
 
-/// The host name the fetch stage's grant lists.
-pub const PKG_HOST: &str = "pkgs.test";
-
-/// The one package the package source serves, `greeting.sh`: it greets as `$GREETER`.
-pub const GREETING_SH: &str = "echo \"hello from a $GREETER artifact\"\n";
+pub use l3m_containers::test_support::{GREETING_SH, PKG_HOST};
 
 /// The project's folder in maker's ACR, as requests and vouchers name it.
 pub const PROJECT: &str = "workspace/project";

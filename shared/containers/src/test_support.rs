@@ -8,6 +8,17 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
+/// The package the builds' tests fetch: the host the fetch stage's grant lists, served by a
+/// package source each test starts on port 8080.
+pub const PKG_HOST: &str = "pkgs.test";
+
+/// The one package the package source serves, `greeting.sh`: it greets as `$GREETER`.
+pub const GREETING_SH: &str = "echo \"hello from a $GREETER artifact\"\n";
+
+/// The fetch stage's script as an agent's `build` call gives it: each file the lockfile names,
+/// from [`PKG_HOST`] through the builder's proxy, into the cache.
+pub const FETCH: &str = r#"for f in $(cat /lock/deps.lock); do printf 'GET http://pkgs.test:8080/%s HTTP/1.0\r\nHost: pkgs.test\r\n\r\n' "$f" | nc -w 10 "$L3M_PROXY_HOST" "$L3M_PROXY_PORT" > /tmp/resp; head -1 /tmp/resp | grep -q ' 200 ' || exit 3; sed '1,/^\r$/d' /tmp/resp > "/cache/$f"; done; echo fetched"#;
+
 /// The busybox image tag the tests run, built once per test process by `deploy/images/build`.
 pub fn busybox_image() -> String {
     static BUILT: OnceLock<String> = OnceLock::new();
