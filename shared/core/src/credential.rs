@@ -492,17 +492,30 @@ mod tests {
 
     proptest! {
         /// A host scope admits a sequencer exactly when the agent is within its subtree, and
-        /// never any other kind of duty.
+        /// never any other kind of duty. The oracle is the subtree's definition on the names'
+        /// segments, not `AgentName::is_within`: the root's segments begin the agent's (so
+        /// `a/b` holds `a/b` and `a/b/c`, never `a/bb`).
         #[test]
         fn host_scope_is_the_subtree_and_nothing_else(
-            root in "[a-c](/[a-c]){0,2}",
-            asked in "[a-c](/[a-c]){0,3}",
+            root_text in "[a-c]{1,2}(/[a-c]{1,2}){0,2}",
+            tail in "[a-c]{1,2}(/[a-c]{1,2}){0,3}",
+            how in 0u8..3,
         ) {
-            let (root, asked) = (agent(&root), agent(&asked));
+            // The agent: unrelated, below the root, or the root's text with more glued on (a
+            // string prefix that is no subtree).
+            let asked_text = match how {
+                0 => tail,
+                1 => format!("{root_text}/{tail}"),
+                _ => format!("{root_text}{tail}"),
+            };
+            let (root, asked) = (agent(&root_text), agent(&asked_text));
             let scope = Scope::Host { subtree: Some(root.clone()) };
+            let root_segments: Vec<&str> = root_text.split('/').collect();
+            let asked_segments: Vec<&str> = asked_text.split('/').collect();
+            let in_subtree = asked_segments.starts_with(&root_segments);
             prop_assert_eq!(
                 scope.admits(&Duty::Sequencer { agent: asked.clone() }),
-                asked.is_within(&root)
+                in_subtree
             );
             let human = HumanName::parse(asked.as_str().split('/').next().unwrap()).unwrap();
             let as_human = Duty::Human { human };

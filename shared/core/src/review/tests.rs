@@ -10,6 +10,99 @@ use crate::effects::{EffectClass, Footprint};
 use crate::log::{CallId, Log, ToolUse, Usage};
 use crate::owed::{Owed, PlanInput, Signal, journal, plan};
 
+/// A reviewer's answer shaped like a verdict: entries of verdict-like keys and values (each
+/// maybe a near miss), around which prose or a fence may stand.
+#[derive(Debug, Clone)]
+struct WrittenVerdictCase {
+    entries: Vec<(&'static str, serde_json::Value)>,
+    before: &'static str,
+    after: &'static str,
+    text: String,
+}
+
+impl WrittenVerdictCase {
+    /// The oracle, from the verdict format alone: no `{` before the one object and no `}` after
+    /// it (prose around it is tolerated), only the keys `verdict`, `reason` and `alternative`, each at most once, `reason` and
+    /// `alternative` text or null, and `verdict` exactly the string `safe`.
+    fn says_safe(&self) -> bool {
+        let mut seen: Vec<&str> = Vec::new();
+        for (key, value) in &self.entries {
+            if seen.contains(key) {
+                return false;
+            }
+            seen.push(key);
+            let fits = match *key {
+                "verdict" => value.as_str() == Some("safe"),
+                "reason" | "alternative" => value.is_string() || value.is_null(),
+                _ => false,
+            };
+            if !fits {
+                return false;
+            }
+        }
+        seen.contains(&"verdict") && !self.before.contains('{') && !self.after.contains('}')
+    }
+}
+
+fn written_verdict() -> impl Strategy<Value = WrittenVerdictCase> {
+    let key = prop::sample::select(vec![
+        "verdict",
+        "verdict",
+        "verdict",
+        "reason",
+        "alternative",
+        "Verdict",
+        "verdict ",
+        "safe",
+        "approved",
+    ]);
+    let value = prop_oneof![
+        4 => Just(json!("safe")),
+        4 => prop::sample::select(vec![
+            "Safe", "SAFE", " safe", "safe ", "saf", "safe\n", "\"safe\"", "unsafe", "unclear",
+            "approve", "yes", "",
+        ])
+        .prop_map(|s| json!(s)),
+        2 => "[a-z ]{0,12}".prop_map(|s| json!(s)),
+        1 => prop::sample::select(vec![
+            json!(true),
+            json!(1),
+            serde_json::Value::Null,
+            json!(["safe"]),
+            json!({"verdict": "safe"}),
+        ]),
+    ];
+    let wrap = prop::sample::select(vec![
+        "",
+        "",
+        "Verdict: ",
+        "```json\n",
+        "\n```",
+        "{",
+        "}",
+        "I think it is safe. ",
+    ]);
+    (
+        prop::collection::vec((key, value), 0..4),
+        wrap.clone(),
+        wrap,
+    )
+        .prop_map(|(entries, before, after)| {
+            let object = entries
+                .iter()
+                .map(|(k, v)| format!("{}: {v}", json!(k)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let text = format!("{before}{{{object}}}{after}");
+            WrittenVerdictCase {
+                entries,
+                before,
+                after,
+                text,
+            }
+        })
+}
+
 fn verdict() -> impl Strategy<Value = Verdict> {
     prop_oneof![
         Just(Verdict::Safe),
@@ -454,12 +547,13 @@ proptest! {
         }
     }
 
-    /// `garbage_never_approves`: text that does not say `"safe"` never parses as safe.
+    /// `garbage_never_approves`: verdict-shaped text (a JSON object with verdict-like keys and
+    /// values, in prose or a fence, with near misses of every part) approves exactly when it is
+    /// one object of the written keys only, each once, whose `verdict` is the string `"safe"`.
     #[test]
-    fn garbage_never_approves(text in ".{0,200}") {
-        if !text.contains("\"safe\"") {
-            prop_assert_ne!(parse_verdict(&text).ok(), Some(Verdict::Safe));
-        }
+    fn garbage_never_approves(written in written_verdict()) {
+        let approved = parse_verdict(&written.text) == Ok(Verdict::Safe);
+        prop_assert_eq!(approved, written.says_safe(), "{}", written.text);
     }
 
     /// `justification_is_not_the_effect`: the key of a call ignores its justification, and the
