@@ -20,12 +20,14 @@
 //! - [`build`]: build plans (stages, mounts, networks, limits) and the W^X gate over them.
 //! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
 //! - [`log`]: the records of an agent's Log.
+//! - [`log_rule`]: what hubd accepts as a Log record, defined once for hubd and the sequencer.
 //! - [`hooks`]: which dispositions an event admits, and the default when a hook's is refused.
 //! - [`view`]: the fold from a Log to what the model sees.
 //! - [`vigil`]: bounded watches on hub facts: who may arm and cancel them, and when they fire.
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
 //! - [`story`]: one line per record, for `l3m log` and each commit of a Log's ref.
+//! - [`stuck`]: whether an agent's last turn ended in a failure it cannot get past, and the fix.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
 //! - [`review`]: review as deliberation over wild calls: justification, verdicts, rounds, cards.
@@ -60,6 +62,7 @@ pub mod hooks;
 pub mod json;
 pub mod ledger;
 pub mod log;
+pub mod log_rule;
 pub mod mail;
 pub mod names;
 pub mod owed;
@@ -69,6 +72,7 @@ pub mod review;
 pub mod sandbox;
 pub mod settings;
 pub mod story;
+pub mod stuck;
 pub mod string_form;
 pub mod view;
 pub mod vigil;
