@@ -447,6 +447,10 @@ async fn append_bodies(
             at_ms: now_ms(),
             body,
         };
+        // Through the boundary, as the writer's records: a human's reason is foreign text too.
+        let record = crate::boundary::fit(record)
+            .map_err(SequencerError::Unjournalable)?
+            .into_record();
         owed.apply(&record);
         records.push(record);
     }

@@ -35,7 +35,8 @@
 //! - [`config`]: the TOML configuration.
 //! - [`prompt`]: the system prompt, assembled purely.
 //! - [`toolbox`]: the tool table, minted effects and undo attribution.
-//! - [`bounds`]: a model's reply and a tool's output measured as stored, before a record.
+//! - [`boundary`]: the one door from foreign input (replies, provider errors, tool outputs,
+//!   letters) to the Log: every record is fitted there, so hubd never refuses one for content.
 //! - `writer` (private): the single-writer state and its pass.
 //! - `boot` (private): lease, fold, close, prompt, budget.
 //! - `inputs` (private): inbox and grants watching; lease renewal.
@@ -45,7 +46,7 @@
 //! - [`run_agent`]: the entry point.
 
 pub mod acr;
-pub mod bounds;
+pub mod boundary;
 pub mod config;
 pub mod control;
 pub mod drive;
@@ -119,6 +120,10 @@ pub enum SequencerError {
     /// Core refused what the sequencer asked to journal (the Log is not where it thought).
     #[error("the Log refused a record: {0}")]
     Stale(#[from] l3m_core::owed::Stale),
+    /// The sequencer built a record hubd would refuse (its own logic, never a model's or a
+    /// tool's content, which the boundary fits): it stops rather than append it.
+    #[error("a record the sequencer built cannot be stored: {0}")]
+    Unjournalable(l3m_core::log_rule::Refused),
     /// An id the sequencer made is not a valid one.
     #[error("an id made for the Log is invalid: {0}")]
     Id(#[from] l3m_core::log::LogError),

@@ -327,14 +327,14 @@ impl Toolbox {
                 effects.extend(out.effects);
                 effects.extend(self.unnamed_lasting(name, &effects));
                 Outcome::Finished {
-                    output: crate::bounds::fit_output(out.text, cap),
+                    output: crate::boundary::fit_output(out.text, cap),
                     is_error: false,
                     effects,
                     refusal: None,
                 }
             }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
-                output: crate::bounds::fit_output(e.to_string(), cap),
+                output: crate::boundary::fit_output(e.to_string(), cap),
                 is_error: true,
                 effects,
                 refusal: e.refusal(),

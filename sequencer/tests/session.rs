@@ -842,7 +842,7 @@ async fn an_oversized_model_reply_is_a_journaled_failure_and_the_sequencer_lives
         l.iter()
             .filter(|r| {
                 matches!(&r.body, RecordBody::CallFailed { error, retryable: false, .. }
-                    if error.contains(&format!("limit of {} bytes", sequencer::bounds::MAX_REPLY)))
+                    if error.contains(&format!("limit of {} bytes", sequencer::boundary::MAX_REPLY)))
             })
             .count()
     };
@@ -909,7 +909,7 @@ async fn a_huge_tool_output_is_cut_with_a_note() {
             _ => None,
         })
         .unwrap();
-    assert!(output.len() <= sequencer::bounds::MAX_TOOL_OUTPUT);
+    assert!(output.len() <= sequencer::boundary::MAX_TOOL_OUTPUT);
     assert!(output.starts_with("line\nline\n"));
     assert!(
         output.contains("(l3m) output cut"),

@@ -6,6 +6,7 @@ use l3m_core::duty::Duty;
 use l3m_core::grant::{Grant, Probe, RegrantRefusal};
 use l3m_core::ledger::{Ledger, LedgerError};
 use l3m_core::log::Record;
+use l3m_core::log_rule;
 use l3m_core::names::{AgentName, Entity, OfficeName};
 use l3m_core::record_format;
 
@@ -52,20 +53,9 @@ pub fn records(lines: &[String], len: u64) -> Result<Vec<Record>, ServiceError> 
     }
     let mut checked = Vec::with_capacity(lines.len());
     for (line, expected) in lines.iter().zip(len..) {
-        if line.contains(['\n', '\r']) {
-            return Err(ServiceError::Invalid(format!(
-                "record {} contains a line break; each record is one JSON line",
-                expected - len
-            )));
-        }
-        if line.len() > record_format::MAX_STORED_LINE {
-            return Err(ServiceError::Invalid(format!(
-                "record {} is {} bytes, over the limit of {} bytes for one Log record",
-                expected - len,
-                line.len(),
-                record_format::MAX_STORED_LINE
-            )));
-        }
+        // core's rule, the one the sequencer's `Journaled` records are built by.
+        log_rule::check_line(line)
+            .map_err(|e| ServiceError::Invalid(format!("record {}: {e}", expected - len)))?;
         let record: Record = record_format::from_line(line, (expected - len) as usize + 1)
             .map_err(|e| ServiceError::Invalid(format!("record {}: {e}", expected - len)))?;
         if record.seq != expected {
@@ -79,6 +69,8 @@ pub fn records(lines: &[String], len: u64) -> Result<Vec<Record>, ServiceError> 
         record
             .body
             .check(expected)
+            .map_err(|e| ServiceError::Invalid(format!("record seq {expected}: {e}")))?;
+        log_rule::check_summary(&record)
             .map_err(|e| ServiceError::Invalid(format!("record seq {expected}: {e}")))?;
         checked.push(record);
     }

@@ -38,9 +38,8 @@ pub(crate) fn records_blob(refname: &str, entries: &[String]) -> Result<Vec<u8>,
 
 /// The commit message for `summary`: the line itself and a final newline.
 pub(crate) fn commit_message(summary: &str) -> Result<String, StoreError> {
-    let is_one_line =
-        !summary.trim().is_empty() && !summary.chars().any(|c| c.is_control() && c != '\t');
-    if !is_one_line {
+    // The rule is core's, so the sequencer builds only records whose subject passes it.
+    if !l3m_core::log_rule::is_one_line(summary) {
         return Err(StoreError::SummaryNotOneLine {
             summary: summary.to_owned(),
         });

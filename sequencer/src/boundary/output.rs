@@ -1,61 +1,16 @@
-//! Foreign input bounded before it is journaled: a model's reply and a tool's output.
-//!
-//! Every record must fit one stored line (`record_format::MAX_STORED_LINE`), or hubd refuses the
-//! append and the sequencer cannot go on. A model (or a tool reading a large file) is foreign
-//! input like any other, so both are measured here as they will be stored — JSON-escaped, where
-//! one control character becomes six bytes — before they reach a record:
-//! - a reply over [`MAX_REPLY`] becomes a failed call that says why ([`check_reply`]), journaled
-//!   like any other, so the sequencer keeps running and spends the one call;
-//! - a tool output over the model's cap (at most [`MAX_TOOL_OUTPUT`]) is cut at a character
-//!   boundary with a note saying how much there was and how to get the rest ([`fit_output`]).
-//!
-//! A reply's text appears once in its record and each tool input at most twice in the pass
-//! that journals it (the reply and the admitted call), so these bounds keep a pass's append
-//! under the bus's 1 MiB message too.
+//! The tool door: a tool's output (a file read, a search, a command's output) cut to the
+//! model's cap before it becomes a result, with a note that says how to read past the cut.
 
-use l3m_core::log::ToolUse;
-
-/// The most bytes a model reply may take as stored (its text and tool uses, JSON-escaped).
-pub const MAX_REPLY: usize = 160 * 1024;
+use super::text::{escaped_len, stored_len};
 
 /// The most bytes a tool's output may take as stored (JSON-escaped) before it is cut.
 pub const MAX_TOOL_OUTPUT: usize = 128 * 1024;
 
-/// How many bytes `c` takes inside a JSON string.
-fn escaped_len(c: char) -> usize {
-    match c {
-        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-        c if (c as u32) < 0x20 => 6,
-        c => c.len_utf8(),
-    }
-}
-
-/// How many bytes `text` takes inside a JSON string.
-pub fn stored_len(text: &str) -> usize {
-    text.chars().map(escaped_len).sum()
-}
-
-/// Refuses a reply that would not fit a record, naming its size and the limit.
-pub fn check_reply(text: &str, tool_uses: &[ToolUse]) -> Result<(), String> {
-    let inputs: usize = tool_uses
-        .iter()
-        .map(|u| stored_len(&u.name) + u.input.to_string().len())
-        .sum();
-    let size = stored_len(text) + inputs;
-    if size > MAX_REPLY {
-        return Err(format!(
-            "the model's reply of {size} bytes (as stored) exceeds the limit of {MAX_REPLY} bytes \
-             for one reply; it was not journaled or run. Answer in smaller steps: write large \
-             content in several calls"
-        ));
-    }
-    Ok(())
-}
-
 /// `output` cut, if it is over `cap` bytes as stored (never more than [`MAX_TOOL_OUTPUT`]), at
 /// a character boundary, with a note saying how much there was, which lines were shown and how
-/// to get the rest. The cap is per model (`tool_output_cap` in its table), so no single result
-/// floods a small context window.
+/// to get the rest: the next whole line, and the byte where the cut falls (so a single long
+/// line can be read past its cut too). The cap is per model (`tool_output_cap` in its table),
+/// so no single result floods a small context window.
 pub fn fit_output(output: String, cap: usize) -> String {
     let cap = cap.clamp(NOTE_ROOM * 2, MAX_TOOL_OUTPUT);
     let total = stored_len(&output);
@@ -74,12 +29,21 @@ pub fn fit_output(output: String, cap: usize) -> String {
     let shown = &output[..end];
     let lines = output.lines().count();
     let whole_lines = shown.matches('\n').count();
+    let past = if whole_lines == 0 {
+        format!(
+            "the cut falls inside line 1: read on from byte {end} (read_file from_byte = {end})"
+        )
+    } else {
+        format!(
+            "read on from line {} (read_file from_line = {}) or from byte {end} (from_byte = {end})",
+            whole_lines + 1,
+            whole_lines + 1
+        )
+    };
     format!(
         "{shown}\n(l3m) output cut at {cap} bytes: {} of {total} bytes shown, lines 1-{whole_lines} \
-         of {lines} whole; get the rest in pieces — a line range (read_file from_line = {}), a \
-         narrower search",
+         of {lines} whole; {past}, with the same arguments; or narrow a search",
         stored_len(shown),
-        whole_lines + 1
     )
 }
 
@@ -92,23 +56,17 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn control_characters_count_as_stored() {
-        assert_eq!(stored_len("a\u{1}\n\"é"), 1 + 6 + 2 + 2 + 2);
-        assert_eq!(
-            serde_json::to_string("a\u{1}\n\"é").unwrap().len() - 2,
-            stored_len("a\u{1}\n\"é")
-        );
-    }
-
-    #[test]
-    fn a_reply_of_control_characters_is_refused_by_its_stored_size() {
-        let text = "\u{0}".repeat(MAX_REPLY / 6 + 1);
-        let err = check_reply(&text, &[]).unwrap_err();
+    fn a_cut_single_line_says_where_to_read_on() {
+        let out = fit_output("x".repeat(10_000), 1000);
         assert!(
-            err.contains(&format!("limit of {MAX_REPLY} bytes")),
-            "{err}"
+            out.contains(
+                "the cut falls inside line 1: read on from byte 744 (read_file from_byte = 744)"
+            ),
+            "{out}"
         );
-        assert!(check_reply("fine", &[]).is_ok());
+        assert!(!out.contains("lines 1-0 of 1 whole; from_line"), "{out}");
+        let out = fit_output("line\n".repeat(1000), 1000);
+        assert!(out.contains("read_file from_line = 125"), "{out}");
     }
 
     proptest! {

@@ -81,10 +81,9 @@ impl Session {
             }
             let outcome = provider.complete(&request).await;
             drop(request);
-            let oversized = outcome
-                .as_ref()
-                .ok()
-                .and_then(|reply| crate::bounds::check_reply(&reply.text, &reply.tool_uses).err());
+            let oversized = outcome.as_ref().ok().and_then(|reply| {
+                crate::boundary::check_reply(&reply.text, &reply.tool_uses).err()
+            });
             if let Some(error) = oversized {
                 let _closed = tx.send(Input::Oversized(call_id, error));
                 return;

@@ -84,7 +84,7 @@ pub(crate) enum Input {
     },
     /// A harness notice to record but not show (e.g. what a rewind restored).
     Note(String),
-    /// A model reply too large to journal (`bounds::check_reply`), refused as a failed call.
+    /// A model reply too large to journal (`boundary::check_reply`), refused as a failed call.
     Oversized(CallId, String),
     /// A control request and where to answer.
     Control(ControlRequest, oneshot::Sender<ControlReply>),
@@ -219,19 +219,30 @@ impl Session {
         }
     }
 
-    /// Stages `body` as the next record.
+    /// Stages `body` as the next record, through the boundary: what is folded and appended is
+    /// the record as fitted (bounded, control characters made visible), the one hubd accepts.
+    /// A record the boundary refuses is the sequencer's own logic gone wrong, never content: it
+    /// is not folded, and the pass's append stops the run.
     pub fn stage(&mut self, body: RecordBody) {
         let record = Record {
             seq: self.log.owed.next_seq(),
             at_ms: now_ms(),
             body,
         };
-        let len = record.to_line().map_or(0, |l| l.len() as u64);
-        self.observe(&record);
-        if !matches!(record.body, RecordBody::CallStarted { .. }) {
+        let journaled = match crate::boundary::fit(record) {
+            Ok(journaled) => journaled,
+            Err(refused) => {
+                tracing::error!(agent = %self.agent, %refused, "a record was refused");
+                self.buffer.refused.get_or_insert(refused);
+                return;
+            }
+        };
+        let len = journaled.line().len() as u64;
+        self.observe(journaled.record());
+        if !matches!(journaled.record().body, RecordBody::CallStarted { .. }) {
             self.log.bytes_since_call += len;
         }
-        self.buffer.staged.push(record);
+        self.buffer.staged.push(journaled);
     }
 
     /// Journals a signal, or drops it if core refuses it as stale.
@@ -368,28 +379,37 @@ impl Session {
         Ok(Next::Continue)
     }
 
-    /// Appends the staged records in one compare-and-swap.
+    /// Appends the staged records by compare-and-swap: in one append, or in as few as keep
+    /// each within the bus's message (`log_rule::appends`), each from the tip the last left.
     async fn append(&mut self) -> Result<(), SequencerError> {
+        if let Some(refused) = self.buffer.refused.take() {
+            return Err(SequencerError::Unjournalable(refused));
+        }
         if self.buffer.staged.is_empty() {
             return Ok(());
         }
-        let records = std::mem::take(&mut self.buffer.staged);
-        let started = std::time::Instant::now();
-        match self
-            .client
-            .append_log(&self.agent, self.log.tip.as_deref(), &records)
-            .await
-        {
-            Ok(appended) => {
-                self.meter.appended(records.len(), started.elapsed());
-                self.log.tip = Some(appended.tip);
-                Ok(())
+        let staged = std::mem::take(&mut self.buffer.staged);
+        for batch in l3m_core::log_rule::appends(staged) {
+            let records: Vec<Record> = batch.into_iter().map(|j| j.into_record()).collect();
+            let started = std::time::Instant::now();
+            match self
+                .client
+                .append_log(&self.agent, self.log.tip.as_deref(), &records)
+                .await
+            {
+                Ok(appended) => {
+                    self.meter.appended(records.len(), started.elapsed());
+                    self.log.tip = Some(appended.tip);
+                }
+                Err(e) if e.is_conflict() => {
+                    return Err(SequencerError::LostWriter {
+                        agent: self.agent.to_string(),
+                    });
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) if e.is_conflict() => Err(SequencerError::LostWriter {
-                agent: self.agent.to_string(),
-            }),
-            Err(e) => Err(e.into()),
         }
+        Ok(())
     }
 
     /// Whether nothing is running, so the session may count as idle: no turn is live, or the

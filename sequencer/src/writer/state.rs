@@ -4,7 +4,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use l3m_core::log::{CallId, EventId, Record, ToolUseId};
+use l3m_core::log::{CallId, EventId, ToolUseId};
+use l3m_core::log_rule::Journaled;
 use l3m_core::owed::Owed;
 use l3m_core::view::ViewFold;
 use l3m_wire::control::ControlReply;
@@ -57,8 +58,10 @@ pub(super) struct Running {
 /// One pass's buffer: records staged and not yet appended, and what waits for that append.
 #[derive(Default)]
 pub(super) struct PassBuffer {
-    /// Records staged in this pass, not yet appended.
-    pub(super) staged: Vec<Record>,
+    /// Records staged in this pass, not yet appended: each fitted by the boundary.
+    pub(super) staged: Vec<Journaled>,
+    /// A record the boundary refused this pass (the sequencer's own logic, never content).
+    pub(super) refused: Option<l3m_core::log_rule::Refused>,
     /// Letters to mark read once their events are appended.
     pub(super) to_mark: Vec<String>,
     /// Control replies to send once this pass's records are appended.

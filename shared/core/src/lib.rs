@@ -20,6 +20,7 @@
 //! - [`build`]: build plans (stages, mounts, networks, limits) and the W^X gate over them.
 //! - [`ledger`]: who exists and who is whose parent, as rows and their fold.
 //! - [`log`]: the records of an agent's Log.
+//! - [`log_rule`]: what hubd accepts as a Log record, defined once for hubd and the sequencer.
 //! - [`hooks`]: which dispositions an event admits, and the default when a hook's is refused.
 //! - [`view`]: the fold from a Log to what the model sees.
 //! - [`vigil`]: bounded watches on hub facts: who may arm and cancel them, and when they fire.
@@ -61,6 +62,7 @@ pub mod hooks;
 pub mod json;
 pub mod ledger;
 pub mod log;
+pub mod log_rule;
 pub mod mail;
 pub mod names;
 pub mod owed;

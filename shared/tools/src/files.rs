@@ -34,7 +34,7 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a UTF-8 text file, or the lines `from_line`..=`to_line` of it (from 1). Paths are relative to your context root, e.g. `workspace/README.md`."
+        "Read a UTF-8 text file, or the lines `from_line`..=`to_line` of it (from 1); `from_byte` skips that many bytes of what is read, to read on past a cut inside a long line. Paths are relative to your context root, e.g. `workspace/README.md`."
     }
 
     fn input_schema(&self) -> Value {
@@ -43,7 +43,8 @@ impl Tool for ReadFile {
             "properties": {
                 "path": {"type": "string", "description": "the file to read, relative to your context root"},
                 "from_line": {"type": "integer", "minimum": 1, "description": "the first line to read (default 1)"},
-                "to_line": {"type": "integer", "minimum": 1, "description": "the last line to read (default: the end)"}
+                "to_line": {"type": "integer", "minimum": 1, "description": "the last line to read (default: the end)"},
+                "from_byte": {"type": "integer", "minimum": 0, "description": "bytes of the selected text to skip (default 0), as a cut output's note names"}
             },
             "required": ["path"],
             "additionalProperties": false
@@ -55,24 +56,48 @@ impl Tool for ReadFile {
         let path = args.string("path")?;
         let from = args.opt_count("from_line", usize::MAX)?;
         let to = args.opt_count("to_line", usize::MAX)?;
+        let skip = match input.get("from_byte") {
+            None => 0,
+            Some(value) => value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    crate::args::bad(
+                        "from_byte",
+                        format!("expected a whole number from 0, got {value}"),
+                    )
+                })?,
+        };
         let bytes = fx.fs_read()?.read(path)?;
         let len = bytes.len();
         let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText {
             path: path.to_owned(),
             len,
         })?;
-        if from.is_none() && to.is_none() {
-            return Ok(ToolOutput::text(text));
-        }
-        let from = from.unwrap_or(1).max(1);
-        let to = to.unwrap_or(usize::MAX);
-        Ok(ToolOutput::text(
+        let text = if from.is_none() && to.is_none() {
+            text
+        } else {
+            let from = from.unwrap_or(1).max(1);
+            let to = to.unwrap_or(usize::MAX);
             text.split_inclusive('\n')
                 .skip(from - 1)
                 .take(to.saturating_sub(from - 1))
-                .collect::<String>(),
-        ))
+                .collect::<String>()
+        };
+        Ok(ToolOutput::text(skip_bytes(text, skip)))
     }
+}
+
+/// `text` without its first `skip` bytes (moved on to the next character boundary, so a cut
+/// that fell inside a character reads on from the character after it).
+fn skip_bytes(text: String, skip: usize) -> String {
+    if skip == 0 {
+        return text;
+    }
+    let at = (skip..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    text[at..].to_owned()
 }
 
 /// Creates or replaces a file under a write root with the given text.

@@ -322,3 +322,38 @@ fn search_files_stops_at_the_file_limit_and_says_so() {
         )
     );
 }
+
+/// A cut inside one long line can be read past: `from_byte` skips that many bytes of what is
+/// read (moving on to a character boundary), alone or after a line range.
+#[test]
+fn read_file_reads_on_from_a_byte() {
+    let s = Session::new();
+    assert_eq!(
+        s.text(
+            "read_file",
+            json!({"path": "workspace/README.md", "from_byte": 9})
+        ),
+        "hello world\n"
+    );
+    assert_eq!(
+        s.text(
+            "read_file",
+            json!({"path": "workspace/README.md", "from_line": 2, "from_byte": 6})
+        ),
+        "world\n"
+    );
+    assert_eq!(
+        s.text(
+            "read_file",
+            json!({"path": "workspace/README.md", "from_byte": 999})
+        ),
+        ""
+    );
+    assert_eq!(
+        bad_field(s.call(
+            "read_file",
+            json!({"path": "workspace/README.md", "from_byte": -1})
+        )),
+        "from_byte"
+    );
+}
