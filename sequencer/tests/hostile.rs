@@ -1,0 +1,329 @@
+//! Issue 37's crash loops, replayed against the real stack: a hostile model server on loopback
+//! (both dialects) and hostile letters. Control characters in a reply, a tool name with a line
+//! break, a stream error with an escape, a file that starts with one, a 160 KB tool name, a
+//! 2 MB error message, a 2 MB string quoted by a parser's error, five letters of 250 KiB at
+//! once: each is journaled, the sequencer never exits on it, the model is told once, and a
+//! failure known spends at most one call per later wake.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::post;
+use common::chat::{ChatServer, Turn};
+use common::*;
+use l3m_core::log::{Record, RecordBody};
+use l3m_core::record_format::MAX_STORED_LINE;
+use sequencer::boundary::{MAX_ERROR, MAX_NAME};
+use sequencer::{Config, Exit, run_agent};
+use tokio_util::sync::CancellationToken;
+
+const DIALECTS: [&str; 2] = ["openai", "anthropic"];
+
+/// A configuration whose one model speaks `dialect` at `base_url`.
+fn wire_config(dialect: &str, base_url: &str) -> Config {
+    Config::parse(&format!(
+        "default_model = \"m\"\n[models.m]\ndialect = \"{dialect}\"\nmodel = \"m\"\n\
+         base_url = \"{base_url}\"\napi_key_env = \"KEY\"\n[sequencer]\nretry_backoff_ms = 1\n\
+         idle_exit_secs = 1\n"
+    ))
+    .unwrap()
+}
+
+fn factory(config: &Config) -> sequencer::ProviderFactory {
+    sequencer::model::provider_factory(
+        config.clone(),
+        std::env::temp_dir(),
+        Arc::new(|name: &str| (name == "KEY").then(|| "k".to_owned())),
+    )
+}
+
+/// Runs `demo` until it is idle: it must not exit any other way (an error is the crash loop).
+async fn run_idle(hub: &TestHub, config: &Config) -> Vec<Record> {
+    let run = hub.run("demo", config.clone(), factory(config)).await;
+    let exit = run_agent(run, CancellationToken::new()).await;
+    assert!(
+        matches!(exit, Ok(Exit::Idle)),
+        "the sequencer must go idle, not stop: {exit:?}"
+    );
+    let log = hub.log("demo").await;
+    check_log(&log);
+    for r in &log {
+        let line = r.to_line().unwrap();
+        assert!(line.len() <= MAX_STORED_LINE && !line.contains('\u{1b}'));
+    }
+    log
+}
+
+/// A model server that answers each request with the next raw response (status, body), the
+/// last one again once they run out, and counts the requests.
+#[derive(Clone)]
+struct RawServer {
+    base_url: String,
+    requests: Arc<AtomicUsize>,
+}
+
+struct Answers {
+    queue: Mutex<VecDeque<(u16, String)>>,
+    last: Mutex<(u16, String)>,
+    requests: Arc<AtomicUsize>,
+}
+
+async fn answer(State(answers): State<Arc<Answers>>, _body: Bytes) -> Response {
+    answers.requests.fetch_add(1, Ordering::SeqCst);
+    let (status, body) = {
+        let next = answers.queue.lock().unwrap().pop_front();
+        match next {
+            Some(next) => {
+                *answers.last.lock().unwrap() = next.clone();
+                next
+            }
+            None => answers.last.lock().unwrap().clone(),
+        }
+    };
+    let kind = if status == 200 {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    Response::builder()
+        .status(status)
+        .header("content-type", kind)
+        .body(Body::from(body))
+        .unwrap()
+}
+
+impl RawServer {
+    async fn start(answers: Vec<(u16, String)>) -> RawServer {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let state = Arc::new(Answers {
+            last: Mutex::new(answers.last().cloned().unwrap()),
+            queue: Mutex::new(answers.into()),
+            requests: requests.clone(),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(answer))
+            .route("/v1/messages", post(answer))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        RawServer {
+            base_url: format!("http://{addr}"),
+            requests,
+        }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// A stream that fails mid-way with `kind` and `message`, in `dialect`'s words.
+fn stream_error(dialect: &str, kind: &str, message: &str) -> String {
+    let error = serde_json::json!({"type": kind, "message": message});
+    match dialect {
+        "anthropic" => format!(
+            "event: message_start\ndata: {}\n\nevent: error\ndata: {}\n\n",
+            serde_json::json!({"type": "message_start", "message": {"id": "m"}}),
+            serde_json::json!({"type": "error", "error": error})
+        ),
+        _ => format!("data: {}\n\n", serde_json::json!({ "error": error })),
+    }
+}
+
+/// A stream whose first event holds `big` where the dialect wants an object: the parser's
+/// error quotes it.
+fn malformed(dialect: &str, big: &str) -> String {
+    match dialect {
+        "anthropic" => format!(
+            "event: message_start\ndata: {}\n\n",
+            serde_json::json!({"type": "message_start", "message": big})
+        ),
+        _ => format!("data: {}\n\n", serde_json::json!({ "choices": big })),
+    }
+}
+
+fn failures(log: &[Record]) -> Vec<(String, bool)> {
+    log.iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::CallFailed {
+                error, retryable, ..
+            } => Some((error.clone(), *retryable)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A reply with control characters, a tool name with a line break, and a file that starts with
+/// an escape: each journaled with its control characters made visible, the unknown name
+/// refused and told to the model, the file's text shown, the turn completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_from_a_model_or_a_file_are_journaled_and_the_turn_completes() {
+    for dialect in DIALECTS {
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 20).await;
+        std::fs::write(
+            hub.acr("demo").join("workspace/esc.txt"),
+            "\u{1b}[31mred\u{1b}[0m\n",
+        )
+        .unwrap();
+        hub.letter("demo", "look").await;
+        let server = ChatServer::start(vec![
+            Turn {
+                text: "clearing \u{1b}[2J\u{1}".into(),
+                calls: vec![("write\nfile".into(), "{}".into())],
+            },
+            Turn::call("read_file", r#"{"path": "workspace/esc.txt"}"#),
+            Turn::text("done \u{1b}[31m"),
+        ])
+        .await;
+        let log = run_idle(&hub, &wire_config(dialect, &server.base_url)).await;
+        let texts = assistant_texts(&log);
+        assert!(
+            texts[0].starts_with("clearing \\u{1b}[2J\\u{1}"),
+            "{dialect}: {texts:?}"
+        );
+        let results = tool_results(&log);
+        assert!(
+            results[0].1 && results[0].0.contains("no tool named \"write\\\\u{a}file\""),
+            "{dialect}: {results:?}"
+        );
+        assert!(
+            !results[1].1 && results[1].0.starts_with("\\u{1b}[31mred"),
+            "{dialect}: {results:?}"
+        );
+        let received = server.received();
+        assert_eq!(received.len(), 3, "{dialect}: one call per step");
+        assert!(
+            received[1].to_string().contains("no tool named"),
+            "{dialect}: the model is told"
+        );
+        assert!(
+            matches!(log.last().map(|r| &r.body), Some(RecordBody::TurnEnd)),
+            "{dialect}"
+        );
+    }
+}
+
+/// An unknown tool name of 160 KB of combining characters is refused in a small record, and
+/// the model is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_unknown_tool_name_is_refused_in_a_small_record() {
+    for dialect in DIALECTS {
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 20).await;
+        hub.letter("demo", "go").await;
+        let name = "\u{301}".repeat(80_000);
+        let server =
+            ChatServer::start(vec![Turn::call(&name, "{}"), Turn::text("sorry, done")]).await;
+        let log = run_idle(&hub, &wire_config(dialect, &server.base_url)).await;
+        let results = tool_results(&log);
+        assert!(
+            results[0].1 && results[0].0.contains("no tool named"),
+            "{dialect}"
+        );
+        for r in &log[1..] {
+            let line = r.to_line().unwrap();
+            assert!(line.len() < 4 * MAX_NAME, "{dialect}: {} bytes", line.len());
+        }
+        assert_eq!(server.received().len(), 2, "{dialect}: told once, answered");
+    }
+}
+
+/// A provider's stream error holding an escape and 2 MB of text, an HTTP error of 2 MB, and a
+/// malformed reply whose parser error quotes a 2 MB string: each is a journaled failure of
+/// bounded size, the sequencer goes idle, and a later wake spends one call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_provider_errors_are_bounded_failures_and_a_later_wake_spends_one_call() {
+    let huge = format!("\u{1b}[2J{}", "x\u{1b}".repeat(1 << 20));
+    for dialect in DIALECTS {
+        let cases = [
+            (
+                "stream error",
+                200,
+                stream_error(dialect, "invalid_request_error", &huge),
+            ),
+            (
+                "http error",
+                400,
+                format!("{{\"error\": \"{}\"}}", "y".repeat(2 << 20)),
+            ),
+            (
+                "malformed reply",
+                200,
+                malformed(dialect, &"z".repeat(2 << 20)),
+            ),
+        ];
+        for (case, status, body) in cases {
+            let hub = TestHub::start().await;
+            hub.spawn("demo", 20).await;
+            hub.letter("demo", "go").await;
+            let server = RawServer::start(vec![(status, body)]).await;
+            let config = wire_config(dialect, &server.base_url);
+            let log = run_idle(&hub, &config).await;
+            let failed = failures(&log);
+            assert_eq!(failed.len(), 1, "{dialect} {case}: {failed:?}");
+            assert!(!failed[0].1, "{dialect} {case}: not retried");
+            assert!(
+                failed[0].0.len() <= MAX_ERROR,
+                "{dialect} {case}: {} bytes",
+                failed[0].0.len()
+            );
+            assert_eq!(server.requests(), 1, "{dialect} {case}");
+            hub.letter("demo", "again").await;
+            let log = run_idle(&hub, &config).await;
+            assert_eq!(failures(&log).len(), 2, "{dialect} {case}");
+            assert_eq!(
+                server.requests(),
+                2,
+                "{dialect} {case}: one call for the next wake"
+            );
+        }
+    }
+}
+
+/// A mail bomb: five letters of 250 KiB at once (each under the letter limit). The agent boots,
+/// journals them all in appends that fit the bus, each letter cut to what a result may show with
+/// a note, and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_letters_of_250_kib_are_journaled_and_the_agent_stays_up() {
+    let hub = TestHub::start().await;
+    hub.spawn("demo", 20).await;
+    for n in 0..5 {
+        hub.letter("demo", &format!("{n}{}", "m".repeat(250 * 1024 - 1)))
+            .await;
+    }
+    let provider = counting("[[turn]]\ntext = \"read them\"\n", Duration::ZERO);
+    let run = hub
+        .run(
+            "demo",
+            config("idle_exit_secs = 1"),
+            factory_of(provider.clone()),
+        )
+        .await;
+    let exit = run_agent(run, CancellationToken::new()).await;
+    assert!(matches!(exit, Ok(Exit::Idle)), "{exit:?}");
+    let log = hub.log("demo").await;
+    check_log(&log);
+    assert_eq!(letters_journaled(&log), 5);
+    for r in &log {
+        if let RecordBody::Event { text, .. } = &r.body {
+            assert!(
+                text.contains("(l3m) event cut:") && text.contains("stays in your inbox"),
+                "{}",
+                &text[text.len() - 200..]
+            );
+        }
+    }
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(assistant_texts(&log), ["read them"]);
+}
