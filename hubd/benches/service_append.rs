@@ -211,7 +211,7 @@ impl Service {
             req,
             Duration::from_secs(20),
             &Limits::default(),
-            (&session.key, n),
+            (&session.key, n, &session.capability.0),
         )
         .await
         .unwrap()

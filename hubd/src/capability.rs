@@ -10,19 +10,32 @@
 //! A sequencer's session is bound to its agent's incarnation: retiring or collecting the agent
 //! revokes every session opened for it ([`Sessions::revoke_agents`]), and a session can only be
 //! opened for a live agent, so a name spawned again is a new incarnation its old sessions never
-//! reach. Revoking a credential ends every session it opened ([`Sessions::revoke_credential`]).
+//! reach. A host session opened for a subtree is bound the same way to the incarnation of the
+//! subtree's root. Revoking a credential ends every session it opened
+//! ([`Sessions::revoke_credential`]).
+//!
+//! What a credential's holder can make hubd keep is bounded: at most [`SESSIONS_PER_CREDENTIAL`]
+//! live sessions per credential (opening one more ends the oldest, whose holder is told its
+//! session ended), and at most [`REVOKED_KEPT`] revoked capabilities remembered as revoked
+//! (past that, the oldest are forgotten and read as ended).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use l3m_core::credential::CredentialId;
 use l3m_core::duty::Duty;
 use l3m_core::names::{AgentName, Entity};
-use l3m_wire::credential::{SessionKey, random_hex};
+use l3m_wire::credential::{Seal, SessionKey, random_hex};
 use l3m_wire::typed::Sealed;
 
 /// How many request numbers behind the highest seen are still accepted (once each).
 pub const WINDOW: u64 = 128;
+
+/// The most live sessions one credential holds; opening one more ends its oldest.
+pub const SESSIONS_PER_CREDENTIAL: usize = 256;
+
+/// The most revoked capabilities remembered as revoked (the oldest are forgotten first).
+pub const REVOKED_KEPT: usize = 65_536;
 
 /// Whom a duty acts as: the agent of a sequencer, the human, the postman's service. A host's
 /// waker acts as no one: it only starts sequencers.
@@ -109,6 +122,35 @@ pub struct Sessions {
 struct Table {
     live: HashMap<String, Session>,
     revoked: HashSet<String>,
+    /// [`Table::revoked`] in the order revoked, to forget the oldest first.
+    revoked_order: VecDeque<String>,
+    /// Each credential's live sessions, oldest first.
+    by_credential: HashMap<CredentialId, VecDeque<String>>,
+}
+
+impl Table {
+    /// Removes a live session, from every index; `revoked` remembers it as revoked.
+    fn remove(&mut self, capability: &str, revoked: bool) {
+        let Some(session) = self.live.remove(capability) else {
+            return;
+        };
+        let id = &session.opening.credential;
+        if let Some(caps) = self.by_credential.get_mut(id) {
+            caps.retain(|c| c != capability);
+            if caps.is_empty() {
+                self.by_credential.remove(id);
+            }
+        }
+        if revoked {
+            if self.revoked_order.len() >= REVOKED_KEPT
+                && let Some(oldest) = self.revoked_order.pop_front()
+            {
+                self.revoked.remove(&oldest);
+            }
+            self.revoked.insert(capability.to_owned());
+            self.revoked_order.push_back(capability.to_owned());
+        }
+    }
 }
 
 /// Why a request does not belong to a live session.
@@ -142,10 +184,24 @@ impl Sessions {
         self.table().live.len()
     }
 
-    /// Mints a capability for a session opened with `opening`.
+    /// Mints a capability for a session opened with `opening`; if its credential already
+    /// holds [`SESSIONS_PER_CREDENTIAL`] sessions, the oldest ends (its holder is told the
+    /// session ended, as after a restart).
     pub fn open(&self, opening: Opening) -> Result<String, getrandom::Error> {
         let capability = random_hex()?;
-        self.table().live.insert(
+        let mut table = self.table();
+        let id = opening.credential.clone();
+        let oldest = {
+            let caps = table.by_credential.entry(id).or_default();
+            caps.push_back(capability.clone());
+            (caps.len() > SESSIONS_PER_CREDENTIAL)
+                .then(|| caps.front().cloned())
+                .flatten()
+        };
+        if let Some(oldest) = oldest {
+            table.remove(&oldest, false);
+        }
+        table.live.insert(
             capability.clone(),
             Session {
                 opening,
@@ -153,6 +209,20 @@ impl Sessions {
             },
         );
         Ok(capability)
+    }
+
+    /// How many live sessions credential `id` holds.
+    pub fn count_of(&self, id: &CredentialId) -> usize {
+        self.table().by_credential.get(id).map_or(0, VecDeque::len)
+    }
+
+    /// Whether `proof` proves possession of the key of live session `capability` for a
+    /// voucher's `statement` ([`SessionKey::holder_proof`]).
+    pub fn proves_holder(&self, capability: &str, statement: &[u8], proof: &[u8; 32]) -> bool {
+        self.table()
+            .live
+            .get(capability)
+            .is_some_and(|s| s.opening.key.proves_holder(statement, proof))
     }
 
     /// Checks that a request of `kind` with capability `capability` comes from the session's
@@ -166,6 +236,21 @@ impl Sessions {
         reply: Option<&str>,
         now_ms: u64,
     ) -> Result<(), Closed> {
+        let (seal, body) = sealed.map_or((None, &[][..]), |s| (Some(&s.seal), &s.body[..]));
+        self.check_parts(capability, kind, seal, body, reply, now_ms)
+    }
+
+    /// [`Sessions::check`] on an envelope's parts, before its body is decoded: the seal, the
+    /// body bytes it covers.
+    pub fn check_parts(
+        &self,
+        capability: &str,
+        kind: &str,
+        seal: Option<&Seal>,
+        body: &[u8],
+        reply: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(), Closed> {
         let mut table = self.table();
         let Some(session) = table.live.get_mut(capability) else {
             return Err(if table.revoked.contains(capability) {
@@ -174,12 +259,8 @@ impl Sessions {
                 Closed::Unknown
             });
         };
-        let sealed = sealed.ok_or(Closed::Unsealed)?;
-        if !session
-            .opening
-            .key
-            .verifies(&sealed.seal, kind, &sealed.body)
-        {
+        let seal = seal.ok_or(Closed::Unsealed)?;
+        if !session.opening.key.verifies(seal, kind, body) {
             return Err(Closed::BadSeal);
         }
         if session.opening.inbox.as_deref() != inbox_of(reply) {
@@ -188,7 +269,7 @@ impl Sessions {
         if now_ms >= session.opening.expires_ms {
             return Err(Closed::Expired);
         }
-        if !session.window.take(sealed.seal.n) {
+        if !session.window.take(seal.n) {
             return Err(Closed::Replayed);
         }
         Ok(())
@@ -204,11 +285,17 @@ impl Sessions {
         }
     }
 
-    /// Revokes every sequencer session of `agents`; returns how many.
+    /// Revokes every sequencer session of `agents`, and every host session of a subtree one of
+    /// them is the root of (a respawned root is a new incarnation its old sessions never
+    /// reach); returns how many.
     pub fn revoke_agents(&self, agents: &[AgentName]) -> usize {
-        self.revoke_where(
-            |s| matches!(&s.opening.duty, Duty::Sequencer { agent } if agents.contains(agent)),
-        )
+        self.revoke_where(|s| match &s.opening.duty {
+            Duty::Sequencer { agent }
+            | Duty::Host {
+                subtree: Some(agent),
+            } => agents.contains(agent),
+            _ => false,
+        })
     }
 
     /// Revokes every session opened with credential `id`; returns how many.
@@ -225,8 +312,7 @@ impl Sessions {
             .map(|(capability, _)| capability.clone())
             .collect();
         for capability in &gone {
-            table.live.remove(capability);
-            table.revoked.insert(capability.clone());
+            table.remove(capability, true);
         }
         gone.len()
     }
@@ -267,6 +353,7 @@ mod tests {
         Sealed {
             seal: key.seal(n, "hubd.k", body),
             body: body.to_vec(),
+            capability: None,
         }
     }
 
@@ -324,6 +411,50 @@ mod tests {
         );
         assert_eq!(sessions.duty(&again), Err(Closed::Revoked));
         assert_eq!(sessions.duty(&c), Ok(seq("carol")));
+    }
+
+    #[test]
+    fn a_host_session_ends_with_its_subtree_roots_incarnation() {
+        let sessions = Sessions::default();
+        let bob = AgentName::parse("bob").unwrap();
+        let host = |root: &str| Duty::Host {
+            subtree: Some(AgentName::parse(root).unwrap()),
+        };
+        let h = sessions.open(opening(host("bob"), 1).0).unwrap();
+        let other = sessions.open(opening(host("carol"), 1).0).unwrap();
+        let whole = sessions
+            .open(opening(Duty::Host { subtree: None }, 1).0)
+            .unwrap();
+        assert_eq!(sessions.revoke_agents(std::slice::from_ref(&bob)), 1);
+        assert_eq!(sessions.duty(&h), Err(Closed::Revoked));
+        assert!(sessions.duty(&other).is_ok() && sessions.duty(&whole).is_ok());
+    }
+
+    #[test]
+    fn one_credential_holds_a_bounded_number_of_sessions_the_oldest_ending_first() {
+        let sessions = Sessions::default();
+        let first = sessions.open(opening(seq("bob"), 1).0).unwrap();
+        let second = sessions.open(opening(seq("bob"), 1).0).unwrap();
+        for _ in 2..SESSIONS_PER_CREDENTIAL {
+            sessions.open(opening(seq("bob"), 1).0).unwrap();
+        }
+        let other = sessions.open(opening(seq("bob"), 2).0).unwrap();
+        let id = CredentialId::from_random([1; 8]);
+        assert_eq!(sessions.count_of(&id), SESSIONS_PER_CREDENTIAL);
+        sessions.open(opening(seq("bob"), 1).0).unwrap();
+        assert_eq!(sessions.count_of(&id), SESSIONS_PER_CREDENTIAL);
+        assert_eq!(
+            sessions.duty(&first),
+            Err(Closed::Unknown),
+            "ended, told so"
+        );
+        assert_eq!(sessions.duty(&second), Ok(seq("bob")));
+        assert_eq!(
+            sessions.duty(&other),
+            Ok(seq("bob")),
+            "another credential's"
+        );
+        assert_eq!(sessions.open_count(), SESSIONS_PER_CREDENTIAL + 1);
     }
 
     proptest! {

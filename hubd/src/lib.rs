@@ -16,6 +16,7 @@ pub mod init;
 pub mod metrics;
 pub mod service;
 pub mod store;
+pub mod vouchers;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 

@@ -4,8 +4,8 @@
 //! A running sequencer serves `Subjects::agent_request(Service::Sequencer, op, agent)` for
 //! interrupt, rewind, forecast and status; the host of a subtree (`sequencer supervise`) serves
 //! `Service::Host` subjects for a rewind or forecast of an agent no sequencer runs. A request is
-//! taken only with hubd's voucher for its agent and op ([`crate::vouchers`]), on exactly that
-//! agent's subject. A running sequencer hands each request to the writer as an input, so it is
+//! taken only with hubd's voucher for its agent, op and arguments, presented by its requester
+//! and spent by hubd once ([`crate::vouchers`]), on exactly that agent's subject. A running sequencer hands each request to the writer as an input, so it is
 //! journaled in a pass like everything else, and answered once its records are appended.
 //!
 //! **Rewind** first forecasts ([`forecast`]): core's `aftermath` fold over the records after
@@ -65,8 +65,7 @@ pub(crate) async fn serve(
     tx: mpsc::UnboundedSender<Input>,
     shutdown: CancellationToken,
 ) -> Result<(), SequencerError> {
-    let session = client.clone();
-    let vouchers = Arc::new(Vouchers::new(move || session.voucher_key()));
+    let vouchers = Arc::new(Vouchers::new(client.clone()));
     for op in [OP_INTERRUPT, OP_REWIND, OP_FORECAST, OP_STATUS] {
         let op = Operation::parse(op)?;
         let subject = client
@@ -81,8 +80,9 @@ pub(crate) async fn serve(
                 let tx = tx.clone();
                 let (client, forest, agent) = (client.clone(), forest.clone(), agent.clone());
                 let admitted = admit(&vouchers, &req, Service::Sequencer, &client);
+                let vouchers = Arc::clone(&vouchers);
                 async move {
-                    let (named, req) = admitted?;
+                    let (named, req) = spend(&vouchers, admitted?).await?;
                     if named != agent {
                         return Err(RemoteError::new(
                             ErrorCode::Invalid,
@@ -152,8 +152,7 @@ pub async fn serve_host(
     host: HostControl,
     shutdown: CancellationToken,
 ) -> Result<(), SequencerError> {
-    let session = host.client.clone();
-    let vouchers = Arc::new(Vouchers::new(move || session.voucher_key()));
+    let vouchers = Arc::new(Vouchers::new(host.client.clone()));
     // Agent-addressed ops only: `host.health` is the supervisor's own, answered beside this.
     let subject = host.client.subjects().agent_requests(Service::Host);
     let server = bind(&host.client, &subject).await?;
@@ -161,16 +160,18 @@ pub async fn serve_host(
         move |req: TypedRequest<Controlled>| {
             let host = host.clone();
             let admitted = admit(&vouchers, &req, Service::Host, &host.client);
+            let vouchers = Arc::clone(&vouchers);
             async move {
-                let (agent, req) = admitted?;
+                let admitted = admitted?;
                 if let Some(root) = &host.subtree
-                    && !agent.is_within(root)
+                    && !admitted.agent.is_within(root)
                 {
                     return Err(RemoteError::new(
                         ErrorCode::Refused,
-                        format!("{agent} is outside this host's subtree {root}"),
+                        format!("{} is outside this host's subtree {root}", admitted.agent),
                     ));
                 }
+                let (agent, req) = spend(&vouchers, admitted).await?;
                 let refused = |e: SequencerError| ControlReply::Refused {
                     reason: e.to_string(),
                 };
@@ -218,15 +219,23 @@ async fn bind(
     })
 }
 
-/// Admits a control request: hubd's voucher, unforged, unexpired, unused, for the agent it names
-/// and the op it carries, and sent on exactly that agent's subject for the op. Returns the agent
-/// and the request with who asked added to its reason.
+/// A control request that passed the local checks, its voucher not yet spent.
+struct Admitted {
+    agent: AgentName,
+    request: ControlRequest,
+    vouched: l3m_wire::hubd::session::Vouched,
+    digest: [u8; 32],
+}
+
+/// Admits a control request as far as this process can alone: hubd's voucher, unforged,
+/// unexpired, for the agent it names, the op and the arguments it carries, and sent on exactly
+/// that agent's subject for the op.
 fn admit(
     vouchers: &Vouchers,
     req: &TypedRequest<Controlled>,
     service: Service,
     client: &HubClient,
-) -> Result<(AgentName, ControlRequest), RemoteError> {
+) -> Result<Admitted, RemoteError> {
     let vouched = &req.body.vouched;
     let op = req.body.request.op();
     let invalid = |message: String| RemoteError::new(ErrorCode::Invalid, message);
@@ -240,11 +249,29 @@ fn admit(
             req.subject
         )));
     }
-    vouchers
-        .admit(vouched, agent.as_str(), op, now_ms())
+    let digest = vouchers
+        .check(vouched, agent.as_str(), &req.body.request, now_ms())
         .map_err(|e| RemoteError::new(ErrorCode::Refused, e.to_string()))?;
-    let request = req.body.request.clone().asked_by(&vouched.voucher.by);
-    Ok((agent, request))
+    Ok(Admitted {
+        agent,
+        request: req.body.request.clone(),
+        vouched: vouched.clone(),
+        digest,
+    })
+}
+
+/// Has hubd spend an admitted request's voucher; returns the agent and the request with who
+/// asked (as hubd vouched) added to its reason.
+async fn spend(
+    vouchers: &Vouchers,
+    admitted: Admitted,
+) -> Result<(AgentName, ControlRequest), RemoteError> {
+    vouchers
+        .spend(&admitted.vouched, admitted.digest)
+        .await
+        .map_err(|e| RemoteError::new(ErrorCode::Refused, e.to_string()))?;
+    let request = admitted.request.asked_by(&admitted.vouched.voucher.by);
+    Ok((admitted.agent, request))
 }
 
 /// [`forecast`] against the agent's grant as hubd serves it now.

@@ -483,7 +483,10 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
     // or none at all is refused before the writer sees anything; a sibling's sequencer gets
     // no voucher from hubd.
     let human = hub.human().await;
-    let status_voucher = human.vouch(&agent("demo"), OP_STATUS).await.unwrap();
+    let status_voucher = human
+        .vouch(&agent("demo"), &ControlRequest::Status)
+        .await
+        .unwrap();
     let rewind = ControlRequest::Rewind {
         to: 0,
         reason: "a stranger".into(),
@@ -509,13 +512,19 @@ async fn rewind_restores_files_byte_exact_online_and_offline() {
         "{}",
         replayed.message
     );
-    let unvouched = control_raw(&hub, OP_REWIND, &Bare { request: rewind })
-        .await
-        .unwrap_err();
+    let unvouched = control_raw(
+        &hub,
+        OP_REWIND,
+        &Bare {
+            request: rewind.clone(),
+        },
+    )
+    .await
+    .unwrap_err();
     assert_eq!(unvouched.code, l3m_wire::reply::ErrorCode::Malformed);
     hub.spawn("other", 5).await;
     let sibling = hub.sequencer_client("other").await;
-    let denied = sibling.vouch(&agent("demo"), OP_REWIND).await.unwrap_err();
+    let denied = sibling.vouch(&agent("demo"), &rewind).await.unwrap_err();
     assert_eq!(denied.code(), Some(l3m_wire::reply::ErrorCode::Refused));
     assert_eq!(
         hub.log("demo").await.len(),

@@ -300,7 +300,10 @@ async fn the_host_rewinds_an_asleep_agent_on_a_vouched_request_only() {
     // A voucher for demo sent on another agent's host subject is refused, as is any request
     // to a host whose subtree does not hold the agent.
     hub.spawn("other", 5).await;
-    let vouched = human.vouch(&agent("demo"), "forecast").await.unwrap();
+    let vouched = human
+        .vouch(&agent("demo"), &ControlRequest::Forecast { to: 0 })
+        .await
+        .unwrap();
     let subject = human.subjects().agent_request(
         Service::Host,
         &Operation::parse("forecast").unwrap(),

@@ -64,6 +64,9 @@ pub struct IssueArgs {
 #[derive(Debug, clap::Args)]
 pub struct LsArgs {
     /// Print JSON.
+    /// Revoked and expired credentials too (by default only those that still open sessions).
+    #[arg(long)]
+    pub all: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -84,7 +87,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
         Command::Issue(args) => issue(args, cx).await,
         Command::Ls(args) => {
             let session = cx.connect().await?;
-            let credentials = session.client.list_credentials().await?;
+            let credentials = session.client.list_credentials(args.all).await?;
             if args.json {
                 return crate::output::json(&credentials);
             }

@@ -201,6 +201,16 @@ pub enum ServiceError {
     /// A lease's grant or end could not be made durable; it was not granted or ended.
     #[error(transparent)]
     LeaseJournal(super::lease::journal::JournalError),
+    /// The open request's X25519 key is of low order (all zero, say): a third party could
+    /// derive the session's key too.
+    #[error(
+        "the client's X25519 key is of low order, so the session's key would not be secret; \
+         send a fresh key made from the OS's random source"
+    )]
+    WeakKey,
+    /// A session asked for more vouchers than it may hold at once.
+    #[error(transparent)]
+    TooManyVouchers(#[from] crate::vouchers::TooManyVouchers),
     /// Something internal failed (randomness, a blocking task, an encoding).
     #[error("internal failure: {0}")]
     Internal(String),
@@ -240,6 +250,8 @@ impl ServiceError {
             | ServiceError::ForkWider { .. }
             | ServiceError::NotFastForward { .. }
             | ServiceError::NotAncestor { .. }
+            | ServiceError::WeakKey
+            | ServiceError::TooManyVouchers(_)
             | ServiceError::Uncovered(_) => ErrorCode::Refused,
             ServiceError::Ledger(LedgerError::UnknownAgent { .. }) => ErrorCode::NotFound,
             ServiceError::Ledger(_) => ErrorCode::Refused,

@@ -75,6 +75,14 @@ pub async fn vouch(state: Arc<State>, req: Vouch) -> Result<Vouched, ServiceErro
     state.vouch(req)
 }
 
+/// `hubd.spend-voucher`.
+pub async fn spend_voucher(
+    state: Arc<State>,
+    req: l3m_wire::hubd::session::SpendVoucher,
+) -> Result<l3m_wire::hubd::session::VoucherSpent, ServiceError> {
+    state.spend_voucher(&req)
+}
+
 /// `hubd.vouch-build`.
 pub async fn vouch_build(
     state: Arc<State>,
@@ -88,7 +96,7 @@ pub async fn list_credentials(
     state: Arc<State>,
     req: ListCredentials,
 ) -> Result<Credentials, ServiceError> {
-    state.list_credentials(&req.capability)
+    state.list_credentials(&req)
 }
 
 /// `hubd.append-log`.

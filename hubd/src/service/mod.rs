@@ -1,8 +1,12 @@
 //! The hubd service: every request served over a [`Bus`], checked, written, announced.
 //!
-//! Each request passes, in order: the typed envelope layer (size, version, kind, body), the
-//! session check (its capability names a live session, its seal was made with that session's
-//! key, its number is fresh, its answer goes home: [`crate::capability`]), the duty table ([`l3m_core::duty::may_write`]) for
+//! Each request passes, in order: its reply subject (hubd answers only on an inbox, never on an
+//! announcement's or a service's subject: anything else is dropped unread), the envelope
+//! layer (size, version, kind), the session check on the envelope before its body is decoded
+//! (the capability beside the seal names a live session, the seal was made with that
+//! session's key over the body's bytes, its number is fresh, its answer goes home:
+//! [`crate::capability`]), then the body, which must name the same session, then the duty
+//! table ([`l3m_core::duty::may_write`]) for
 //! every ref it would write, the fine gates (the ledger's fold, a grant's mail axis), and only
 //! then the store. A refusal anywhere writes nothing. After a ref moves, a
 //! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, then the reply, then
@@ -48,7 +52,7 @@ use l3m_wire::hubd::build_voucher::ReadBuildPolicy;
 use l3m_wire::hubd::session::OpenSession;
 use l3m_wire::hubd::{InSession, Op};
 use l3m_wire::subjects::{HubId, Service, Subjects};
-use l3m_wire::typed::{ServeOptions, TypedRequest, TypedServer};
+use l3m_wire::typed::{Precheck, ServeOptions, TypedRequest, TypedServer};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -206,6 +210,9 @@ pub async fn start(
         .await?;
     binder.bind(Op::Vouch, handlers::vouch).await?;
     binder.bind(Op::VouchBuild, handlers::vouch_build).await?;
+    binder
+        .bind(Op::SpendVoucher, handlers::spend_voucher)
+        .await?;
     binder.bind_build_policy().await?;
     binder.bind_health().await?;
     // Last: a client whose session opens finds every other op served.
@@ -240,7 +247,9 @@ struct Binder {
 }
 
 impl Binder {
-    /// Serves `op` with `handler`, once the request proved it comes from its session's holder.
+    /// Serves `op` with `handler`, once the request proved it comes from its session's holder:
+    /// checked on its envelope before the body is decoded, and the body naming the same
+    /// session.
     async fn bind<Req, Resp, H, Fut>(&mut self, op: Op, handler: H) -> Result<(), RunError>
     where
         Req: Message + InSession + Send + 'static,
@@ -249,20 +258,32 @@ impl Binder {
         Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.serve(op, move |state: Arc<State>, request: TypedRequest<Req>| {
-            let checked = state.check_session(
-                request.body.capability(),
-                Req::KIND,
-                request.sealed.as_ref(),
-                request.reply.as_deref(),
-            );
+        let checking = Arc::clone(&self.state);
+        let precheck = Precheck(Arc::new(move |envelope, reply| {
+            checking
+                .check_envelope(Req::KIND, envelope, reply)
+                .map_err(|e| e.to_remote())
+        }));
+        let options = ServeOptions {
+            precheck: Some(precheck),
+            ..inbox_only()
+        };
+        let subject = op.subject(self.state.subjects());
+        let handler = move |state: Arc<State>, request: TypedRequest<Req>| {
+            let named = request
+                .sealed
+                .as_ref()
+                .and_then(|s| s.capability.as_deref());
+            let same = named == Some(request.body.capability().0.as_str());
             let handler = Arc::clone(&handler);
             async move {
-                checked?;
+                if !same {
+                    return Err(ServiceError::from(crate::capability::Closed::BadSeal));
+                }
                 handler(state, request.body).await
             }
-        })
-        .await
+        };
+        self.serve_at(subject, op.as_str(), options, handler).await
     }
 
     /// Serves `hubd.open-session`, the one request outside a session.
@@ -302,6 +323,7 @@ impl Binder {
             subject,
             "health",
             |state: Arc<State>, _: TypedRequest<HealthRequest>| async move { Ok(state.health()) },
+            inbox_only(),
         )
         .await
     }
@@ -314,7 +336,8 @@ impl Binder {
         Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
     {
         let subject = op.subject(self.state.subjects());
-        self.serve_at(subject, op.as_str(), handler).await
+        self.serve_at(subject, op.as_str(), inbox_only(), handler)
+            .await
     }
 
     /// Serves `subject` with `handler`, counting each answer under `name`.
@@ -323,6 +346,7 @@ impl Binder {
         subject: String,
         name: &'static str,
         handler: H,
+        options: ServeOptions,
     ) -> Result<(), RunError>
     where
         Req: Message + Send + 'static,
@@ -330,16 +354,12 @@ impl Binder {
         H: Fn(Arc<State>, TypedRequest<Req>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Resp, ServiceError>> + Send + 'static,
     {
-        let server = TypedServer::<Req, Resp>::bind(
-            self.state.bus().as_ref(),
-            &subject,
-            ServeOptions::default(),
-        )
-        .await
-        .map_err(|source| RunError::Bind {
-            subject: subject.clone(),
-            source,
-        })?;
+        let server = TypedServer::<Req, Resp>::bind(self.state.bus().as_ref(), &subject, options)
+            .await
+            .map_err(|source| RunError::Bind {
+                subject: subject.clone(),
+                source,
+            })?;
         let state = Arc::clone(&self.state);
         let serve = server.run(
             move |request| {
@@ -359,5 +379,15 @@ impl Binder {
         );
         self.servers.spawn(serve);
         Ok(())
+    }
+}
+
+/// hubd's serving options: it answers only on an inbox ([`l3m_wire::typed::is_inbox`]), so a
+/// request naming an announcement's, a control or a service's subject as its reply gets no
+/// answer at all.
+fn inbox_only() -> ServeOptions {
+    ServeOptions {
+        inbox_only: true,
+        ..ServeOptions::default()
     }
 }

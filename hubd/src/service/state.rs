@@ -65,6 +65,8 @@ pub struct State {
     /// What this process signs vouchers with (sessions learn its public half at open).
     vouchers: l3m_wire::credential::LifetimeSigner,
     bus: Arc<dyn Bus>,
+    /// The control vouchers issued and not yet expired, each spent once here.
+    outstanding: Mutex<crate::vouchers::Outstanding>,
     subjects: Subjects,
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
@@ -117,6 +119,7 @@ impl State {
             bus,
             subjects,
             settings: RwLock::new(settings),
+            outstanding: Mutex::default(),
             announcer,
             clock: Arc::new(SystemClock),
             deliveries: Mutex::new(()),

@@ -188,9 +188,26 @@ async fn a_forged_capability_is_refused() {
         .call::<_, LogAppended>(Op::AppendLog, &append(&forged, "bob", None, 0))
         .await
         .unwrap_err();
-    // hubd cannot tell a forged capability from one of a session that ended with a restart: it
-    // never minted either, and nothing is done for the request.
-    assert_eq!(e.code, ErrorCode::SessionEnded);
+    // Unsealed, it is refused on its envelope before its body (and so its capability) is read.
+    assert_eq!(e.code, ErrorCode::Refused);
+    assert!(e.message.contains("no seal"), "{}", e.message);
+    // Sealed, hubd cannot tell a forged capability from one of a session that ended with a
+    // restart: it never minted either, and nothing is done for the request.
+    let key = l3m_wire::credential::Ephemeral::generate()
+        .unwrap()
+        .with_hub(&[9; 32]);
+    let sealed = l3m_wire::typed::call_sealed::<_, LogAppended>(
+        f.bus.as_ref(),
+        &Op::AppendLog.subject(&f.subjects),
+        &append(&forged, "bob", None, 0),
+        std::time::Duration::from_secs(20),
+        &l3m_wire::envelope::Limits::default(),
+        (&key, 0, &forged.0),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(sealed.code, ErrorCode::SessionEnded);
     let (mut open, _) = f.open_request(
         &f.host_key,
         Duty::Sequencer {

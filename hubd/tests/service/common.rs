@@ -124,8 +124,16 @@ impl Fixture {
         let bus = self.bus.as_ref();
         match sealing {
             Some((key, n)) => {
-                l3m_wire::typed::call_sealed(bus, &subject, req, CALL_WITHIN, &limits, (&key, n))
-                    .await
+                let cap = req.capability().0.as_str();
+                l3m_wire::typed::call_sealed(
+                    bus,
+                    &subject,
+                    req,
+                    CALL_WITHIN,
+                    &limits,
+                    (&key, n, cap),
+                )
+                .await
             }
             None => l3m_wire::typed::call(bus, &subject, req, CALL_WITHIN, &limits).await,
         }

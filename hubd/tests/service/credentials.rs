@@ -76,7 +76,8 @@ async fn a_captured_capability_is_useless_without_its_session_key() {
     let opened = f.open(&mine).await.unwrap();
     let stranger = Ephemeral::generate().unwrap();
     let wrong = stranger.with_hub(&opened.hub_key);
-    let forged = encode_sealed(&append(&bob, "bob"), &Limits::default(), &wrong, 0).unwrap();
+    let forged =
+        encode_sealed(&append(&bob, "bob"), &Limits::default(), &wrong, 0, &bob.0).unwrap();
     refused(send_raw(&f, forged).await, ErrorCode::Refused, "seal");
     assert_eq!(f.refs(), before, "nothing was written");
     // Its holder still writes.
@@ -95,6 +96,7 @@ async fn a_captured_request_cannot_be_replayed() {
         &Limits::default(),
         &key,
         7,
+        &opened.capability.0,
     )
     .unwrap();
     send_raw(&f, bytes.clone()).await.unwrap();
@@ -108,6 +110,7 @@ async fn a_captured_request_cannot_be_replayed() {
         &Limits::default(),
         &key,
         0,
+        &replayed.capability.0,
     )
     .unwrap();
     refused(send_raw(&f, guess).await, ErrorCode::Refused, "seal");
@@ -184,6 +187,8 @@ async fn a_revoked_credential_and_its_sessions_are_refused() {
             Op::ListCredentials,
             &ListCredentials {
                 capability: human.clone(),
+                after: None,
+                all: true,
             },
         )
         .await
@@ -243,7 +248,14 @@ async fn only_humans_manage_credentials_and_only_sensibly() {
         .await;
     refused(reply, ErrorCode::Refused, "humans only");
     let reply = f
-        .call::<_, Credentials>(Op::ListCredentials, &ListCredentials { capability: bob })
+        .call::<_, Credentials>(
+            Op::ListCredentials,
+            &ListCredentials {
+                capability: bob,
+                after: None,
+                all: false,
+            },
+        )
         .await;
     refused(reply, ErrorCode::Refused, "humans only");
     let mallory = Scope::Human {
@@ -319,6 +331,7 @@ async fn a_host_session_reads_its_subtree_and_writes_nothing() {
         capability: waker.clone(),
         agent: "bob".into(),
         action: "interrupt".into(),
+        digest: [0; 32],
     };
     let reply = f.call::<_, Vouched>(Op::Vouch, &vouch).await;
     refused(reply, ErrorCode::Refused, "send `interrupt` to bob");

@@ -15,6 +15,7 @@ mod log;
 mod mail;
 mod nats_conf;
 mod pack;
+mod outsider;
 mod persona;
 mod settings;
 mod undo;

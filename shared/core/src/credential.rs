@@ -382,12 +382,77 @@ impl Registry {
     pub fn all(&self) -> impl Iterator<Item = &Credential> {
         self.credentials.values()
     }
+
+    /// One page of the credentials `keep` admits, in id order after `after`: at most `limit`,
+    /// and the id to ask after for the next page if more may follow. A reply stays bounded
+    /// however many credentials a hub has issued.
+    pub fn page(
+        &self,
+        after: Option<&CredentialId>,
+        limit: usize,
+        keep: impl Fn(&Credential) -> bool,
+    ) -> (Vec<Credential>, Option<CredentialId>) {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut page: Vec<Credential> = self
+            .credentials
+            .range((from, Bound::Unbounded))
+            .map(|(_, c)| c)
+            .filter(|c| keep(c))
+            .take(limit.saturating_add(1))
+            .cloned()
+            .collect();
+        let next = (page.len() > limit).then(|| {
+            page.truncate(limit);
+            page.last().map(|c| c.id.clone())
+        });
+        (page, next.flatten())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn pages_cover_every_kept_credential_once_in_order() {
+        let mut registry = Registry::default();
+        for i in 0..25u8 {
+            let id = CredentialId::from_random([i; 8]);
+            registry.credentials.insert(
+                id.clone(),
+                Credential {
+                    id,
+                    scope: Scope::Host { subtree: None },
+                    key: PublicKey([0; 32]),
+                    expires_ms: 10,
+                    by: "human:alice".into(),
+                    label: String::new(),
+                    at_ms: 0,
+                    revoked_ms: (i % 3 == 0).then_some(1),
+                },
+            );
+        }
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let (page, next) = registry.page(after.as_ref(), 4, |c| c.revoked_ms.is_none());
+            assert!(page.len() <= 4);
+            seen.extend(page.into_iter().map(|c| c.id));
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        let kept: Vec<_> = registry
+            .all()
+            .filter(|c| c.revoked_ms.is_none())
+            .map(|c| c.id.clone())
+            .collect();
+        assert_eq!(seen, kept);
+        assert_eq!(seen.len(), 16);
+    }
     use proptest::prelude::*;
 
     fn agent(name: &str) -> AgentName {

@@ -257,21 +257,52 @@ impl HubClient {
         self.session.get().voucher_key
     }
 
-    /// hubd's voucher that this session may send `action` to `agent`'s sequencer.
+    /// hubd's voucher that this session may send exactly `request` to `agent`'s sequencer (or
+    /// its host), with this session's proof that it is the requester: whoever else sees the
+    /// voucher cannot present it, nor with other arguments.
     pub async fn vouch(
         &self,
         agent: &AgentName,
-        action: &str,
+        request: &crate::control::ControlRequest,
     ) -> Result<crate::hubd::session::Vouched, ClientError> {
-        self.call(
-            Op::Vouch,
-            crate::hubd::session::Vouch {
-                capability: self.cap(),
-                agent: agent.to_string(),
-                action: action.to_owned(),
-            },
-        )
-        .await
+        let digest = request.digest().map_err(|source| ClientError::Wire {
+            subject: Op::Vouch.subject(&self.subjects),
+            source,
+        })?;
+        let mut vouched: crate::hubd::session::Vouched = self
+            .call(
+                Op::Vouch,
+                crate::hubd::session::Vouch {
+                    capability: self.cap(),
+                    agent: agent.to_string(),
+                    action: request.op().to_owned(),
+                    digest,
+                },
+            )
+            .await?;
+        let statement = vouched.voucher.statement();
+        vouched.proof = Some(self.session.get().key.holder_proof(&statement));
+        Ok(vouched)
+    }
+
+    /// Asks hubd to spend `vouched`, presented to this session with a request whose digest is
+    /// `digest`; hubd takes each voucher once, whichever process presents it.
+    pub async fn spend_voucher(
+        &self,
+        vouched: &crate::hubd::session::Vouched,
+        digest: [u8; 32],
+    ) -> Result<crate::hubd::session::SpendOutcome, ClientError> {
+        let spent: crate::hubd::session::VoucherSpent = self
+            .call(
+                Op::SpendVoucher,
+                crate::hubd::session::SpendVoucher {
+                    capability: self.cap(),
+                    vouched: vouched.clone(),
+                    digest,
+                },
+            )
+            .await?;
+        Ok(spent.outcome)
     }
 
     /// hubd's voucher that this session's agent may have `cover` (one build or one run) carried
@@ -348,7 +379,7 @@ impl HubClient {
             &*request,
             self.timeout,
             &self.limits,
-            (&session.key, n),
+            (&session.key, n, &session.capability.0),
         )
         .await
         .map_err(|source| ClientError::Wire {
@@ -1172,18 +1203,30 @@ impl HubClient {
         .await
     }
 
-    /// Every credential of the hub (a human's session only).
+    /// The hub's credentials, page by page (a human's session only): the live ones, or with
+    /// `all` the revoked and expired ones too.
     pub async fn list_credentials(
         &self,
     ) -> Result<Vec<l3m_core::credential::Credential>, ClientError> {
-        let listed: crate::hubd::credential::Credentials = self
-            .call(
-                Op::ListCredentials,
-                crate::hubd::credential::ListCredentials {
-                    capability: self.cap(),
-                },
-            )
-            .await?;
-        Ok(listed.credentials)
+        let mut credentials = Vec::new();
+        let mut after = None;
+        loop {
+            let page: crate::hubd::credential::Credentials = self
+                .call(
+                    Op::ListCredentials,
+                    crate::hubd::credential::ListCredentials {
+                        capability: self.cap(),
+                        after: after.take(),
+                        all,
+                    },
+                )
+                .await?;
+            credentials.extend(page.credentials);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(credentials),
+            }
+        }
     }
 }
+        all: bool,

@@ -131,6 +131,18 @@ impl ControlRequest {
         }
     }
 
+    /// The digest a voucher binds ([`crate::hubd::session::Voucher::digest`]): BLAKE3 of the
+    /// request's MessagePack encoding, so a voucher for one rewind target opens no other.
+    pub fn digest(&self) -> Result<[u8; 32], WireError> {
+        let bytes = rmp_serde::to_vec_named(self).map_err(|e| WireError::Encode {
+            kind: Controlled::KIND,
+            reason: e.to_string(),
+        })?;
+        let mut hasher = blake3::Hasher::new_derive_key("l3m control request v1");
+        hasher.update(&bytes);
+        Ok(*hasher.finalize().as_bytes())
+    }
+
     /// The control op this request is sent on.
     pub fn op(&self) -> &'static str {
         match self {
@@ -205,7 +217,7 @@ pub async fn call(
     let subject = client
         .subjects()
         .agent_request(target.service(), &op, agent);
-    let vouched = client.vouch(agent, request.op()).await?;
+    let vouched = client.vouch(agent, request).await?;
     let reply = crate::typed::call(
         client.bus().as_ref(),
         &subject,

@@ -275,18 +275,24 @@ impl Ephemeral {
         self.agree(hub, &self.public, hub)
     }
 
-    /// hubd's session key for the client that sent `client`.
-    pub fn with_client(&self, client: &[u8; 32]) -> SessionKey {
-        self.agree(client, client, &self.public)
+    /// hubd's session key for the client that sent `client`; `None` for a low-order key (all
+    /// zero, say), whose shared secret a third party could compute too.
+    pub fn with_client(&self, client: &[u8; 32]) -> Option<SessionKey> {
+        let shared = self.shared(client);
+        shared
+            .was_contributory()
+            .then(|| SessionKey::derive(shared.as_bytes(), client, &self.public))
     }
 
     /// The key shared with the holder of `theirs`, bound to both public keys in the order
     /// client, hub (the same on both sides).
     fn agree(&self, theirs: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
-        let shared = self
-            .secret
-            .diffie_hellman(&x25519_dalek::PublicKey::from(*theirs));
-        SessionKey::derive(shared.as_bytes(), client, hub)
+        SessionKey::derive(self.shared(theirs).as_bytes(), client, hub)
+    }
+
+    fn shared(&self, theirs: &[u8; 32]) -> x25519_dalek::SharedSecret {
+        self.secret
+            .diffie_hellman(&x25519_dalek::PublicKey::from(*theirs))
     }
 }
 
@@ -331,6 +337,18 @@ impl SessionKey {
         self.mac(seal.n, kind, body) == blake3::Hash::from_bytes(seal.mac)
     }
 
+    /// The proof that the holder of this session key is the one a voucher was issued to: a
+    /// MAC over the voucher's statement, which only the two ends of the session can make.
+    pub fn holder_proof(&self, voucher_statement: &[u8]) -> [u8; 32] {
+        *self.mac(0, HOLDER_PROOF, voucher_statement).as_bytes()
+    }
+
+    /// Whether `proof` is this key's [`SessionKey::holder_proof`] of `voucher_statement`
+    /// (compared in constant time).
+    pub fn proves_holder(&self, voucher_statement: &[u8], proof: &[u8; 32]) -> bool {
+        self.mac(0, HOLDER_PROOF, voucher_statement) == blake3::Hash::from_bytes(*proof)
+    }
+
     fn mac(&self, n: u64, kind: &str, body: &[u8]) -> blake3::Hash {
         let mut hasher = blake3::Hasher::new_keyed(&self.0);
         hasher
@@ -341,6 +359,9 @@ impl SessionKey {
         hasher.finalize()
     }
 }
+
+/// The kind a holder proof is made under; no message has it, so a proof is never a seal.
+const HOLDER_PROOF: &str = "l3m voucher holder v1";
 
 /// 32 bytes from the OS's random source as 64 hex digits: session capabilities, letter ids,
 /// nonces and passwords, wherever a value must be unguessable.
@@ -387,7 +408,7 @@ mod tests {
             Ephemeral::generate().unwrap(),
         );
         let a = client.with_hub(&hub.public);
-        let b = hub.with_client(&client.public);
+        let b = hub.with_client(&client.public).unwrap();
         let seal = a.seal(3, "hubd.append-log", b"body");
         assert!(b.verifies(&seal, "hubd.append-log", b"body"));
         assert!(!b.verifies(&seal, "hubd.append-log", b"bodY"));
@@ -396,6 +417,17 @@ mod tests {
         let stranger = Ephemeral::generate().unwrap();
         let c = stranger.with_hub(&hub.public);
         assert!(!c.verifies(&seal, "hubd.append-log", b"body"));
+    }
+
+    #[test]
+    fn a_low_order_client_key_agrees_no_session() {
+        let hub = Ephemeral::generate().unwrap();
+        assert!(hub.with_client(&[0u8; 32]).is_none(), "all zero");
+        let mut one = [0u8; 32];
+        one[0] = 1;
+        assert!(hub.with_client(&one).is_none(), "the identity point");
+        let client = Ephemeral::generate().unwrap();
+        assert!(hub.with_client(&client.public).is_some());
     }
 
     #[test]

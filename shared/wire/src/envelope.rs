@@ -20,6 +20,7 @@
 //! | `kind` | str | the message kind, e.g. `hubd.append` or `l3m.error` |
 //! | `body` | bin | the typed message, itself a MessagePack map (field names as keys) |
 //! | `seal` | map `{n: uint 64, mac: bin 32}`, optional | a session request's seal ([`crate::credential`]) |
+//! | `cap` | str, optional | the capability of the session that sealed it, beside the seal so that a server finds the session and checks the seal before it decodes the body |
 //!
 //! Bodies are encoded with field names (`rmp_serde::to_vec_named`) so that adding an optional
 //! field with `#[serde(default)]` keeps old and new peers compatible within one version.
@@ -105,6 +106,10 @@ pub struct Envelope {
     /// The session's seal over the body, on every request but the one opening a session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<Seal>,
+    /// The capability of the session that made [`Envelope::seal`] (it also travels in the
+    /// body): the key to check the seal with is found from it, before the body is decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<String>,
 }
 
 /// Reads a MessagePack string, and only a string: rmp-serde would otherwise read a `bin` of
@@ -138,6 +143,7 @@ impl Envelope {
             kind: kind.into(),
             body,
             seal: None,
+            cap: None,
         }
     }
 
@@ -166,13 +172,19 @@ impl Envelope {
 
     /// Decodes the body as `M`, after checking that the envelope's kind is `M::KIND`.
     pub fn open<M: Message>(&self) -> Result<M, WireError> {
-        if self.kind != M::KIND {
+        self.expect_kind(M::KIND)?;
+        self.open_unchecked()
+    }
+
+    /// Refuses the envelope unless its kind is `kind`; nothing of the body is read.
+    pub fn expect_kind(&self, kind: &str) -> Result<(), WireError> {
+        if self.kind != kind {
             return Err(WireError::UnknownKind {
                 kind: self.kind.clone(),
-                expected: M::KIND.to_owned(),
+                expected: kind.to_owned(),
             });
         }
-        self.open_unchecked()
+        Ok(())
     }
 
     /// Decodes the body as `M` without checking the kind; callers that dispatch on the kind
@@ -194,17 +206,20 @@ fn body_of<M: Message>(msg: &M) -> Result<Vec<u8>, WireError> {
     })
 }
 
-/// Encodes `msg` in an envelope sealed with `key` as request number `n` of its session.
+/// Encodes `msg` in an envelope sealed with `key` as request number `n` of the session named
+/// by `capability`.
 pub fn encode_sealed<M: Message>(
     msg: &M,
     limits: &Limits,
     key: &SessionKey,
     n: u64,
+    capability: &str,
 ) -> Result<Bytes, WireError> {
     let body = body_of(msg)?;
     let seal = key.seal(n, M::KIND, &body);
     let mut envelope = Envelope::new(M::KIND, body);
     envelope.seal = Some(seal);
+    envelope.cap = Some(capability.to_owned());
     envelope.to_bytes(limits)
 }
 

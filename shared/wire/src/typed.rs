@@ -8,6 +8,11 @@
 //! [`ErrorCode::Internal`]. In-flight handlers are bounded by a semaphore; when it is full,
 //! further requests wait in the subscription's queue.
 //!
+//! A server may also refuse what it must not answer before anything is decoded
+//! ([`ServeOptions::inbox_only`]: a reply subject that is not an inbox gets no answer at all, so
+//! the server cannot be made to publish on another party's subjects), and check the envelope
+//! (its kind, seal and capability) before the body is decoded ([`ServeOptions::precheck`]).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
@@ -69,16 +74,17 @@ pub async fn call<Req: Message, Resp: Message>(
     exchange(bus, subject, encode(request, limits)?, timeout, limits).await
 }
 
-/// [`call`] for a request of an open session: sealed with `key` as request number `n`.
+/// [`call`] for a request of an open session: sealed with `key` as request number `n` of the
+/// session named by capability `cap`.
 pub async fn call_sealed<Req: Message, Resp: Message>(
     bus: &dyn Bus,
     subject: &str,
     request: &Req,
     timeout: Duration,
     limits: &Limits,
-    (key, n): (&SessionKey, u64),
+    (key, n, cap): (&SessionKey, u64, &str),
 ) -> Result<Reply<Resp>, WireError> {
-    let payload = encode_sealed(request, limits, key, n)?;
+    let payload = encode_sealed(request, limits, key, n, cap)?;
     exchange(bus, subject, payload, timeout, limits).await
 }
 
@@ -114,7 +120,41 @@ pub struct Sealed {
     pub seal: Seal,
     /// The body as sent.
     pub body: Vec<u8>,
+    /// The capability the envelope named beside the seal ([`Envelope::cap`]).
+    pub capability: Option<String>,
 }
+
+/// Whether `reply` is an inbox: its first token is `_INBOX` (an anonymous connection's) or
+/// `_INBOX_<user>` (a NATS user's own, deploy/nats.conf), never a service's or an
+/// announcement's subject.
+pub fn is_inbox(reply: &str) -> bool {
+    let first = reply.split('.').next().unwrap_or(reply);
+    reply.len() > first.len() + 1
+        && (first == "_INBOX" || first.strip_prefix("_INBOX_").is_some_and(|u| !u.is_empty()))
+}
+
+/// The function a [`Precheck`] runs: the envelope and the reply subject, before the body is
+/// decoded.
+pub type PrecheckFn = dyn Fn(&Envelope, Option<&str>) -> Result<(), RemoteError> + Send + Sync;
+
+/// A check on a request's envelope (kind already matched; its seal and capability) and reply
+/// subject that runs before the body is decoded, so a request that fails it costs no decoding.
+#[derive(Clone)]
+pub struct Precheck(pub Arc<PrecheckFn>);
+
+impl std::fmt::Debug for Precheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Precheck(..)")
+    }
+}
+
+impl PartialEq for Precheck {
+    fn eq(&self, other: &Precheck) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Precheck {}
 
 /// How a typed server takes its requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +165,11 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// How many handlers may run at once; at least one.
     pub max_in_flight: usize,
+    /// Answer only requests whose reply subject is an inbox ([`is_inbox`]); any other request
+    /// is dropped unanswered and undecoded.
+    pub inbox_only: bool,
+    /// Run on the envelope before its body is decoded; a refusal is the answer.
+    pub precheck: Option<Precheck>,
 }
 
 impl Default for ServeOptions {
@@ -133,6 +178,8 @@ impl Default for ServeOptions {
             queue_group: None,
             limits: Limits::default(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            inbox_only: false,
+            precheck: None,
         }
     }
 }
@@ -182,7 +229,7 @@ where
         H: Fn(TypedRequest<Req>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Reply<Resp>> + Send + 'static,
     {
-        let limits = self.options.limits;
+        let options = Arc::new(self.options.clone());
         let slots = Arc::new(Semaphore::new(self.options.max_in_flight.max(1)));
         let handler = Arc::new(handler);
         let mut in_flight = JoinSet::new();
@@ -203,9 +250,17 @@ where
                     None => break,
                 },
             };
-            let handler = Arc::clone(&handler);
+            if options.inbox_only && !request.reply().is_some_and(is_inbox) {
+                tracing::debug!(
+                    subject = request.subject.as_str(),
+                    reply = request.reply().unwrap_or("(none)"),
+                    "dropped a request whose answer would not go to an inbox"
+                );
+                continue;
+            }
+            let (handler, options) = (Arc::clone(&handler), Arc::clone(&options));
             in_flight.spawn(async move {
-                answer(request, &handler, &limits).await;
+                answer(request, &handler, &options).await;
                 drop(slot);
             });
             while in_flight.try_join_next().is_some() {}
@@ -240,19 +295,28 @@ where
 
 /// Checks, decodes, handles and answers one request. It always sends an answer unless the
 /// request has nowhere to send it or the bus refuses it, which is logged.
-async fn answer<Req, Resp, H, Fut>(request: Request, handler: &Arc<H>, limits: &Limits)
+async fn answer<Req, Resp, H, Fut>(request: Request, handler: &Arc<H>, options: &ServeOptions)
 where
     Req: Message + Send + 'static,
     Resp: Message + Send + 'static,
     H: Fn(TypedRequest<Req>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply<Resp>> + Send + 'static,
 {
+    let limits = &options.limits;
+    let wire = |e: WireError| RemoteError::from_wire(&e);
     let opened = Envelope::from_bytes(&request.payload, limits)
-        .and_then(|envelope| Ok((envelope.open::<Req>()?, envelope)));
+        .map_err(wire)
+        .and_then(|envelope| {
+            envelope.expect_kind(Req::KIND).map_err(wire)?;
+            if let Some(precheck) = &options.precheck {
+                (precheck.0)(&envelope, request.reply())?;
+            }
+            Ok((envelope.open::<Req>().map_err(wire)?, envelope))
+        });
     let reply: Reply<Resp> = match opened {
         Err(e) => {
-            tracing::debug!(subject = request.subject.as_str(), error = %e, "refused a request");
-            Err(RemoteError::from_wire(&e))
+            tracing::debug!(subject = request.subject.as_str(), error = %e.message, "refused a request");
+            Err(e)
         }
         Ok((body, envelope)) => {
             let typed = TypedRequest {
@@ -261,6 +325,7 @@ where
                 sealed: envelope.seal.map(|seal| Sealed {
                     seal,
                     body: envelope.body,
+                    capability: envelope.cap,
                 }),
                 reply: request.reply().map(str::to_owned),
             };
@@ -299,5 +364,29 @@ where
     };
     if let Err(e) = sent {
         tracing::warn!(subject = subject.as_str(), error = %e, "could not answer a request");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_inbox;
+
+    #[test]
+    fn only_an_inbox_is_an_inbox() {
+        for inbox in ["_INBOX.abc.1", "_INBOX_cli.abc.1", "_INBOX_sequencer.x"] {
+            assert!(is_inbox(inbox), "{inbox}");
+        }
+        for other in [
+            "l3m.t.ref.log.bob",
+            "l3m.t.sequencer.interrupt.bob",
+            "_INBOX",
+            "_INBOX_",
+            "_INBOX_.x",
+            "_INBOXcli.x",
+            "x._INBOX.y",
+            "",
+        ] {
+            assert!(!is_inbox(other), "{other}");
+        }
     }
 }

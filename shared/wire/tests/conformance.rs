@@ -334,6 +334,7 @@ async fn bad_input_gets_typed_errors_and_the_server_keeps_serving(h: Harness) {
                 kind: Echo::KIND.into(),
                 body: body.clone(),
                 seal: None,
+                cap: None,
             }
             .to_bytes(&big)
             .unwrap(),

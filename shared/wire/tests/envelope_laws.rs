@@ -119,7 +119,7 @@ proptest! {
         body in proptest::collection::vec(any::<u8>(), 0..64),
     ) {
         prop_assume!(v != VERSION);
-        let bytes = Envelope { v, kind: Note::KIND.into(), body, seal: None }
+        let bytes = Envelope { v, kind: Note::KIND.into(), body, seal: None, cap: None }
             .to_bytes(&Limits::default())
             .unwrap();
         let err = decode::<Note>(&bytes, &Limits::default()).unwrap_err();

@@ -6,14 +6,16 @@ use l3m_core::duty::Duty;
 use l3m_core::record_format;
 use l3m_core::refs;
 use l3m_wire::credential::{Ephemeral, open_statement, verify};
+use l3m_wire::envelope::Envelope;
 use l3m_wire::hubd::credential::{
-    CredentialIssued, CredentialRevoked, Credentials, IssueCredential,
+    CredentialIssued, CredentialRevoked, Credentials, IssueCredential, ListCredentials,
 };
-use l3m_wire::hubd::session::{Capability, OpenSession, SessionOpened, Vouch, Vouched, Voucher};
-use l3m_wire::typed::Sealed;
+use l3m_wire::hubd::session::{
+    Capability, OpenSession, SessionOpened, SpendVoucher, Vouch, Vouched, Voucher, VoucherSpent,
+};
 
 use super::State;
-use crate::capability::{Opening, inbox_of};
+use crate::capability::{Closed, Opening, inbox_of};
 use crate::service::error::ServiceError;
 use crate::service::gate;
 
@@ -45,7 +47,9 @@ impl State {
         self.check_exists(&req.duty)?;
         let ephemeral = Ephemeral::generate()
             .map_err(|e| ServiceError::Internal(format!("making a session key: {e}")))?;
-        let key = ephemeral.with_client(&req.client_key);
+        let key = ephemeral
+            .with_client(&req.client_key)
+            .ok_or(ServiceError::WeakKey)?;
         let capability = self
             .sessions
             .open(Opening {
@@ -87,17 +91,28 @@ impl State {
         })
     }
 
-    /// Checks that a request carrying `capability` comes from its session's holder.
-    pub(in crate::service) fn check_session(
+    /// Checks, before its body is decoded, that a request of `kind` comes from the holder of the
+    /// session its envelope names: sealed with its key over the body's bytes, a fresh number,
+    /// answered to its inbox.
+    pub(in crate::service) fn check_envelope(
         &self,
-        capability: &Capability,
         kind: &str,
-        sealed: Option<&Sealed>,
+        envelope: &Envelope,
         reply: Option<&str>,
     ) -> Result<(), ServiceError> {
-        Ok(self
-            .sessions
-            .check(&capability.0, kind, sealed, reply, self.now_ms())?)
+        let capability = envelope.cap.as_deref().ok_or(if envelope.seal.is_none() {
+            Closed::Unsealed
+        } else {
+            Closed::Unknown
+        })?;
+        Ok(self.sessions.check_parts(
+            capability,
+            kind,
+            envelope.seal.as_ref(),
+            &envelope.body,
+            reply,
+            self.now_ms(),
+        )?)
     }
 
     /// `hubd.vouch`: a human, or the sequencer of a strict ancestor, may control a live agent.
@@ -114,15 +129,62 @@ impl State {
         }
         let nonce = l3m_wire::credential::random_hex()
             .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
+        let now = self.now_ms();
         let voucher = Voucher {
             agent: agent.to_string(),
             action: req.action,
             by: duty.to_string(),
-            expires_ms: self.now_ms() + VOUCHER_MS,
+            expires_ms: now + VOUCHER_MS,
             nonce: nonce[..16].to_owned(),
+            digest: req.digest,
         };
+        self.outstanding()
+            .issue(voucher.clone(), &req.capability.0, now)?;
         let signature = self.vouchers.sign(&voucher.statement());
-        Ok(Vouched { voucher, signature })
+        Ok(Vouched {
+            voucher,
+            signature,
+            proof: None,
+        })
+    }
+
+    /// `hubd.spend-voucher`: the agent's sequencer, or the host of its subtree, spends a
+    /// voucher presented to it, once, for the request it came with, if the requester's session
+    /// proved it presented it.
+    pub fn spend_voucher(&self, req: &SpendVoucher) -> Result<VoucherSpent, ServiceError> {
+        let duty = self.duty(&req.capability)?;
+        let voucher = &req.vouched.voucher;
+        let runs =
+            l3m_core::names::AgentName::parse(&voucher.agent).is_ok_and(|agent| match &duty {
+                Duty::Sequencer { agent: own } => *own == agent,
+                Duty::Host { subtree: None } => true,
+                Duty::Host {
+                    subtree: Some(root),
+                } => agent.is_within(root),
+                Duty::Human { .. } | Duty::Postman { .. } => false,
+            });
+        let statement = voucher.statement();
+        let proves = |requester: &str| {
+            req.vouched
+                .proof
+                .as_ref()
+                .is_some_and(|proof| self.sessions.proves_holder(requester, &statement, proof))
+        };
+        let presented = crate::vouchers::Presented {
+            voucher,
+            digest: req.digest,
+            spender_runs_agent: runs,
+            proves: &proves,
+        };
+        let outcome = self.outstanding().spend(&presented, self.now_ms());
+        Ok(VoucherSpent { outcome })
+    }
+
+    fn outstanding(&self) -> std::sync::MutexGuard<'_, crate::vouchers::Outstanding> {
+        // Every change is one insert or one flag set, with no step that can panic between.
+        self.outstanding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `hubd.issue-credential`: humans only; a human scope names a registered human.
@@ -190,11 +252,19 @@ impl State {
         })
     }
 
-    /// `hubd.list-credentials`: humans only.
-    pub fn list_credentials(&self, capability: &Capability) -> Result<Credentials, ServiceError> {
-        self.human_only(capability, "list credentials")?;
+    /// `hubd.list-credentials`: humans only; one page, live credentials unless `all`.
+    pub fn list_credentials(&self, req: &ListCredentials) -> Result<Credentials, ServiceError> {
+        self.human_only(&req.capability, "list credentials")?;
+        let after = req.after.as_deref().map(CredentialId::parse).transpose()?;
+        let now = self.now_ms();
+        let (credentials, next) = self.credentials().page(
+            after.as_ref(),
+            l3m_wire::hubd::credential::CREDENTIALS_PAGE,
+            |c| req.all || (c.revoked_ms.is_none() && c.expires_ms > now),
+        );
         Ok(Credentials {
-            credentials: self.credentials().all().cloned().collect(),
+            credentials,
+            next: next.map(|id| id.to_string()),
         })
     }
 

@@ -8,8 +8,10 @@
 //! - `hubd.revoke-credential` `{ capability, id: str }` → `hubd.credential-revoked`
 //!   `{ id: str, sessions: u64 }`: the credential opens nothing from now on and its open
 //!   sessions end (`revoked` on their next request). Humans only.
-//! - `hubd.list-credentials` `{ capability }` → `hubd.credentials` `{ credentials: [Credential] }`:
-//!   every credential ever issued, public keys only. Humans only.
+//! - `hubd.list-credentials` `{ capability, after?: str, all?: bool }` → `hubd.credentials`
+//!   `{ credentials: [Credential], next?: str }`: one page (at most [`CREDENTIALS_PAGE`]) of the
+//!   credentials in id order after `after`, public keys only; revoked and expired ones only
+//!   with `all`. `next`, when present, is the `after` of the next page. Humans only.
 //!
 //! `Scope` and `Credential` are `l3m_core::credential`'s; both sides are written to
 //! `refs/l3m/credentials`, one JSON row per commit, so `git log` of that ref is the audit.
@@ -78,22 +80,34 @@ impl Message for CredentialRevoked {
     const KIND: &'static str = "hubd.credential-revoked";
 }
 
-/// Asks for every credential of the hub.
+/// The most credentials one [`Credentials`] page holds.
+pub const CREDENTIALS_PAGE: usize = 200;
+
+/// Asks for one page of the hub's credentials.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListCredentials {
     /// The caller's session.
     pub capability: Capability,
+    /// The id the page starts after (`None`: from the first).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Revoked and expired credentials too.
+    #[serde(default)]
+    pub all: bool,
 }
 
 impl Message for ListCredentials {
     const KIND: &'static str = "hubd.list-credentials";
 }
 
-/// Every credential ever issued, by id.
+/// One page of credentials, by id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Credentials {
     /// Public parts only.
     pub credentials: Vec<Credential>,
+    /// Where the next page starts (its `after`); `None` on the last page.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 impl Message for Credentials {

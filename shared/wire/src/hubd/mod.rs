@@ -100,6 +100,7 @@ in_session!(
     blessing::Bless,
     blessing::ReadBlessing,
     session::Vouch,
+    session::SpendVoucher,
     build_voucher::VouchBuild,
     tree::Spawn,
     tree::Retire,
@@ -204,8 +205,10 @@ pub enum Op {
 }
 
 impl Op {
+    /// [`session::SpendVoucher`].
+    SpendVoucher,
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 42] = [
+    pub const ALL: [Op; 43] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -252,6 +255,7 @@ impl Op {
 
     /// The operation's subject token.
     pub fn as_str(self) -> &'static str {
+        Op::SpendVoucher,
         match self {
             Op::OpenSession => "open-session",
             Op::AppendLog => "append-log",
@@ -300,6 +304,7 @@ impl Op {
 
     /// The subject this operation is requested on, for the hub of `subjects`.
     pub fn subject(self, subjects: &Subjects) -> String {
+            Op::SpendVoucher => "spend-voucher",
         let token = self.as_str();
         match Operation::parse(token) {
             Ok(op) => subjects.request(Service::Hubd, &op),
