@@ -19,7 +19,7 @@ use l3m_core::names::{AgentName, HumanName, ServiceName};
 use l3m_core::record_format::{self, LineError};
 use l3m_core::refs;
 
-use l3m_wire::credential::{KeyFile, KeyFileError};
+use l3m_wire::credential::{HubIdentity, KeyFile, KeyFileError};
 
 use crate::store::{Hub, HubOptions, StoreError, Tip};
 
@@ -30,6 +30,20 @@ pub const INIT_VALIDITY_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 /// The private key of `human`'s credential as init issued it, in the hub at `root`.
 pub fn human_key_path(root: &Path, human: &HumanName) -> PathBuf {
     root.join(refs::paths::human_key(human))
+}
+
+/// hubd's identity key ([`HubIdentity`]) of `hub`: made with the hub, read by every hubd that
+/// serves it, its public half in every credential init or a human issues.
+pub fn identity(hub: &Hub) -> Result<HubIdentity, InitError> {
+    let dir = hub.hubd_dir();
+    std::fs::create_dir_all(&dir).map_err(|source| {
+        InitError::KeyFile(KeyFileError::Io {
+            action: "write",
+            path: dir.clone(),
+            source,
+        })
+    })?;
+    Ok(HubIdentity::load_or_create(&dir.join("identity.key"))?)
 }
 
 /// The private key of the whole-hub host credential init issued, in the hub at `root`.
@@ -203,7 +217,8 @@ pub fn load_credentials(hub: &Hub) -> Result<Registry, InitError> {
 }
 
 /// Issues a credential for `scope` while no hubd serves `hub` (at init, or a test's fixture):
-/// appends its row and writes its private key to `path`. A running hubd issues through
+/// appends its row and writes its private key to `path`, pinning the hub's hubd (made now if
+/// the hub has no identity yet). A running hubd issues through
 /// `hubd.issue-credential` instead, so its registry sees the row.
 pub fn issue_offline(
     hub: &Hub,
@@ -212,7 +227,8 @@ pub fn issue_offline(
     at_ms: u64,
     path: &Path,
 ) -> Result<KeyFile, InitError> {
-    let key = KeyFile::generate(KeyFile::random_id()?, scope)?;
+    let pin = identity(hub)?.public();
+    let key = KeyFile::generate(KeyFile::random_id()?, scope)?.pinning(Some(pin));
     let row = CredentialRow::Issue {
         id: key.id.clone(),
         scope: key.scope.clone(),

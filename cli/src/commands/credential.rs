@@ -63,10 +63,10 @@ pub struct IssueArgs {
 /// `l3m credential ls`.
 #[derive(Debug, clap::Args)]
 pub struct LsArgs {
-    /// Print JSON.
     /// Revoked and expired credentials too (by default only those that still open sessions).
     #[arg(long)]
     pub all: bool,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -126,7 +126,8 @@ async fn issue(args: IssueArgs, cx: Context) -> Result<(), CliError> {
         KeyFile::random_id().map_err(|e| CliError::Runtime(e.to_string()))?,
         scope,
     )
-    .map_err(|e| CliError::Runtime(e.to_string()))?;
+    .map_err(|e| CliError::Runtime(e.to_string()))?
+    .pinning(session.client.hub_key());
     let issued = session
         .client
         .issue_credential(&key, now_ms().saturating_add(valid_ms), &args.label)

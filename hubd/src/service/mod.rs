@@ -209,10 +209,10 @@ pub async fn start(
         .bind(Op::ListCredentials, handlers::list_credentials)
         .await?;
     binder.bind(Op::Vouch, handlers::vouch).await?;
-    binder.bind(Op::VouchBuild, handlers::vouch_build).await?;
     binder
         .bind(Op::SpendVoucher, handlers::spend_voucher)
         .await?;
+    binder.bind(Op::VouchBuild, handlers::vouch_build).await?;
     binder.bind_build_policy().await?;
     binder.bind_health().await?;
     // Last: a client whose session opens finds every other op served.
@@ -322,8 +322,8 @@ impl Binder {
         self.serve_at(
             subject,
             "health",
-            |state: Arc<State>, _: TypedRequest<HealthRequest>| async move { Ok(state.health()) },
             inbox_only(),
+            |state: Arc<State>, _: TypedRequest<HealthRequest>| async move { Ok(state.health()) },
         )
         .await
     }
@@ -345,8 +345,8 @@ impl Binder {
         &mut self,
         subject: String,
         name: &'static str,
-        handler: H,
         options: ServeOptions,
+        handler: H,
     ) -> Result<(), RunError>
     where
         Req: Message + Send + 'static,

@@ -64,9 +64,11 @@ pub struct State {
     credentials: Mutex<l3m_core::credential::Registry>,
     /// What this process signs vouchers with (sessions learn its public half at open).
     vouchers: l3m_wire::credential::LifetimeSigner,
-    bus: Arc<dyn Bus>,
+    /// The hub's identity, which signs every `open-session` answer.
+    identity: l3m_wire::credential::HubIdentity,
     /// The control vouchers issued and not yet expired, each spent once here.
     outstanding: Mutex<crate::vouchers::Outstanding>,
+    bus: Arc<dyn Bus>,
     subjects: Subjects,
     /// The hub's settings as last written (parsed; the text stays in `hub.git`).
     settings: RwLock<Settings>,
@@ -107,6 +109,7 @@ impl State {
         let (ledger, names) = load_ledger(&hub)?;
         let credentials = Mutex::new(load_credentials(&hub)?);
         let vouchers = l3m_wire::credential::LifetimeSigner::generate()?;
+        let identity = crate::init::identity(&hub)?;
         let settings = Settings::parse(&super::settings::read_text(&hub)?)?;
         let leases = Leases::open(&hub.hubd_dir()).map_err(InitError::LeaseJournal)?;
         Ok(State {
@@ -116,10 +119,11 @@ impl State {
             leases,
             credentials,
             vouchers,
+            identity,
+            outstanding: Mutex::default(),
             bus,
             subjects,
             settings: RwLock::new(settings),
-            outstanding: Mutex::default(),
             announcer,
             clock: Arc::new(SystemClock),
             deliveries: Mutex::new(()),

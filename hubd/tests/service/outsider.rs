@@ -321,3 +321,70 @@ async fn three_thousand_credentials_are_listed_in_pages_without_the_revoked() {
     assert_eq!(page.credentials.len(), CREDENTIALS_PAGE);
     assert!(page.next.is_some());
 }
+
+/// Clients pin hubd: the credentials init issues carry hubd's identity key, the real hubd
+/// signs its open-session answer with it, and an impostor answering open-session in its place
+/// (unsigned, or signed by a key of its own) is refused by the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostor_answering_open_session_is_refused_by_the_client() {
+    use l3m_wire::bus::{Bus, NatsAuth, NatsBus};
+    use l3m_wire::client::ClientError;
+    use l3m_wire::credential::HubIdentity;
+    use l3m_wire::hubd::session::{Capability, SessionOpened};
+    use l3m_wire::typed::{ServeOptions, TypedRequest, TypedServer};
+    use std::sync::Arc;
+    let f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    assert!(f.host_key.hub_key.is_some(), "init's credentials pin hubd");
+    // The real hubd's answer verifies.
+    f.hub.client(seq("bob")).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let own = Arc::new(HubIdentity::load_or_create(&dir.path().join("mine.key")).unwrap());
+    for signed in [false, true] {
+        let nats = l3m_wire::test_support::NatsServer::start_with("").unwrap();
+        let bus: Arc<dyn Bus> = Arc::new(
+            NatsBus::connect(nats.url(), NatsAuth::Anonymous)
+                .await
+                .unwrap(),
+        );
+        let server = TypedServer::<OpenSession, SessionOpened>::bind(
+            bus.as_ref(),
+            &Op::OpenSession.subject(&f.subjects),
+            ServeOptions::default(),
+        )
+        .await
+        .unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let own = Arc::clone(&own);
+        tokio::spawn(server.run(
+            move |req: TypedRequest<OpenSession>| {
+                let own = Arc::clone(&own);
+                async move {
+                    let mut opened = SessionOpened {
+                        capability: Capability("ab".repeat(32)),
+                        duty: req.body.duty,
+                        hub_key: Ephemeral::generate().unwrap().public,
+                        voucher_key: [1; 32],
+                        signature: None,
+                    };
+                    if signed {
+                        let statement = opened.statement("t", &req.body.client_key);
+                        opened.signature = Some(own.sign(&statement));
+                    }
+                    Ok(opened)
+                }
+            },
+            stop.clone(),
+        ));
+        let refused = HubClient::open(bus, f.hub_id.clone(), &f.host_key, seq("bob"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, ClientError::NotTheHub(_)),
+            "signed: {signed}: {refused}"
+        );
+        stop.cancel();
+    }
+}

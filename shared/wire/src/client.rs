@@ -106,6 +106,13 @@ pub enum ClientError {
     /// The session's fresh key could not be made.
     #[error("cannot open a session: {0}")]
     Credential(String),
+    /// The answer to `open-session` is not signed by the hubd the credential pins: whoever
+    /// answered is not this hub's hubd (or the credential is of another hub).
+    #[error(
+        "the answer to open-session is {0}; whoever answered is not the hubd this credential \
+         was issued by"
+    )]
+    NotTheHub(&'static str),
     /// A record to append does not encode.
     #[error("record {seq} does not encode: {reason}")]
     BadRecord {
@@ -319,6 +326,12 @@ impl HubClient {
             },
         )
         .await
+    }
+
+    /// The identity key of the hubd this client's credential pins, for a credential it issues
+    /// to pin the same hubd.
+    pub fn hub_key(&self) -> Option<l3m_core::credential::PublicKey> {
+        self.credential.hub_key
     }
 
     /// The duty this session holds.
@@ -1108,6 +1121,16 @@ async fn handshake(
                 op: Op::OpenSession.as_str(),
                 error,
             })?;
+    if let Some(pinned) = &credential.hub_key {
+        let statement = opened.statement(subjects.hub().as_str(), &ephemeral.public);
+        match &opened.signature {
+            None => return Err(ClientError::NotTheHub("unsigned")),
+            Some(signature) if !crate::credential::verify(pinned, &statement, signature) => {
+                return Err(ClientError::NotTheHub("signed by another key"));
+            }
+            Some(_) => {}
+        }
+    }
     Ok(Arc::new(Keyed {
         capability: opened.capability,
         key: ephemeral.with_hub(&opened.hub_key),
@@ -1207,6 +1230,7 @@ impl HubClient {
     /// `all` the revoked and expired ones too.
     pub async fn list_credentials(
         &self,
+        all: bool,
     ) -> Result<Vec<l3m_core::credential::Credential>, ClientError> {
         let mut credentials = Vec::new();
         let mut after = None;
@@ -1229,4 +1253,3 @@ impl HubClient {
         }
     }
 }
-        all: bool,

@@ -58,13 +58,17 @@ pub enum KeyFileError {
 }
 
 /// A credential's private half, as its process holds it: the id hubd knows it by, what it is
-/// for, and the Ed25519 signing key. Read from a file only its owner may read.
+/// for, the Ed25519 signing key, and the public identity key of the hubd that issued it. Read
+/// from a file only its owner may read.
 #[derive(Clone)]
 pub struct KeyFile {
     /// The id hubd registered.
     pub id: CredentialId,
     /// What it may open (as issued; hubd's registry is the authority).
     pub scope: Scope,
+    /// hubd's identity key ([`HubIdentity`]): a session's opening answer must be signed with
+    /// it. `None` for a credential written before hubds had one: such a client pins nothing.
+    pub hub_key: Option<PublicKey>,
     signing: SigningKey,
 }
 
@@ -85,6 +89,9 @@ struct Stored {
     scope: Scope,
     /// The Ed25519 seed, 64 hex digits.
     secret_key: String,
+    /// hubd's identity key, 64 hex digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hub_key: Option<String>,
 }
 
 const HEADER: &str = "# An l3m credential. Keep it private (mode 0600); whoever reads it can open the sessions\n\
@@ -98,8 +105,15 @@ impl KeyFile {
         Ok(KeyFile {
             id,
             scope,
+            hub_key: None,
             signing: SigningKey::from_bytes(&seed),
         })
+    }
+
+    /// The same credential, pinning the hubd whose identity key is `hub_key`.
+    pub fn pinning(mut self, hub_key: Option<PublicKey>) -> KeyFile {
+        self.hub_key = hub_key;
+        self
     }
 
     /// A fresh random credential id.
@@ -124,9 +138,16 @@ impl KeyFile {
         let stored: Stored = toml::from_str(&text).map_err(|e| malformed(e.to_string()))?;
         let seed = PublicKey::parse(&stored.secret_key)
             .map_err(|_| malformed("`secret_key` is not 64 hex digits".into()))?;
+        let hub_key = stored
+            .hub_key
+            .as_deref()
+            .map(PublicKey::parse)
+            .transpose()
+            .map_err(|_| malformed("`hub_key` is not 64 hex digits".into()))?;
         Ok(KeyFile {
             id: stored.id,
             scope: stored.scope,
+            hub_key,
             signing: SigningKey::from_bytes(&seed.0),
         })
     }
@@ -151,6 +172,7 @@ impl KeyFile {
             id: self.id.clone(),
             scope: self.scope.clone(),
             secret_key: PublicKey(self.signing.to_bytes()).to_string(),
+            hub_key: self.hub_key.as_ref().map(PublicKey::to_string),
         };
         let body = toml::to_string(&stored).map_err(|e| KeyFileError::Malformed {
             path: path.to_path_buf(),
@@ -196,6 +218,59 @@ impl LifetimeSigner {
     /// The public half.
     pub fn public(&self) -> [u8; 32] {
         self.0.verifying_key().to_bytes()
+    }
+
+    /// The signature over `statement`.
+    pub fn sign(&self, statement: &[u8]) -> [u8; 64] {
+        self.0.sign(statement).to_bytes()
+    }
+}
+
+/// hubd's long-lived identity: an Ed25519 key made when the hub is made, kept in a file only
+/// hubd's OS user may read, whose public half every credential carries ([`KeyFile::hub_key`]).
+/// hubd signs each `open-session` answer with it, so a client knows it talks to its hub's hubd,
+/// not to whoever may answer on hubd's subjects.
+pub struct HubIdentity(SigningKey);
+
+impl fmt::Debug for HubIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HubIdentity(..)")
+    }
+}
+
+impl HubIdentity {
+    /// Reads the identity at `path`, or makes one there (mode 0600, never overwriting).
+    pub fn load_or_create(path: &Path) -> Result<HubIdentity, KeyFileError> {
+        if path.exists() {
+            let text = read_private(path)?;
+            let seed = PublicKey::parse(text.trim()).map_err(|_| KeyFileError::Malformed {
+                path: path.to_path_buf(),
+                reason: "not 64 hex digits".into(),
+            })?;
+            return Ok(HubIdentity(SigningKey::from_bytes(&seed.0)));
+        }
+        let mut seed = [0u8; 32];
+        getrandom::getrandom(&mut seed).map_err(|e| KeyFileError::Random(e.to_string()))?;
+        let failed = |source| KeyFileError::Io {
+            action: "write",
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(failed)?;
+        file.write_all(PublicKey(seed).to_string().as_bytes())
+            .map_err(failed)?;
+        file.sync_all().map_err(failed)?;
+        Ok(HubIdentity(SigningKey::from_bytes(&seed)))
+    }
+
+    /// The public half, which credentials carry.
+    pub fn public(&self) -> PublicKey {
+        PublicKey(self.0.verifying_key().to_bytes())
     }
 
     /// The signature over `statement`.
@@ -439,7 +514,15 @@ mod tests {
         let back = KeyFile::read(&path).unwrap();
         assert_eq!(back.id, key.id);
         assert_eq!(back.public_key(), key.public_key());
+        assert_eq!(back.hub_key, None);
         assert!(key.write(&path).is_err(), "never overwrites");
+        let hub = HubIdentity::load_or_create(&dir.path().join("identity.key")).unwrap();
+        let pinned = host().pinning(Some(hub.public()));
+        pinned.write(&dir.path().join("pinned.key")).unwrap();
+        let back = KeyFile::read(&dir.path().join("pinned.key")).unwrap();
+        assert_eq!(back.hub_key, Some(hub.public()));
+        let again = HubIdentity::load_or_create(&dir.path().join("identity.key")).unwrap();
+        assert_eq!(again.public(), hub.public(), "the identity is long-lived");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         assert!(matches!(
             KeyFile::read(&path),

@@ -60,12 +60,16 @@ impl State {
                 inbox: inbox_of(reply).map(str::to_owned),
             })
             .map_err(|e| ServiceError::Internal(format!("the OS random source failed: {e}")))?;
-        Ok(SessionOpened {
+        let mut opened = SessionOpened {
             capability: Capability(capability),
             duty: req.duty,
             hub_key: ephemeral.public,
             voucher_key: self.vouchers.public(),
-        })
+            signature: None,
+        };
+        let statement = opened.statement(self.subjects().hub().as_str(), &req.client_key);
+        opened.signature = Some(self.identity.sign(&statement));
+        Ok(opened)
     }
 
     /// Whom `duty` names exists: a live agent, a registered human or service, a host's subtree

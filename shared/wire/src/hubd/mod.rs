@@ -202,11 +202,11 @@ pub enum Op {
     CancelVigil,
     /// [`vigils::ReadVigils`].
     ReadVigils,
+    /// [`session::SpendVoucher`].
+    SpendVoucher,
 }
 
 impl Op {
-    /// [`session::SpendVoucher`].
-    SpendVoucher,
     /// Every operation, in a fixed order.
     pub const ALL: [Op; 43] = [
         Op::OpenSession,
@@ -251,11 +251,11 @@ impl Op {
         Op::ArmVigil,
         Op::CancelVigil,
         Op::ReadVigils,
+        Op::SpendVoucher,
     ];
 
     /// The operation's subject token.
     pub fn as_str(self) -> &'static str {
-        Op::SpendVoucher,
         match self {
             Op::OpenSession => "open-session",
             Op::AppendLog => "append-log",
@@ -299,12 +299,12 @@ impl Op {
             Op::ArmVigil => "arm-vigil",
             Op::CancelVigil => "cancel-vigil",
             Op::ReadVigils => "read-vigils",
+            Op::SpendVoucher => "spend-voucher",
         }
     }
 
     /// The subject this operation is requested on, for the hub of `subjects`.
     pub fn subject(self, subjects: &Subjects) -> String {
-            Op::SpendVoucher => "spend-voucher",
         let token = self.as_str();
         match Operation::parse(token) {
             Ok(op) => subjects.request(Service::Hubd, &op),

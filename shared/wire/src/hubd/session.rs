@@ -74,10 +74,36 @@ pub struct SessionOpened {
     /// The Ed25519 key this hubd process signs vouchers with ([`Vouched`]).
     #[serde(with = "serde_bytes")]
     pub voucher_key: [u8; 32],
+    /// hubd's identity key's signature over [`SessionOpened::statement`]; a client whose
+    /// credential pins hubd ([`crate::credential::KeyFile::hub_key`]) refuses an answer without
+    /// it or with another key's.
+    #[serde(default, with = "serde_bytes", skip_serializing_if = "Option::is_none")]
+    pub signature: Option<[u8; 64]>,
 }
 
 impl Message for SessionOpened {
     const KIND: &'static str = "hubd.session-opened";
+}
+
+impl SessionOpened {
+    /// What hubd signs: the hub, the client's fresh key (so an answer is for this request
+    /// only), and everything the answer says.
+    pub fn statement(&self, hub: &str, client_key: &[u8; 32]) -> Vec<u8> {
+        let duty = serde_json::to_string(&self.duty).unwrap_or_default();
+        let mut statement = b"l3m session-opened v1\0".to_vec();
+        for part in [
+            hub.as_bytes(),
+            self.capability.0.as_bytes(),
+            duty.as_bytes(),
+        ] {
+            statement.extend_from_slice(part);
+            statement.push(0);
+        }
+        statement.extend_from_slice(client_key);
+        statement.extend_from_slice(&self.hub_key);
+        statement.extend_from_slice(&self.voucher_key);
+        statement
+    }
 }
 
 /// Asks hubd to vouch that the caller may send `action` to `agent`'s sequencer: a human, or
