@@ -88,6 +88,12 @@ impl Session {
                 let _closed = tx.send(Input::Oversized(call_id, error));
                 return;
             }
+            if let Err(e) = &outcome
+                && e.is_context_overflow()
+            {
+                let _closed = tx.send(Input::Overflow(call_id, e.to_string()));
+                return;
+            }
             let signal = match outcome {
                 Ok(reply) => Signal::ModelReply {
                     call: call_id,
@@ -155,7 +161,27 @@ impl Session {
         debug_assert_eq!(request.tools, self.specs);
         self.log.reshaped = false;
         self.log.sent = Some(Arc::clone(&request));
-        request
+        self.fitted(request)
+    }
+
+    /// `request` as sent: when its view is over what the window leaves (a large item the kept
+    /// tail holds, a window a provider proved smaller), its largest parts stood in for by stubs
+    /// that say how to get them back (core's `fit_view`). The next request is then built whole,
+    /// since the one kept to copy from is not what was sent.
+    fn fitted(&mut self, request: Arc<ModelRequest>) -> Arc<ModelRequest> {
+        let fixed = self.fixed_bytes();
+        let budget = self.input_bytes().saturating_sub(fixed);
+        if l3m_core::view::view_bytes(&request.view) <= budget {
+            return request;
+        }
+        let view = l3m_core::view::fit_view(&request.view, budget);
+        self.gauge.sent_bytes = l3m_core::view::view_bytes(&view) + fixed;
+        self.log.reshaped = true;
+        tracing::info!(agent = %self.agent, budget, "a request was fitted to the window");
+        Arc::new(ModelRequest {
+            view,
+            ..(*request).clone()
+        })
     }
 
     pub(super) fn start_tool(&mut self, id: &ToolUseId) {

@@ -35,6 +35,9 @@ pub(crate) struct Gauge {
     /// A compaction was journaled since the last call started: the next call goes as it is,
     /// so a tail that alone nears the window costs one summary, never a summary per pass.
     pub(crate) compacted: bool,
+    /// The smallest request (measured bytes) a provider refused as over its context window:
+    /// whatever the configured window says, requests are kept well below it from then on.
+    pub(crate) overflow: Option<u64>,
 }
 
 impl Gauge {
@@ -75,8 +78,26 @@ impl Session {
         }
     }
 
+    /// The measured bytes a request may take: what the window leaves for input, and, once a
+    /// provider refused a request as too long, three quarters of that request at most.
+    pub(super) fn input_bytes(&self) -> u64 {
+        let window = self.gauge.estimate.bytes(self.window().input_budget());
+        match self.gauge.overflow {
+            Some(refused) => window.min(refused / 4 * 3),
+            None => window,
+        }
+    }
+
+    /// Learns from a request refused as too long (the last one sent): the next compaction
+    /// check runs afresh against the smaller measure.
+    pub(super) fn learn_overflow(&mut self) {
+        let sent = self.gauge.sent_bytes.max(1);
+        self.gauge.overflow = Some(self.gauge.overflow.map_or(sent, |o| o.min(sent)));
+        self.gauge.compacted = false;
+    }
+
     /// The measured bytes of what every request carries besides the view: tools and notes.
-    fn fixed_bytes(&self) -> u64 {
+    pub(super) fn fixed_bytes(&self) -> u64 {
         let tools: u64 = self
             .specs
             .iter()
@@ -113,13 +134,18 @@ impl Session {
         let window = self.window();
         let fixed = self.fixed_bytes();
         let measured = self.request_bytes();
-        if !window.needs_compaction(self.gauge.estimate.tokens(measured)) {
+        let overflows = self
+            .gauge
+            .overflow
+            .is_some_and(|refused| measured > refused / 4 * 3 / 4 * 3);
+        if !window.needs_compaction(self.gauge.estimate.tokens(measured)) && !overflows {
             return false;
         }
         let keep = self
             .gauge
             .estimate
             .bytes(window.keep())
+            .min(self.input_bytes() / 3)
             .saturating_sub(fixed);
         let Some(span) = self.log.fold.oldest_span(keep) else {
             return false;
@@ -134,6 +160,7 @@ impl Session {
             .gauge
             .estimate
             .bytes(window.input_budget().saturating_sub(summary_tokens))
+            .min(self.input_bytes() / 4 * 3)
             .saturating_sub(2048);
         let messages = &self.log.fold.view().messages[..span.messages];
         let request = ModelRequest {

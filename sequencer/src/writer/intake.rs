@@ -52,6 +52,7 @@ impl Session {
                 self.notice(id, text, Disposition::Dismiss);
             }
             Input::Oversized(call, error) => self.oversized(call, error),
+            Input::Overflow(call, error) => self.overflowed(call, error),
             Input::Control(request, reply) => self.control(request, reply),
             Input::Summary(summary) => self.summarized(summary),
             Input::Hooked(proposals) => self.hooked(proposals),
@@ -75,6 +76,23 @@ impl Session {
         if self.log.oversized_in_a_row == 1 {
             let id = format!("oversized-{}", self.log.owed.next_seq());
             self.notice(id, format!("(l3m) {error}"), Disposition::Show);
+        }
+    }
+
+    /// Journals a call the provider refused as over its context window as a retryable
+    /// failure, and learns the window from it: the request just sent is the provider's proof
+    /// that requests of its size do not fit, so the retry is compacted and fitted below it.
+    pub(super) fn overflowed(&mut self, call: CallId, error: String) {
+        self.running.calls.remove(&call);
+        let failed = Signal::ModelFailed {
+            call,
+            retryable: true,
+            error: format!(
+                "{error} (l3m: the request was over the model's context window; it is                  compacted and asked again)"
+            ),
+        };
+        if self.signal(failed).is_ok() {
+            self.learn_overflow();
         }
     }
 

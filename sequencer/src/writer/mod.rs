@@ -86,6 +86,9 @@ pub(crate) enum Input {
     Note(String),
     /// A model reply too large to journal (`boundary::check_reply`), refused as a failed call.
     Oversized(CallId, String),
+    /// A provider refused a call's request as over the model's context window: journaled as a
+    /// retryable failure, and the window learnt, so the retry is compacted and fitted.
+    Overflow(CallId, String),
     /// A control request and where to answer.
     Control(ControlRequest, oneshot::Sender<ControlReply>),
     /// The lease was lost.

@@ -47,6 +47,9 @@ struct Script {
     received: Mutex<Vec<Value>>,
     /// Each request body, byte for byte as sent.
     raw: Mutex<Vec<Vec<u8>>>,
+    /// A body longer than this is refused as over the context window (HTTP 400, in the
+    /// dialect's words), as a real provider does.
+    window: Mutex<Option<usize>>,
 }
 
 /// The server.
@@ -78,6 +81,11 @@ impl ChatServer {
     /// Answers with `make(n, body)` (n = the request's index) once the scripted turns run out.
     pub fn then(&self, make: impl Fn(usize, &Value) -> Turn + Send + 'static) {
         *self.script.fallback.lock().unwrap() = Some(Box::new(make));
+    }
+
+    /// Refuses every request body longer than `bytes` as over the context window.
+    pub fn refuse_over(&self, bytes: usize) {
+        *self.script.window.lock().unwrap() = Some(bytes);
     }
 
     /// Every request body, byte for byte as sent, in order.
@@ -117,7 +125,40 @@ fn sse(events: Vec<String>) -> Response {
         .unwrap()
 }
 
+/// The provider's refusal of a body over the window, if there is one: OpenAI's and
+/// Anthropic's own shapes.
+fn over_window(script: &Script, body: &Bytes, anthropic: bool) -> Option<Response> {
+    let limit = (*script.window.lock().unwrap())?;
+    if body.len() <= limit {
+        return None;
+    }
+    script.raw.lock().unwrap().push(body.to_vec());
+    script
+        .received
+        .lock()
+        .unwrap()
+        .push(serde_json::from_slice(body).unwrap_or(Value::Null));
+    let tokens = tokens_of(body);
+    let error = if anthropic {
+        json!({"type": "error", "error": {"type": "invalid_request_error",
+            "message": format!("prompt is too long: {tokens} tokens > {} maximum", limit / 4)}})
+    } else {
+        json!({"error": {"message": format!("This model's maximum context length is {} tokens.             However, your messages resulted in {tokens} tokens.", limit / 4),
+            "type": "invalid_request_error", "code": "context_length_exceeded"}})
+    };
+    Some(
+        Response::builder()
+            .status(400)
+            .header("content-type", "application/json")
+            .body(Body::from(error.to_string()))
+            .unwrap(),
+    )
+}
+
 async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
+    if let Some(refused) = over_window(&script, &body, false) {
+        return refused;
+    }
     let turn = next(&script, &body);
     let tokens = tokens_of(&body);
     let data = |v: Value| format!("data: {v}\n\n");
@@ -154,6 +195,9 @@ async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
 }
 
 async fn anthropic(State(script): State<Arc<Script>>, body: Bytes) -> Response {
+    if let Some(refused) = over_window(&script, &body, true) {
+        return refused;
+    }
     let turn = next(&script, &body);
     let tokens = tokens_of(&body);
     let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");

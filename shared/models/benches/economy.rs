@@ -10,6 +10,9 @@
 //! those before a breakpoint whose content equals the previous request's up to one of its
 //! breakpoints (the provider reads them from the cache), plus the tools when unchanged.
 //!
+//! The cacheable share is also printed across compactions (the requests right after one, whose
+//! prefix the compaction changed) and between them.
+//!
 //! Run: `cargo bench -p l3m-models --bench economy`.
 
 use l3m_core::log::{CallId, Record, RecordBody, ToolUse, ToolUseId, Usage};
@@ -94,6 +97,9 @@ struct Run {
     records: Vec<Record>,
     fold: ViewFold,
     bodies: Vec<Vec<u8>>,
+    /// The indices of the requests sent right after a compaction: the ones whose prefix the
+    /// compaction changed.
+    after_compaction: Vec<usize>,
 }
 
 impl Run {
@@ -159,6 +165,7 @@ fn run(economy: bool) -> Fixture<Run> {
         records: Vec::new(),
         fold: ViewFold::new(),
         bodies: Vec::new(),
+        after_compaction: Vec::new(),
     };
     run.push(RecordBody::SystemPrompt {
         text: "You are the agent demo in l3m. ".repeat(60),
@@ -178,6 +185,7 @@ fn run(economy: bool) -> Fixture<Run> {
                     to: span.to,
                     summary: "Tidied the modules so far; each kept its behaviour. ".repeat(20),
                 });
+                run.after_compaction.push(n - 1);
             }
         }
         let request = ModelRequest {
@@ -240,6 +248,27 @@ fn main() -> Fixture<()> {
         .map(|i| cacheable(Some(&economy.bodies[i - 1]), &economy.bodies[i]))
         .sum();
     let sent: usize = economy.bodies.iter().skip(1).map(Vec::len).sum();
+    // The share across compactions: of the requests right after one, and of those between.
+    let share_of = |indices: &mut dyn Iterator<Item = usize>| {
+        let (cached, sent) = indices
+            .filter(|&i| i > 0)
+            .map(|i| {
+                let body = &economy.bodies[i];
+                (cacheable(Some(&economy.bodies[i - 1]), body), body.len())
+            })
+            .fold((0usize, 0usize), |(c, s), (ci, si)| (c + ci, s + si));
+        cached as f64 / sent.max(1) as f64 * 100.0
+    };
+    let across = share_of(&mut economy.after_compaction.iter().copied());
+    let between =
+        share_of(&mut (1..economy.bodies.len()).filter(|i| !economy.after_compaction.contains(i)));
+    println!(
+        "economy: {:.1}% of input bytes cacheable in the {} requests right after a compaction, \
+         {:.1}% in the requests between compactions",
+        across,
+        economy.after_compaction.len(),
+        between
+    );
     println!(
         "economy: {compactions} compactions; largest request {largest} bytes (~{} tokens of a \
          {WINDOW}-token window); {:.1}% of input bytes cacheable over calls 2..{CALLS}",

@@ -157,6 +157,34 @@ impl ModelError {
         }
     }
 
+    /// Whether the provider refused the request as longer than the model's context window (an
+    /// HTTP 400 or 413 whose body is one of the providers' known shapes: OpenAI's
+    /// `context_length_exceeded`, Anthropic's "prompt is too long", the "maximum context
+    /// length" of OpenAI-compatible servers). Such a call is not hopeless: a smaller request
+    /// may be answered, so the caller compacts and asks again.
+    pub fn is_context_overflow(&self) -> bool {
+        const SHAPES: [&str; 7] = [
+            "context_length_exceeded",
+            "prompt is too long",
+            "maximum context length",
+            "context window",
+            "context length",
+            "too many tokens",
+            "request_too_large",
+        ];
+        match self {
+            Self::Status {
+                status: 400 | 413,
+                body,
+                ..
+            } => {
+                let body = body.to_lowercase();
+                SHAPES.iter().any(|shape| body.contains(shape))
+            }
+            _ => false,
+        }
+    }
+
     /// How long the provider asked us to wait before trying again, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -192,6 +220,25 @@ mod tests {
             body: String::new(),
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn the_providers_context_overflow_answers_are_known() {
+        let answer = |status, body: &str| ModelError::Status {
+            status,
+            url: "u".into(),
+            body: body.into(),
+            retry_after: None,
+        };
+        for body in [
+            r#"{"error":{"message":"This model's maximum context length is 16385 tokens","code":"context_length_exceeded"}}"#,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+            r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}"#,
+        ] {
+            assert!(answer(400, body).is_context_overflow(), "{body}");
+        }
+        assert!(!answer(400, r#"{"error":{"message":"bad tool schema"}}"#).is_context_overflow());
+        assert!(!answer(500, "maximum context length").is_context_overflow());
     }
 
     #[test]

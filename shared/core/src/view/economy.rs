@@ -15,6 +15,11 @@ use super::*;
 /// prose and code (about four), so the first estimates err high, never low.
 pub const UNCALIBRATED_BYTES_PER_TOKEN: u64 = 3;
 
+/// The most measured bytes one token is ever taken to stand for, whatever usage is reported: a
+/// provider that under-reports (a prompt of one token) would otherwise switch compaction off and
+/// let requests grow past the window. Real tokenizers average about four bytes of prose a token.
+pub const MAX_BYTES_PER_TOKEN: u64 = 4;
+
 /// Tokens per measured byte, learnt from the usage the provider reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TokenEstimate {
@@ -35,7 +40,9 @@ impl TokenEstimate {
     }
 
     /// The tokens `bytes` will cost: the observed rate plus an eighth for safety, or
-    /// [`UNCALIBRATED_BYTES_PER_TOKEN`] before any observation.
+    /// [`UNCALIBRATED_BYTES_PER_TOKEN`] before any observation; never fewer than one token per
+    /// [`MAX_BYTES_PER_TOKEN`] bytes, so reported usage can raise the estimate, never sink it
+    /// below the bytes' own measure.
     pub fn tokens(&self, bytes: u64) -> u64 {
         let raw = if self.bytes == 0 {
             bytes.div_ceil(UNCALIBRATED_BYTES_PER_TOKEN)
@@ -44,18 +51,20 @@ impl TokenEstimate {
             u64::try_from(scaled.div_ceil(u128::from(self.bytes))).unwrap_or(u64::MAX)
         };
         raw.saturating_add(raw / 8)
+            .max(bytes.div_ceil(MAX_BYTES_PER_TOKEN))
     }
 
     /// The bytes that cost at most `tokens` (the inverse of [`TokenEstimate::tokens`], rounded
     /// down), for sizing what may be sent.
     pub fn bytes(&self, tokens: u64) -> u64 {
         let tokens = tokens.saturating_mul(8) / 9;
-        if self.tokens == 0 {
+        let calibrated = if self.tokens == 0 {
             tokens.saturating_mul(UNCALIBRATED_BYTES_PER_TOKEN)
         } else {
             let scaled = u128::from(tokens) * u128::from(self.bytes) / u128::from(self.tokens);
             u64::try_from(scaled).unwrap_or(u64::MAX)
-        }
+        };
+        calibrated.min(tokens.saturating_mul(MAX_BYTES_PER_TOKEN))
     }
 }
 

@@ -189,6 +189,7 @@ impl ViewFold {
 mod chain;
 mod conversation;
 mod economy;
+mod fit;
 mod narrate;
 #[cfg(test)]
 mod tests;
@@ -196,7 +197,8 @@ mod tests;
 use chain::{Chain, Step, replay};
 use conversation::Conversation;
 pub use economy::{
-    OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window, message_bytes,
-    summary_request, view_bytes,
+    MAX_BYTES_PER_TOKEN, OldestSpan, TokenEstimate, UNCALIBRATED_BYTES_PER_TOKEN, Window,
+    message_bytes, summary_request, view_bytes,
 };
+pub use fit::{STUB_BYTES, fit_view, floor_bytes};
 pub use narrate::{LOW_BYTES, LOW_CALLS, budget_matters, letter_short_id};
