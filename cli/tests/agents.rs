@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Home, StackGuard, build_services};
+use common::{Home, StackGuard, build_services, build_stages};
 use predicates::prelude::*;
 
 const SCRIPT: &str = r#"
@@ -111,6 +111,84 @@ fn up_runs_a_spawned_agent_through_the_sequencer_processes() {
     home.l3m(&["down"]).assert().success();
 }
 
+/// The `--json` check of `l3m doctor` named `name`, run with `DOCKER_HOST` = `docker_host`
+/// when given.
+fn doctor_check(home: &Home, name: &str, docker_host: Option<&str>) -> serde_json::Value {
+    let mut doctor = home.l3m(&["doctor", "--json"]);
+    if let Some(host) = docker_host {
+        doctor.env("DOCKER_HOST", host);
+    }
+    let out = doctor.output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check: {report}"))
+        .clone()
+}
+
+#[test]
+fn up_says_in_one_line_why_builds_are_off_and_starts_the_rest() {
+    let home = scripted_home();
+    build_services();
+    build_stages();
+    let _guard = StackGuard { home: &home };
+    let gone = home.path().join("no-engine.sock");
+    let host = format!("unix://{}", gone.display());
+    let up = home
+        .l3m(&["up"])
+        .env("DOCKER_HOST", &host)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&up.stdout).into_owned();
+    assert!(up.status.success(), "{text}");
+    let off: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("builds are off"))
+        .collect();
+    assert_eq!(off.len(), 1, "{text}");
+    assert!(off[0].contains(&host), "{text}");
+    let run = home.run_file().unwrap();
+    assert!(
+        run.contains("sequencer") && !run.contains("builder"),
+        "{run}"
+    );
+    let engine = doctor_check(&home, "engine", Some(&host));
+    assert_eq!(engine["ok"], false, "{engine}");
+    assert_eq!(doctor_check(&home, "builds", None)["ok"], false);
+    // Asked for by name, they need the engine: nothing more starts.
+    home.l3m(&["down"]).assert().success();
+    home.l3m(&["up", "--services", "hubd,builder"])
+        .env("DOCKER_HOST", &host)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("need a Docker engine"));
+    assert!(home.run_file().is_none());
+}
+
+/// Needs a Docker engine (as the W^X build tests do): the builder and the runner reap their
+/// labels and read hubd's build policy at start.
+#[test]
+fn up_starts_the_builder_and_the_runner_when_an_engine_answers() {
+    let home = scripted_home();
+    build_services();
+    build_stages();
+    let _guard = StackGuard { home: &home };
+    let up = home.l3m(&["up"]).output().unwrap();
+    let text = String::from_utf8_lossy(&up.stdout).into_owned();
+    assert!(up.status.success(), "{text}");
+    assert!(!text.contains("builds are off"), "{text}");
+    let run = home.run_file().unwrap();
+    assert!(run.contains("builder") && run.contains("runner"), "{run}");
+    assert_eq!(doctor_check(&home, "engine", None)["ok"], true);
+    let builds = doctor_check(&home, "builds", None);
+    assert_eq!(builds["ok"], true, "{builds}");
+    home.l3m(&["down"]).assert().success();
+    assert!(home.run_pids().is_empty() || home.run_file().is_none());
+}
+
 #[test]
 fn up_embedded_runs_a_spawned_agent_in_one_process() {
     let home = scripted_home();
@@ -179,11 +257,8 @@ fn self_extension() -> predicates::BoxPredicate<str> {
 
 #[test]
 fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_vigils_and_a_program() {
-    // The demo's W^X build runs in the image deploy/images/build makes (skipped without it).
-    assert_eq!(
-        l3m_containers::test_support::busybox_image(),
-        "l3m/busybox:dev"
-    );
+    // The demo's W^X build runs in the image deploy/images/build makes; the demo makes it
+    // itself when the engine lacks it, so nothing is prepared here.
     let home = Home::new();
     let root = home.path().join("demo-hub");
     home.l3m(&["demo", "--hub-root", root.to_str().unwrap()])

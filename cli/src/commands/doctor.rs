@@ -8,11 +8,13 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::error::CliError;
 use crate::output;
-use crate::stack::binaries;
 use crate::stack::runfile::RunFile;
+use crate::stack::{binaries, docker};
 
 /// Check this machine and the configuration: nats-server, git, hubd and sequencer (required);
-/// docker (builds and runs) and bwrap (the sandboxed shell), which are optional; the
+/// docker, a Docker engine that answers, and the builder and the runner (builds and runs), and
+/// bwrap (the sandboxed shell), which are optional; whether the stack's builder and runner
+/// run; the
 /// l3m.toml document, the hub folder and its secret; whether the stack is up; and, when it is,
 /// each office the hub pins (its postman dials it: reachable, certificate as pinned).
 ///
@@ -157,8 +159,50 @@ fn config_checks(cx: &Context) -> Vec<Check> {
         (None, Err(e)) => e.to_string(),
     };
     checks.push(passed("stack", up, false));
+    if let Ok(Some(run)) = RunFile::read(hub.root()) {
+        let alive: Vec<&str> = run
+            .processes
+            .iter()
+            .filter(|p| crate::stack::process::alive(p))
+            .map(|p| p.service.as_str())
+            .collect();
+        checks.push(builds_check(&alive));
+    }
     checks.push(models_check(&hub.document));
     checks
+}
+
+/// Whether a Docker engine answers: the builder and the runner need one, and the `docker`
+/// binary alone says nothing about it.
+fn engine_check(ping: Result<(), String>) -> Check {
+    match ping {
+        Ok(()) => passed("engine", "a Docker engine answers".into(), false),
+        Err(why) => Check {
+            required: false,
+            ..failed(
+                "engine",
+                why,
+                "start a Docker engine (systemctl start docker), let this user use its socket,                  or set DOCKER_HOST; builds are off without one",
+            )
+        },
+    }
+}
+
+/// Whether the running stack has its builder and runner, from the services alive in its run
+/// file.
+fn builds_check(alive: &[&str]) -> Check {
+    let has = |s: &str| alive.contains(&s);
+    if has("builder") && has("runner") {
+        return passed("builds", "the builder and the runner run".into(), false);
+    }
+    Check {
+        required: false,
+        ..failed(
+            "builds",
+            "the stack runs no builder and runner: agents granted `build` or `run` cannot".into(),
+            "with a Docker engine and both binaries (scripts/install), `l3m down && l3m up`              starts them; its output says why when it does not",
+        )
+    }
 }
 
 /// Whether agents have a model to run on: without `default_model` or an `[[agents]]` rule,
@@ -199,7 +243,10 @@ pub fn checks(cx: &Context) -> Vec<Check> {
         binary_check("sequencer", true, "--version"),
         binary_check("postman", false, "--version"),
         binary_check("reviewer", false, "--version"),
+        binary_check("builder", false, "--version"),
+        binary_check("runner", false, "--version"),
         binary_check("docker", false, "--version"),
+        engine_check(docker::ping()),
         binary_check("bwrap", false, "--version"),
     ];
     checks.extend(config_checks(cx));
@@ -299,5 +346,20 @@ pub async fn cmd_doctor(args: Args, cx: Context) -> Result<(), CliError> {
             "required checks failed: {}",
             missing.join(", ")
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_and_the_builds_are_optional_checks_with_a_fix() {
+        assert!(engine_check(Ok(())).ok);
+        let down = engine_check(Err("no Docker engine answers at unix:///x".into()));
+        assert!(!down.ok && !down.required && down.fix.is_some());
+        assert!(builds_check(&["hubd", "builder", "runner"]).ok);
+        let half = builds_check(&["hubd", "builder"]);
+        assert!(!half.ok && !half.required && half.fix.is_some());
     }
 }

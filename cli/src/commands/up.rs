@@ -16,10 +16,11 @@ use crate::context::{Context, Selected, nats_auth, nats_tls};
 #[cfg(feature = "embedded")]
 use crate::embedded::{Embedded, sequencer_config, start_sequencers};
 use crate::error::CliError;
+use crate::stack::builds::{self, Decision};
 use crate::stack::process::{self, GRACE, Started};
 use crate::stack::runfile::{RunFile, StackProcess};
 use crate::stack::users::{PASSWORD_ENV, Users};
-use crate::stack::{Service, binaries, nats, run_dir};
+use crate::stack::{Service, binaries, docker, nats, run_dir};
 
 /// How long hubd may take to answer its first session request.
 const HUBD_READY_WITHIN: Duration = Duration::from_secs(15);
@@ -29,6 +30,12 @@ const SETTLE: Duration = Duration::from_millis(700);
 
 /// Start the local stack: nats-server (when the hub names no `nats`), hubd and the sequencer
 /// supervisor, each as a child process logging to `HUB/.l3m-run/SERVICE.log`.
+///
+/// Beside the sequencer, the builder and the runner start too when a Docker engine answers
+/// (`DOCKER_HOST`, else /var/run/docker.sock) and both binaries are found, sharing the artifact
+/// cache `HUB/cache/artifacts`; otherwise one line says why builds are off and the rest starts.
+/// The postman starts when the hub's entry sets `postman_listen`, the reviewer when l3m.toml
+/// has a `[review]` table.
 ///
 /// By default the services are left running when `l3m up` returns (each in its own process
 /// group, so a Ctrl-C at the terminal does not reach them); `l3m down` stops them. With
@@ -184,6 +191,11 @@ fn service_args(
         Service::Sequencer => vec!["supervise".into(), "--hub".into(), root],
         // The reviewer holds no hub path: it reads only its configuration and the bus.
         Service::Reviewer => vec!["--config".into(), hub.document.display().to_string()],
+        // The builder and the runner hold only the artifact cache they share.
+        Service::Builder | Service::Runner => vec![
+            "--cache".into(),
+            builds::cache(hub.root()).display().to_string(),
+        ],
     };
     args.extend([
         "--hub-id".into(),
@@ -225,6 +237,12 @@ fn service_args(
     }
     match service {
         Service::Hubd | Service::Reviewer => {}
+        // They reach the engine the way `l3m up` asked it: through DOCKER_HOST when it is set.
+        Service::Builder | Service::Runner => {
+            if let Ok(host) = std::env::var("DOCKER_HOST") {
+                env.push(("DOCKER_HOST".to_owned(), host));
+            }
+        }
         Service::Postman => {
             let listen = hub.entry.postman_listen.clone().ok_or_else(|| {
                 CliError::usage(format!(
@@ -262,7 +280,9 @@ async fn start_service(
     let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
     let launch = service_args(service, hub, url, users)?;
     let inherit = match service {
-        Service::Hubd | Service::Postman => process::Inherit::Minimal,
+        Service::Hubd | Service::Postman | Service::Builder | Service::Runner => {
+            process::Inherit::Minimal
+        }
         // The sequencer and the reviewer call models: their API keys come from the environment.
         Service::Sequencer | Service::Reviewer => process::Inherit::All,
     };
@@ -276,7 +296,11 @@ async fn start_service(
     )?;
     let ready = match service {
         Service::Hubd => wait_for_hubd(hub, url, &mut started).await,
-        Service::Sequencer | Service::Postman | Service::Reviewer => {
+        Service::Sequencer
+        | Service::Postman
+        | Service::Reviewer
+        | Service::Builder
+        | Service::Runner => {
             tokio::time::sleep(SETTLE).await;
             match started.child.try_wait() {
                 Ok(Some(status)) => Err(CliError::Runtime(format!(
@@ -319,6 +343,14 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     }
     services.sort();
     services.dedup();
+    // Asked for by name, the builder and the runner need an engine like they need binaries.
+    if services.iter().any(|s| builds::STAGES.contains(s)) && !args.embedded() {
+        docker::ping().map_err(|e| {
+            CliError::Runtime(format!(
+                "the builder and the runner need a Docker engine: {e}"
+            ))
+        })?;
+    }
     if !services.contains(&Service::Hubd) && hub.entry.nats.is_none() {
         tracing::info!(
             "starting without hubd: commands will find no hubd until one serves this hub"
@@ -345,6 +377,24 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
             })
             .collect::<Result<Vec<_>, CliError>>()?
     };
+    // Implied beside the sequencer, they start only where they can; else one line says why.
+    let (implied, builds_off) = match (builds::implied(&services), args.embedded()) {
+        (true, false) => {
+            let find = |s: Service| {
+                binaries::find(s.binary(), binaries::install_hint(s.binary()))
+                    .map_err(|e| e.to_string())
+            };
+            let engine = tokio::task::spawn_blocking(docker::ping)
+                .await
+                .map_err(|e| CliError::Runtime(format!("asking the Docker engine: {e}")))?;
+            match builds::decide(engine, find(Service::Builder), find(Service::Runner)) {
+                Decision::Start(stages) => (stages, None),
+                Decision::Off(why) => (Vec::new(), Some(why)),
+            }
+        }
+        _ => (Vec::new(), None),
+    };
+    let mut builds_off = builds_off;
     let bar = crate::output::spinner("starting the stack");
     let mut stack = Stack {
         started: Vec::new(),
@@ -379,6 +429,25 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
         bar.set_message(format!("starting {}", service.as_str()));
         start_service(*service, binary, &hub, &url, users.as_ref(), &mut stack).await?;
     }
+    let before = stack.started.len();
+    for (service, binary) in &implied {
+        bar.set_message(format!("starting {}", service.as_str()));
+        if let Err(e) =
+            start_service(*service, binary, &hub, &url, users.as_ref(), &mut stack).await
+        {
+            // An implied stage that cannot stay up takes its other half down and leaves the
+            // rest up, saying why in one line.
+            let mut gone: Vec<Started> = stack.started.drain(before..).collect();
+            let entries: Vec<StackProcess> = gone.iter().map(|g| g.entry.clone()).collect();
+            process::stop(&entries, GRACE);
+            for g in &mut gone {
+                let _ = g.child.wait();
+            }
+            let log = run_dir(hub.root()).join(format!("{}.log", service.as_str()));
+            builds_off = Some(builds::exited_line(*service, &e.to_string(), &log));
+            break;
+        }
+    }
     let run = RunFile {
         nats: url.clone(),
         hub_id: hub.entry.hub_id.clone(),
@@ -390,6 +459,9 @@ pub async fn cmd_up(args: Args, cx: Context) -> Result<(), CliError> {
     bar.finish_and_clear();
     for p in &run.processes {
         println!("{:<12} pid {:<8} log {}", p.service, p.pid, p.log.display());
+    }
+    if let Some(why) = &builds_off {
+        println!("{why}");
     }
     println!(
         "the stack is up on {url} (run file {})",

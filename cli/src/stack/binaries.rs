@@ -62,8 +62,10 @@ pub fn install_hint(binary: &str) -> &'static str {
         "hubd" => "build it: cargo build -p hubd (or install the l3m bundle)",
         "sequencer" => "build it: cargo build -p sequencer (or install the l3m bundle)",
         "reviewer" => "build it: cargo build -p reviewer (or install the l3m bundle)",
+        "builder" => "build it: cargo build -p builder (or scripts/install, which installs it)",
+        "runner" => "build it: cargo build -p runner (or scripts/install, which installs it)",
         "git" => "install it: apt-get install -y git",
-        "docker" => "install it: apt-get install -y docker.io",
+        "docker" => "install it: apt-get install -y docker.io, and start the engine",
         "bwrap" => "install it: apt-get install -y bubblewrap",
         _ => "install it",
     }

@@ -14,11 +14,15 @@
 //! # Layout
 //! - [`runfile`]: the run file's format, reading and writing.
 //! - [`binaries`]: finding `hubd`, `sequencer` and `nats-server`.
+//! - [`builds`]: whether `l3m up` starts the builder and the runner, or why builds are off.
+//! - [`docker`]: whether a Docker engine answers.
 //! - [`nats`]: a nats-server child on a free loopback port.
 //! - [`users`]: the stack's NATS users, one per duty, with passwords generated at each start.
 //! - [`process`]: starting a service, checking on it, stopping it.
 
 pub mod binaries;
+pub mod builds;
+pub mod docker;
 pub mod nats;
 pub mod process;
 pub mod runfile;
@@ -47,15 +51,22 @@ pub enum Service {
     /// The reviewer, which deliberates over wild calls with a model of another family; started
     /// when l3m.toml has a `[review]` table.
     Reviewer,
+    /// The builder (fetch and build stages in containers); started beside the sequencer when a
+    /// Docker engine answers (see [`builds`]).
+    Builder,
+    /// The runner (runs a built artifact by digest in a container); started with the builder.
+    Runner,
 }
 
 impl Service {
     /// Every service, in start order.
-    pub const ALL: [Service; 4] = [
+    pub const ALL: [Service; 6] = [
         Service::Hubd,
         Service::Sequencer,
         Service::Postman,
         Service::Reviewer,
+        Service::Builder,
+        Service::Runner,
     ];
 
     /// The service's name, as in the run file and its log file.
@@ -65,6 +76,8 @@ impl Service {
             Service::Sequencer => "sequencer",
             Service::Postman => "postman",
             Service::Reviewer => "reviewer",
+            Service::Builder => "builder",
+            Service::Runner => "runner",
         }
     }
 
@@ -75,6 +88,8 @@ impl Service {
             Service::Sequencer => "sequencer",
             Service::Postman => "postman",
             Service::Reviewer => "reviewer",
+            Service::Builder => "builder",
+            Service::Runner => "runner",
         }
     }
 }

@@ -5,9 +5,10 @@
 //! the run one fresh `out/`).
 //!
 //! The builder and the runner are the real libraries, serving in this process on the hub's
-//! bus against the local Docker engine. Without an engine, without the `l3m/busybox:dev` image
-//! (`deploy/images/build` makes it from Debian's busybox-static), or with the human's own
-//! model, this part is skipped and says why.
+//! bus against the local Docker engine. The `l3m/busybox:dev` image they run is made on the
+//! spot when the engine lacks it ([`super::image`] runs `deploy/images/build`, which takes
+//! Debian's busybox-static). Without an engine, when the image cannot be made, or with the
+//! human's own model, this part is skipped and says why in one line.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -88,13 +89,15 @@ pub enum Building {
 }
 
 impl Building {
-    /// Starts the builder and the runner on `bus` for the hub at `root`; with the human's own
-    /// model (`scripted` false), without an engine or without the image it starts nothing.
+    /// Starts the builder and the runner on `bus` for the hub at `root`, making the image first
+    /// when the engine lacks it (its progress on `bar`); with the human's own model (`scripted`
+    /// false), without an engine, or when the image cannot be made, it starts nothing.
     pub async fn start(
         bus: Arc<dyn Bus>,
         hub: &HubId,
         root: &Path,
         scripted: bool,
+        bar: &indicatif::ProgressBar,
     ) -> Result<Building, CliError> {
         if !scripted {
             return Ok(Building::Skipped(
@@ -111,9 +114,19 @@ impl Building {
             }
         };
         if builder_driver.docker().inspect_image(IMAGE).await.is_err() {
-            return Ok(Building::Skipped(format!(
-                "it needs the image {IMAGE}: make it with deploy/images/build"
-            )));
+            bar.set_message(format!(
+                "W^X build: making the image {IMAGE} from Debian's busybox-static (once)"
+            ));
+            if let Err(why) = super::image::make(bar).await {
+                return Ok(Building::Skipped(format!(
+                    "it needs the image {IMAGE}, and making it failed: {why}"
+                )));
+            }
+            if let Err(e) = builder_driver.docker().inspect_image(IMAGE).await {
+                return Ok(Building::Skipped(format!(
+                    "deploy/images/build ran, yet the engine has no {IMAGE}: {e}"
+                )));
+            }
         }
         let runner_driver = connect(StageOwner::Runner).await.map_err(runtime)?;
         for driver in [&builder_driver, &runner_driver] {

@@ -44,6 +44,7 @@ use l3m_wire::subjects::HubId;
 mod airmail;
 mod build;
 mod credentials;
+mod image;
 mod program;
 mod review;
 mod vigil;
@@ -197,7 +198,7 @@ async fn run(root: &Path, models: Models, timeout: Duration) -> Result<Report, C
     let hubd = Embedded::start(Arc::clone(&bus), root, hub_id.clone()).await?;
     let reviewing =
         review::Reviewing::start(Arc::clone(&bus), &hub_id, &mut config, scripted).await?;
-    let building = build::Building::start(Arc::clone(&bus), &hub_id, root, scripted).await?;
+    let building = build::Building::start(Arc::clone(&bus), &hub_id, root, scripted, &bar).await?;
     let programs = program::Programs::prepare(root, &mut config)?;
     let sequencers =
         start_sequencers(Arc::clone(&bus), root, &hub_id, config.clone(), &config_dir).await?;
