@@ -22,7 +22,12 @@ pub struct Args {
 /// Runs `l3m ls`.
 pub async fn cmd_ls(args: Args, cx: Context) -> Result<(), CliError> {
     let session = cx.connect().await?;
-    let mut tree = session.client.list_agents().await?;
+    // One request per page of up to TREE_PAGE_AGENTS agents; printed as list-agents gives them.
+    let page = session.client.list_tree(0).await?;
+    let mut tree = l3m_wire::hubd::tree::AgentTree {
+        agents: page.agents,
+        next: None,
+    };
     if args.live {
         tree.agents
             .retain(|a| !matches!(a.life, l3m_wire::hubd::tree::AgentLife::Collected));

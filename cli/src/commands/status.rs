@@ -139,7 +139,8 @@ pub async fn cmd_status(args: Args, cx: Context) -> Result<(), CliError> {
             Err(e) => tracing::debug!(%service, error = %e, "no health answers"),
         }
     }
-    let tree = client.list_agents().await?;
+    // One request per page of up to TREE_PAGE_AGENTS agents.
+    let tree = client.list_tree(0).await?;
     let postman = super::office::link_status(client, false).await?;
     let status = Status {
         hub: session.hub.name.clone(),

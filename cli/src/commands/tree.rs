@@ -1,10 +1,10 @@
 //! `l3m tree`: the agent hierarchy, drawn.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use l3m_core::log::Record;
 use l3m_core::names::AgentName;
-use l3m_wire::client::HubClient;
-use l3m_wire::hubd::tree::{AgentLife, AgentState};
+use l3m_wire::hubd::tree::{AgentLife, AgentState, TreePage};
 use serde::Serialize;
 
 use crate::context::Context;
@@ -64,38 +64,49 @@ pub fn nest(agents: &[AgentState], why: &BTreeMap<String, String>) -> Vec<Node> 
         .collect()
 }
 
-/// Why each asleep agent is stuck: from the tail of its Log, else because `document` gives it
-/// no model (its sequencer then never runs it).
-async fn why_stuck(
-    client: &HubClient,
-    agents: &[AgentState],
+/// Why each of the `asleep` agents is stuck, from what one `hubd.list-tree` listing (`page`)
+/// says of their Logs' tails, else because `document` gives it no model: no Log is read here,
+/// so the cost does not grow with asleep agents beyond listing them.
+pub(crate) fn why_stuck_in(
+    page: &TreePage,
+    asleep: &[&str],
     document: &std::path::Path,
-) -> Result<BTreeMap<String, String>, CliError> {
+) -> BTreeMap<String, String> {
+    let parts: HashMap<&str, &[Record]> = page
+        .stuck
+        .iter()
+        .map(|s| (s.agent.as_str(), s.records.as_slice()))
+        .collect();
     let mut out = BTreeMap::new();
-    for a in agents.iter().filter(|a| a.life == AgentLife::Asleep) {
-        let Ok(name) = AgentName::parse(&a.name) else {
+    for agent in asleep {
+        let Ok(name) = AgentName::parse(agent) else {
             continue;
         };
-        let len = client.read_log(&name, 0, 0).await?.len;
-        let tail = client
-            .read_log_range(&name, len.saturating_sub(TAIL), len)
-            .await?;
+        let from_log = parts.get(agent).and_then(|tail| stuck(tail));
         let no_model = || {
             crate::models::gap(document, &name)
                 .map(|e| format!("{e}, so no sequencer runs it (`l3m doctor` says how to add one)"))
         };
-        if let Some(why) = stuck(&tail.records).or_else(no_model) {
-            out.insert(a.name.clone(), why);
+        if let Some(why) = from_log.or_else(no_model) {
+            out.insert((*agent).to_owned(), why);
         }
     }
-    Ok(out)
+    out
 }
 
 /// Runs `l3m tree`.
 pub async fn cmd_tree(args: Args, cx: Context) -> Result<(), CliError> {
     let session = cx.connect().await?;
-    let tree = session.client.list_agents().await?;
-    let why = why_stuck(&session.client, &tree.agents, &session.hub.document).await?;
+    // One request per page of up to TREE_PAGE_AGENTS agents, with what each asleep agent's
+    // Log tail says: no Log is read one agent at a time.
+    let tree = session.client.list_tree(TAIL).await?;
+    let asleep: Vec<&str> = tree
+        .agents
+        .iter()
+        .filter(|a| a.life == AgentLife::Asleep)
+        .map(|a| a.name.as_str())
+        .collect();
+    let why = why_stuck_in(&tree, &asleep, &session.hub.document);
     if args.json {
         return output::json(&serde_json::json!({ "roots": nest(&tree.agents, &why) }));
     }

@@ -23,7 +23,7 @@ use l3m_wire::hubd::mail::{
 use l3m_wire::hubd::pack::{FetchPack, PackChunk, PushPack, Pushed};
 use l3m_wire::hubd::session::{Vouch, Vouched};
 use l3m_wire::hubd::tree::{
-    AgentTree, Collect, Collected, ListAgents, Retire, Retired, Spawn, Spawned,
+    AgentTree, Collect, Collected, ListAgents, ListTree, Retire, Retired, Spawn, Spawned, TreePage,
 };
 use l3m_wire::hubd::undo::{AppendUndo, ReadUndo, UndoAppended, UndoRange};
 
@@ -275,6 +275,11 @@ pub async fn collect(state: Arc<State>, req: Collect) -> Result<Collected, Servi
         blocking(&state, move |s| s.collect(&req.capability, &req.agent)).await?;
     state.announce(&moved);
     Ok(collected)
+}
+
+/// `hubd.list-tree`.
+pub async fn list_tree(state: Arc<State>, req: ListTree) -> Result<TreePage, ServiceError> {
+    state.list_tree(&req.capability, req.after.as_deref(), req.tail)
 }
 
 /// `hubd.list-agents`.

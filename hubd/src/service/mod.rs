@@ -171,6 +171,7 @@ pub async fn start(
     binder.bind(Op::Retire, handlers::retire).await?;
     binder.bind(Op::Collect, handlers::collect).await?;
     binder.bind(Op::ListAgents, handlers::list_agents).await?;
+    binder.bind(Op::ListTree, handlers::list_tree).await?;
     binder.bind(Op::SendLetter, handlers::send_letter).await?;
     binder.bind(Op::ReadInbox, handlers::read_inbox).await?;
     binder.bind(Op::MarkRead, handlers::mark_read).await?;

@@ -28,6 +28,7 @@ mod airmail;
 mod builds;
 mod cards;
 mod credentials;
+mod listing;
 mod log;
 mod mail;
 mod pack;
@@ -88,6 +89,8 @@ pub struct State {
     vigils: Mutex<vigils::Armed>,
     /// Where a sweep is asked for when a watched ref moves (set once the task runs).
     vigil_pokes: OnceLock<tokio::sync::mpsc::Sender<vigils::Sweep>>,
+    /// What each asleep agent's Log tail says, by Log tip, for `hubd.list-tree`.
+    stuck: listing::Stuck,
 }
 
 fn not_found(what: &'static str, name: impl ToString, detail: String) -> ServiceError {
@@ -132,6 +135,7 @@ impl State {
             started_ms: l3m_core::clock::now_ms(),
             vigils: Mutex::default(),
             vigil_pokes: OnceLock::new(),
+            stuck: listing::Stuck::default(),
         })
     }
 

@@ -11,6 +11,7 @@ mod build_voucher;
 mod credentials;
 mod health;
 mod lease;
+mod listing;
 mod log;
 mod mail;
 mod nats_conf;

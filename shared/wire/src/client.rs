@@ -874,6 +874,35 @@ impl HubClient {
         }
     }
 
+    /// Lists every agent the ledger knows with its computed state and, when `tail` > 0, the
+    /// record that says each stuck asleep agent is stuck (from its last `tail` records): one
+    /// `hubd.list-tree` request per page of up to `TREE_PAGE_AGENTS` agents.
+    pub async fn list_tree(&self, tail: u64) -> Result<crate::hubd::tree::TreePage, ClientError> {
+        use crate::hubd::tree::{ListTree, TreePage};
+        let mut tree = TreePage {
+            agents: Vec::new(),
+            stuck: Vec::new(),
+            next: None,
+        };
+        let mut after = None;
+        loop {
+            let request = ListTree {
+                capability: self.cap(),
+                after: after.take(),
+                tail,
+            };
+            let page: TreePage = self.call(Op::ListTree, request).await?;
+            let progress = !page.agents.is_empty();
+            tree.agents.extend(page.agents);
+            tree.stuck.extend(page.stuck);
+            match page.next {
+                // A page that brings nothing would be asked for again forever: stop instead.
+                Some(next) if progress => after = Some(next),
+                _ => return Ok(tree),
+            }
+        }
+    }
+
     /// Sends a letter from this session's entity to `to` (an address).
     pub async fn send_letter(
         &self,

@@ -365,14 +365,29 @@ impl State {
     ) -> Result<AgentTree, ServiceError> {
         self.duty(capability)?;
         let after = after.map(gate::agent).transpose()?;
+        // One more than a page holds, to know whether another page follows.
+        let mut agents = self.agent_states(after.as_ref(), record_format::PAGE_LINES as usize + 1);
+        // One page: at most PAGE_LINES agents, and what one message holds (each state's text,
+        // with room for its framing).
+        let fits = record_format::page_len(agents.iter().map(|a| {
+            a.name.len() + a.parent.len() + a.holder.as_ref().map_or(0, String::len) + 64
+        }))
+        .min(record_format::PAGE_LINES as usize);
+        let next = (fits < agents.len()).then(|| agents[fits - 1].name.clone());
+        agents.truncate(fits);
+        Ok(AgentTree { agents, next })
+    }
+
+    /// Up to `take` agents after `after`, in name order, each live one running (with its lease
+    /// holder) or asleep from the leases.
+    pub(super) fn agent_states(&self, after: Option<&AgentName>, take: usize) -> Vec<AgentState> {
         let now = Instant::now();
         let tree = self.tree();
-        let start = match &after {
+        let start = match after {
             Some(after) => std::ops::Bound::Excluded(after),
             None => std::ops::Bound::Unbounded,
         };
-        let mut agents: Vec<AgentState> = tree
-            .names
+        tree.names
             .range((start, std::ops::Bound::Unbounded))
             .filter_map(|name| {
                 let entry = tree.ledger.agent(name)?;
@@ -395,17 +410,7 @@ impl State {
                     driven: entry.driven,
                 })
             })
-            // One more than a page holds, to know whether another page follows.
-            .take(record_format::PAGE_LINES as usize + 1)
-            .collect();
-        // One page: at most PAGE_LINES agents, and what one message holds (each state's text,
-        // with room for its framing).
-        let fits = record_format::page_len(agents.iter().map(|a| {
-            a.name.len() + a.parent.len() + a.holder.as_ref().map_or(0, String::len) + 64
-        }))
-        .min(record_format::PAGE_LINES as usize);
-        let next = (fits < agents.len()).then(|| agents[fits - 1].name.clone());
-        agents.truncate(fits);
-        Ok(AgentTree { agents, next })
+            .take(take)
+            .collect()
     }
 }

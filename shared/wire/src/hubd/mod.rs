@@ -106,6 +106,7 @@ in_session!(
     tree::Retire,
     tree::Collect,
     tree::ListAgents,
+    tree::ListTree,
     cards::AppendCard,
     cards::ReadCards,
     pack::FetchPack,
@@ -134,6 +135,8 @@ pub enum Op {
     Collect,
     /// [`tree::ListAgents`].
     ListAgents,
+    /// [`tree::ListTree`].
+    ListTree,
     /// [`mail::SendLetter`].
     SendLetter,
     /// [`mail::ReadInbox`].
@@ -208,7 +211,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in a fixed order.
-    pub const ALL: [Op; 43] = [
+    pub const ALL: [Op; 44] = [
         Op::OpenSession,
         Op::AppendLog,
         Op::ReadLog,
@@ -217,6 +220,7 @@ impl Op {
         Op::Retire,
         Op::Collect,
         Op::ListAgents,
+        Op::ListTree,
         Op::SendLetter,
         Op::ReadInbox,
         Op::MarkRead,
@@ -265,6 +269,7 @@ impl Op {
             Op::Retire => "retire",
             Op::Collect => "collect",
             Op::ListAgents => "list-agents",
+            Op::ListTree => "list-tree",
             Op::SendLetter => "send-letter",
             Op::ReadInbox => "read-inbox",
             Op::MarkRead => "mark-read",

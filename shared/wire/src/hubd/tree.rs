@@ -14,8 +14,15 @@
 //!   is where the next page starts; each `{ name, parent, life, holder: str|nil }` with
 //!   `life` one of `running` (a sequencer holds its lease, named by `holder`), `asleep`,
 //!   `retired`, `collected`.
+//! - `hubd.list-tree` `{ capability, after: str|nil, tail: u64 }` → `hubd.tree-page` `{ agents:
+//!   [AgentState], stuck: [{ agent, records: [Record] }], next: str|nil }`: a page of up to
+//!   [`TREE_PAGE_AGENTS`] agents (within `PAGE_BYTES`) as `list-agents` gives them, and for each
+//!   asleep one whose Log the caller may read, the part of its last `tail` records that says it
+//!   is stuck ([`stuck_suffix`]). hubd keeps that part per Log tip, so a listing reads a Log
+//!   only when it moved since the last one.
 
 use l3m_core::grant::SpawnRequest;
+use l3m_core::log::{Record, RecordBody};
 use serde::{Deserialize, Serialize};
 
 use super::session::Capability;
@@ -157,4 +164,89 @@ pub struct AgentTree {
 
 impl Message for AgentTree {
     const KIND: &'static str = "hubd.agent-tree";
+}
+
+/// How many agents one page of [`ListTree`] holds at most (fewer when their text would pass
+/// `l3m_core::record_format::PAGE_BYTES`): a tree of 10,000 agents comes in three requests.
+pub const TREE_PAGE_AGENTS: usize = 4096;
+
+/// The longest failure text a [`StuckAgent`]'s records carry, in characters: more than what
+/// `l3m tree` quotes, so the quote (and whether it is cut) is the same as from the whole Log.
+pub const STUCK_ERROR_CHARS: usize = 1024;
+
+/// Asks for one page of the agent tree with, for each asleep agent, the part of its Log's
+/// tail that says it is stuck: what `l3m tree` shows, in one request per page however many
+/// agents sleep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListTree {
+    /// The caller's session.
+    pub capability: Capability,
+    /// Where the page starts: the agents after this name (none: from the first).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// How many of each asleep agent's last records are looked at (0: none, a plain listing).
+    #[serde(default)]
+    pub tail: u64,
+}
+
+impl Message for ListTree {
+    const KIND: &'static str = "hubd.list-tree";
+}
+
+/// An asleep agent its Log says is stuck.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StuckAgent {
+    /// The agent.
+    pub agent: String,
+    /// The part of its tail that says so ([`stuck_suffix`]).
+    pub records: Vec<Record>,
+}
+
+/// One page of the agent tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreePage {
+    /// The agents the ledger knows, in name order: one page of them.
+    pub agents: Vec<AgentState>,
+    /// The asleep agents of this page the caller may read the Log of and whose tail says they
+    /// are stuck, in name order.
+    #[serde(default)]
+    pub stuck: Vec<StuckAgent>,
+    /// Where the next page starts (ask again with `after` = this), or `None` after the last.
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+impl Message for TreePage {
+    const KIND: &'static str = "hubd.tree-page";
+}
+
+/// Records that close or account for a turn after what happened in it (as `l3m_core`'s stuck
+/// fold reads them): a turn's end, an interruption, a budget change.
+fn bookkeeping(body: &RecordBody) -> bool {
+    matches!(
+        body,
+        RecordBody::TurnEnd | RecordBody::Interrupted { .. } | RecordBody::BudgetChange { .. }
+    )
+}
+
+/// The part of a Log's `tail` that can say its agent is stuck: from the last record that is
+/// not bookkeeping (the one that says what happened) to the end, when that record is a failed
+/// call or spent fuel; `None` otherwise, since then nothing in the tail says so. The stuck fold
+/// (`l3m tree`'s) reads only that last telling record, the last record, and the bookkeeping
+/// between, so it answers the same from this part as from the whole tail; hubd answers
+/// [`ListTree`] with it so `l3m tree` reads no Log. A failure's text is cut to
+/// [`STUCK_ERROR_CHARS`], more than the fold quotes.
+pub fn stuck_suffix(tail: &[Record]) -> Option<Vec<Record>> {
+    let at = tail.iter().rposition(|r| !bookkeeping(&r.body))?;
+    let mut suffix = tail[at..].to_vec();
+    match &mut suffix[0].body {
+        RecordBody::CallFailed { error, .. } => {
+            if let Some((cut, _)) = error.char_indices().nth(STUCK_ERROR_CHARS) {
+                error.truncate(cut);
+            }
+        }
+        RecordBody::OutOfFuel { .. } => {}
+        _ => return None,
+    }
+    Some(suffix)
 }
