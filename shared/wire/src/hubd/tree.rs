@@ -250,3 +250,94 @@ pub fn stuck_suffix(tail: &[Record]) -> Option<Vec<Record>> {
     }
     Some(suffix)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use l3m_core::log::{CallId, FuelUnit};
+
+    /// Every kind of record the stuck fold reads, and one it reads past.
+    fn bodies() -> Vec<RecordBody> {
+        let failed = |retryable| RecordBody::CallFailed {
+            call: CallId::new("c1").unwrap_or_else(|e| panic!("{e}")),
+            error: "400 bad".into(),
+            retryable,
+        };
+        vec![
+            failed(false),
+            failed(true),
+            RecordBody::OutOfFuel {
+                unit: FuelUnit::Wakes,
+            },
+            RecordBody::TurnEnd,
+            RecordBody::Interrupted {
+                reason: "crash".into(),
+                closed_call: None,
+                closed_tools: vec![],
+            },
+            RecordBody::BudgetChange {
+                left: Default::default(),
+                summary: "a loan".into(),
+            },
+            RecordBody::AssistantReply {
+                call: CallId::new("c2").unwrap_or_else(|e| panic!("{e}")),
+                text: "done".into(),
+                tool_uses: vec![],
+                usage: Default::default(),
+                stop_reason: "end_turn".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn the_stuck_fold_says_the_same_from_the_suffix_as_from_the_whole_tail() {
+        let kinds = bodies();
+        let n = kinds.len();
+        // Every tail of up to four records over those kinds.
+        for len in 0..=4u32 {
+            for code in 0..n.pow(len) {
+                let tail: Vec<Record> = (0..len as usize)
+                    .map(|i| Record {
+                        seq: i as u64,
+                        at_ms: 1,
+                        body: kinds[(code / n.pow(i as u32)) % n].clone(),
+                    })
+                    .collect();
+                let whole = l3m_core::stuck::stuck(&tail);
+                let part = stuck_suffix(&tail);
+                let from_part = part.as_deref().and_then(l3m_core::stuck::stuck);
+                assert_eq!(from_part, whole, "{tail:?} -> {part:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_failure_is_cut_and_the_rest_of_the_tail_is_left_behind() {
+        let long = "é".repeat(3 * STUCK_ERROR_CHARS);
+        let record = |seq, body| Record {
+            seq,
+            at_ms: 1,
+            body,
+        };
+        let tail = vec![
+            record(0, RecordBody::TurnEnd),
+            record(
+                1,
+                RecordBody::CallFailed {
+                    call: CallId::new("c").unwrap_or_else(|e| panic!("{e}")),
+                    error: long,
+                    retryable: false,
+                },
+            ),
+            record(2, RecordBody::TurnEnd),
+        ];
+        let part = stuck_suffix(&tail).unwrap_or_else(|| panic!("a failure says so"));
+        assert_eq!(part.len(), 2);
+        match &part[0].body {
+            RecordBody::CallFailed { error, .. } => {
+                assert_eq!(error.chars().count(), STUCK_ERROR_CHARS)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
