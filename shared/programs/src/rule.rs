@@ -38,7 +38,7 @@ impl fmt::Display for Stage {
 pub enum Rule {
     /// The file name is not `<name>.star` with a name of `[a-z][a-z0-9_]{0,39}`.
     FileName,
-    /// The file is larger than a program may be.
+    /// The file is larger, or nests deeper (`seal::MAX_NESTING`), than a program may.
     TooLarge,
     /// The text does not parse as Starlark.
     Syntax,

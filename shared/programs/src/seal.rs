@@ -22,6 +22,7 @@ use starlark_syntax::syntax::ast::{
     DefP, ExprP, ForClauseP, ParameterP, StmtP,
 };
 use starlark_syntax::syntax::module::AstModuleFields;
+use starlark_syntax::syntax::uniplate::Visit;
 
 use crate::rule::{LoadError, Rule};
 use crate::types::Reference;
@@ -73,8 +74,147 @@ pub fn seal_hook(file: &str, module: &AstModule) -> Result<Vec<Reference>, LoadE
     walker.hook(module.statement())
 }
 
-/// Parses `source` (named `file`) in the programs' dialect.
+/// How deep statements and expressions may nest. The interpreter compiles and evaluates a
+/// module by recursion over its syntax tree, so a source nested deeper (`X = [[[...]]]` a few
+/// hundred times, well within [`crate::decl::MAX_SOURCE`]) would overflow the stack of the
+/// process checking it instead of being refused; real programs nest a few dozen levels.
+pub const MAX_NESTING: usize = 64;
+
+/// Parses `source` (named `file`) in the programs' dialect, refusing one nested deeper than
+/// [`MAX_NESTING`].
 pub fn parse(file: &str, source: &str) -> Result<AstModule, LoadError> {
+    within_nesting_text(file, source)?;
+    let module = parse_syntax(file, source)?;
+    within_nesting(file, &module)?;
+    Ok(module)
+}
+
+/// How many operators, calls, indexes and attribute reads may chain in one expression before
+/// a comma, colon or new statement, as the text counts them. The parser recurses on a chain
+/// (`- - - 1`, `1 + 1 + ...`, `x[0][0]...`), and so does dropping what it built, so the text
+/// is bounded before it is parsed; the tree is then bounded by [`MAX_NESTING`].
+const MAX_CHAIN: usize = 1024;
+
+/// Refuses text whose brackets nest deeper than [`MAX_NESTING`], or that chains more than
+/// [`MAX_CHAIN`] operators in one expression, before the parser sees it. Strings and comments
+/// are skipped.
+fn within_nesting_text(file: &str, source: &str) -> Result<(), LoadError> {
+    let bytes = source.as_bytes();
+    // One chain per open bracket, and the statement's own.
+    let mut chains: Vec<usize> = vec![0];
+    let (mut line, mut i) = (1u32, 0usize);
+    while i < bytes.len() {
+        let mut link = 0;
+        match bytes[i] {
+            b'#' => {
+                while i + 1 < bytes.len() && bytes[i + 1] != b'\n' {
+                    i += 1;
+                }
+            }
+            quote @ (b'"' | b'\'') => {
+                let triple = bytes.get(i + 1..i + 3) == Some(&[quote, quote][..]);
+                i += if triple { 3 } else { 1 };
+                while i < bytes.len() {
+                    match bytes[i] {
+                        b'\\' => i += 1,
+                        b'\n' => line = line.saturating_add(1),
+                        b if b == quote
+                            && (!triple
+                                || bytes.get(i + 1..i + 3) == Some(&[quote, quote][..])) =>
+                        {
+                            i += if triple { 2 } else { 0 };
+                            break;
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                if let Some(chain) = chains.last_mut() {
+                    *chain += 1;
+                }
+                chains.push(0);
+            }
+            b')' | b']' | b'}' if chains.len() > 1 => {
+                chains.pop();
+            }
+            b',' | b':' | b';' => {
+                if let Some(chain) = chains.last_mut() {
+                    *chain = 0;
+                }
+            }
+            b'\n' => {
+                line = line.saturating_add(1);
+                if let [chain] = chains.as_mut_slice() {
+                    *chain = 0;
+                }
+            }
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'|' | b'&' | b'^' | b'<' | b'>' | b'=' | b'!'
+            | b'~' | b'.' | b'@' => link = 1,
+            b if is_word(Some(&b)) => {
+                let start = i;
+                while is_word(bytes.get(i + 1)) {
+                    i += 1;
+                }
+                let word = &bytes[start..=i];
+                if matches!(
+                    word,
+                    b"and" | b"or" | b"not" | b"in" | b"is" | b"if" | b"else" | b"lambda"
+                ) {
+                    link = 1;
+                }
+            }
+            _ => {}
+        }
+        if let Some(chain) = chains.last_mut() {
+            *chain += link;
+        }
+        let chained = chains.last().copied().unwrap_or(0);
+        if chains.len() > MAX_NESTING + 1 || chained > MAX_CHAIN {
+            return Err(LoadError::new(
+                file,
+                line,
+                Rule::TooLarge,
+                format!(
+                    "nested more than {MAX_NESTING} brackets deep, or more than {MAX_CHAIN} \
+                     operators in one expression; flatten it"
+                ),
+            ));
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Whether `b` continues an identifier or a number.
+fn is_word(b: Option<&u8>) -> bool {
+    b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// Walks the tree with an explicit stack (so the walk itself cannot overflow) and refuses the
+/// first node deeper than [`MAX_NESTING`], at its line.
+fn within_nesting(file: &str, module: &AstModule) -> Result<(), LoadError> {
+    let mut stack = vec![(Visit::Stmt(module.statement()), 1usize)];
+    while let Some((node, depth)) = stack.pop() {
+        if depth > MAX_NESTING {
+            let span = match node {
+                Visit::Stmt(stmt) => stmt.span,
+                Visit::Expr(expr) => expr.span,
+            };
+            return Err(LoadError::new(
+                file,
+                line_number(module.codemap().find_line(span.begin())),
+                Rule::TooLarge,
+                format!("nested more than {MAX_NESTING} levels deep; flatten it"),
+            ));
+        }
+        node.visit_children(|child| stack.push((child, depth + 1)));
+    }
+    Ok(())
+}
+
+fn parse_syntax(file: &str, source: &str) -> Result<AstModule, LoadError> {
     AstModule::parse(file, source.to_owned(), &DIALECT).map_err(|e| {
         let span = e.span();
         let line = span.map_or(1, |s| line_number(s.resolve_span().begin.line));
@@ -831,6 +971,34 @@ mod tests {
     fn refused(body: &str) -> (Rule, u32) {
         let e = sealed(body).unwrap_err();
         (e.rule, e.line)
+    }
+
+    /// `deep_nesting_is_refused_at_its_line`: nesting past `MAX_NESTING` is a refusal at the
+    /// line that nests, not a stack overflow in the interpreter; a deep but legal nesting
+    /// passes.
+    #[test]
+    fn deep_nesting_is_refused_at_its_line() {
+        let nested = |depth: usize| format!("X = {}1{}\n", "[".repeat(depth), "]".repeat(depth));
+        let deep = format!("Y = 1\n{}", nested(5000));
+        let e = parse("p.star", &deep).unwrap_err();
+        assert_eq!((e.rule, e.line), (Rule::TooLarge, 2), "{e}");
+        assert!(parse("p.star", &nested(MAX_NESTING - 4)).is_ok());
+        for chain in ["-", "not ", "- +", "~", "1 + ", "x[0]", "x.y", "f()"] {
+            let deep = format!("X = {}1\n", chain.repeat(20_000));
+            assert_eq!(
+                parse("p.star", &deep).unwrap_err().rule,
+                Rule::TooLarge,
+                "{chain}"
+            );
+        }
+        // Brackets in strings and comments are not nesting.
+        let quoted = format!(
+            "X = \"{}\"  # {}\nY = '''{}'''\n",
+            "[".repeat(99),
+            "(".repeat(99),
+            "{".repeat(99)
+        );
+        assert!(parse("p.star", &quoted).is_ok());
     }
 
     #[test]
