@@ -7,7 +7,7 @@ use crate::support;
 
 use std::os::unix::fs::symlink;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use l3m_ring::files::{self, FilesError, NodeKind};
 use l3m_ring::path::PathError;
@@ -124,6 +124,14 @@ fn files_boundary_symlink_refuses_links_that_stay_inside_the_acr() {
     }
 }
 
+/// The swaps of the directory that must happen while the writes run, and the writes the swaps
+/// must have refused, for the race to count as exercised: a swapper that never ran (or ran only
+/// before or after the writes) would leave the boundary untested, and the test says so.
+const MIN_SWAPS: u64 = 100;
+
+/// How long the writes go on waiting for the race to happen before the test fails.
+const RACE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[test]
 fn files_boundary_symlink_holds_while_a_directory_is_swapped_for_a_link_during_writes() {
     let hub = Arc::new(Hub::new());
@@ -132,24 +140,30 @@ fn files_boundary_symlink_holds_while_a_directory_is_swapped_for_a_link_during_w
     std::fs::create_dir(&dir).unwrap();
     let before = hub.beyond();
     let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
     let swapper = {
-        let (stop, outside) = (Arc::clone(&stop), hub.outside.clone());
+        let (stop, swaps, outside) = (Arc::clone(&stop), Arc::clone(&swaps), hub.outside.clone());
         let (dir, away) = (dir.clone(), away.clone());
         std::thread::spawn(move || {
-            let mut swaps = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 std::fs::rename(&dir, &away).unwrap();
                 symlink(&outside, &dir).unwrap();
                 std::thread::yield_now();
                 std::fs::remove_file(&dir).unwrap();
                 std::fs::rename(&away, &dir).unwrap();
-                swaps += 1;
+                swaps.fetch_add(1, Ordering::Relaxed);
             }
-            swaps
         })
     };
     let (mut landed, mut refused) = (0u32, 0u32);
-    for i in 0..2000 {
+    let started = std::time::Instant::now();
+    let swaps_before = swaps.load(Ordering::Relaxed);
+    let mut i = 0u32;
+    // At least 2000 writes, and on until the race has happened (bounded by RACE_WITHIN).
+    while i < 2000
+        || (started.elapsed() < RACE_WITHIN
+            && (swaps.load(Ordering::Relaxed) - swaps_before < MIN_SWAPS || refused == 0))
+    {
         let path = format!("workspace/d/f{}", i % 50);
         match files::write(&hub.token, &path, b"pwned", hub.journal()) {
             Ok(()) => landed += 1,
@@ -158,13 +172,23 @@ fn files_boundary_symlink_holds_while_a_directory_is_swapped_for_a_link_during_w
             Err(FilesError::Io { .. }) => refused += 1,
             Err(other) => panic!("unexpected refusal {other}"),
         }
+        i += 1;
     }
+    let during = swaps.load(Ordering::Relaxed) - swaps_before;
     stop.store(true, Ordering::Relaxed);
-    let swaps = swapper.join().unwrap();
+    swapper.join().unwrap();
     assert_eq!(hub.beyond(), before, "a write landed outside the ACR");
     assert_eq!(std::fs::read(hub.outside.join("secret")).unwrap(), SECRET);
     assert!(std::fs::read_dir(&hub.outside).unwrap().count() == 1);
-    eprintln!("{swaps} swaps; {landed} writes landed inside, {refused} refused");
+    eprintln!("{during} swaps during {i} writes; {landed} landed inside, {refused} refused");
+    assert!(
+        during >= MIN_SWAPS,
+        "only {during} swaps happened during the writes: the race was not exercised"
+    );
+    assert!(
+        refused > 0,
+        "no write met a swapped directory: the race was not exercised"
+    );
 }
 
 #[test]
