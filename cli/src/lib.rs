@@ -20,9 +20,13 @@
 //! - `embedded` (feature `embedded`): hubd and the supervisor in this process, over any bus.
 //! - [`models`]: which model the document gives an agent.
 //! - [`render`]: pure renderings (Log lines, views, trees, stats, grants).
-//! - [`output`]: `--json` printing.
+//! - [`output`]: the only way to the terminal: every byte printed is made visible
+//!   ([`output::Shown`]), `--json` printing, a closed pipe ending the process quietly.
 //! - [`error`]: [`CliError`] and the exit codes.
 
+// First, so its `outln!`, `out!` and `errln!` are in scope in every module after it.
+#[macro_use]
+pub mod output;
 pub mod commands;
 pub mod config;
 pub mod context;
@@ -30,7 +34,6 @@ pub mod context;
 pub mod embedded;
 pub mod error;
 pub mod models;
-pub mod output;
 pub mod render;
 pub mod stack;
 

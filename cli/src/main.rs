@@ -17,6 +17,9 @@ fn main() -> ExitCode {
         let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
         return l3m_programs::child::main(&args);
     }
+    // tracing-subscriber (>= 0.3.20) escapes ANSI sequences in what it formats; the CLI's own
+    // words go through `l3m::output`.
+    #[allow(clippy::disallowed_methods)]
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
@@ -29,7 +32,7 @@ fn main() -> ExitCode {
     match l3m::run(cli, home) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("l3m: {error}");
+            l3m::output::err(&l3m::output::Shown::new(&format!("l3m: {error}\n")));
             ExitCode::from(error.exit() as u8)
         }
     }

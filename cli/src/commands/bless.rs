@@ -72,11 +72,12 @@ pub async fn cmd_bless(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&serde_json::json!({ "tip": blessed.tip, "blessing": blessing }));
     }
     for (path, digest) in &blessing.files {
-        println!("{digest}  {path}");
+        outln!("{digest}  {path}");
     }
-    println!(
+    outln!(
         "blessed {} of {} for {name}",
-        blessing.target, blessing.makefile
+        blessing.target,
+        blessing.makefile
     );
     Ok(())
 }

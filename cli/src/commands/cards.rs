@@ -14,6 +14,7 @@ use l3m_wire::hubd::tree::AgentLife;
 use crate::context::{Context, agent};
 use crate::error::CliError;
 use crate::output;
+use crate::render::escape::Foreign;
 
 /// List the review cards waiting for a human, across every live agent.
 ///
@@ -118,7 +119,7 @@ pub async fn cmd_cards(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&serde_json::json!({ "cards": cards }));
     }
     if cards.is_empty() {
-        println!("no cards wait for you");
+        outln!("no cards wait for you");
         return Ok(());
     }
     for (agent, card) in &cards {
@@ -130,14 +131,17 @@ pub async fn cmd_cards(args: Args, cx: Context) -> Result<(), CliError> {
             reason,
         } = card
         {
-            println!(
+            outln!(
                 "{id}  {agent}  {} (stalemate at round {round})",
-                effect.tool
+                Foreign(&effect.tool)
             );
-            println!("  effect:        {}", effect.what);
-            println!("  writes under:  {}", effect.write_roots.join(", "));
-            println!("  justification: {justification}");
-            println!("  reviewer:      {reason}");
+            outln!("  effect:        {}", Foreign(&effect.what));
+            outln!(
+                "  writes under:  {}",
+                Foreign(&effect.write_roots.join(", "))
+            );
+            outln!("  justification: {}", Foreign(justification));
+            outln!("  reviewer:      {}", Foreign(reason));
         }
     }
     Ok(())
@@ -187,7 +191,7 @@ pub async fn cmd_card(command: CardCommand, cx: Context) -> Result<(), CliError>
             &serde_json::json!({ "id": args.id, "agent": owner, "approve": approve }),
         );
     }
-    println!(
+    outln!(
         "card {} of {owner} {}; its agent resumes",
         args.id,
         if approve { "approved" } else { "denied" }

@@ -51,7 +51,7 @@ pub async fn serve(client: HubClient, human: HumanName, bind: SocketAddr) -> Res
         .route("/", get(page))
         .route("/answer", post(answer))
         .with_state(web);
-    println!("serving the cards on http://{addr}/ (Ctrl-C stops)");
+    outln!("serving the cards on http://{addr}/ (Ctrl-C stops)");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

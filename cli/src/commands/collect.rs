@@ -25,6 +25,6 @@ pub async fn cmd_collect(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&collected);
     }
-    println!("collected {}", collected.agent);
+    outln!("collected {}", collected.agent);
     Ok(())
 }

@@ -13,6 +13,7 @@ use l3m_wire::credential::KeyFile;
 
 use crate::context::Context;
 use crate::error::CliError;
+use crate::render::escape::Foreign;
 use crate::render::time::{now_ms, utc};
 
 /// The credential subcommands.
@@ -93,7 +94,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             }
             let now = now_ms();
             for credential in &credentials {
-                println!("{}", line(credential, now));
+                outln!("{}", line(credential, now));
             }
             Ok(())
         }
@@ -103,9 +104,10 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             if args.json {
                 return crate::output::json(&revoked);
             }
-            println!(
+            outln!(
                 "revoked {}; {} open session(s) ended",
-                revoked.id, revoked.sessions
+                revoked.id,
+                revoked.sessions
             );
             Ok(())
         }
@@ -142,7 +144,7 @@ async fn issue(args: IssueArgs, cx: Context) -> Result<(), CliError> {
     if args.json {
         return crate::output::json(&issued);
     }
-    println!(
+    outln!(
         "issued {} for the {}, valid until {}; its private key is {} (mode 0600): give it to \
          that process only",
         issued.id,
@@ -208,7 +210,7 @@ fn line(credential: &Credential, now: u64) -> String {
     let label = if credential.label.is_empty() {
         String::new()
     } else {
-        format!("  ({})", credential.label)
+        format!("  ({})", Foreign(&credential.label))
     };
     format!(
         "{}  {}  {state}  by {}{label}",

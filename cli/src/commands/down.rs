@@ -31,7 +31,7 @@ pub async fn cmd_down(_args: Args, cx: Context) -> Result<(), CliError> {
         } else {
             "stopped"
         };
-        println!("{how} {} (pid {})", p.service, p.pid);
+        outln!("{how} {} (pid {})", p.service, p.pid);
     }
     Ok(())
 }

@@ -83,9 +83,11 @@ pub async fn cmd_fork(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&out);
     }
-    println!(
+    outln!(
         "forked {source} at record {} into {} ({} records carried)",
-        args.at, out.agent, out.records
+        args.at,
+        out.agent,
+        out.records
     );
     Ok(())
 }

@@ -224,7 +224,7 @@ fn report(
 ) -> Result<(), CliError> {
     let refused = decided.refused.as_ref().map(|(_, why)| why);
     if as_json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "file": file,
@@ -239,16 +239,16 @@ fn report(
             })
         );
     } else {
-        println!("{file}: proposes {}", story::disposition(proposed));
+        outln!("{file}: proposes {}", story::disposition(proposed));
         match refused {
-            None => println!("admissible: the harness journals it as proposed"),
-            Some(why) => println!(
+            None => outln!("admissible: the harness journals it as proposed"),
+            Some(why) => outln!(
                 "inadmissible, rule {}: {why}\nthe harness journals the default instead: {}",
                 why.rule(),
                 story::disposition(&decided.disposition)
             ),
         }
-        println!("(mail reach: {reach})");
+        outln!("(mail reach: {reach})");
     }
     match refused {
         None => Ok(()),
@@ -261,7 +261,7 @@ fn report(
 
 fn refused_at_load(refused: &LoadError, event: &Value, as_json: bool) -> Result<(), CliError> {
     if as_json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "file": refused.file,
@@ -288,7 +288,7 @@ fn failed_at_run(
 ) -> Result<(), CliError> {
     let default = Disposition::without_hook(source);
     if as_json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "file": failed.file,

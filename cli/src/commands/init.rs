@@ -125,16 +125,16 @@ pub async fn cmd_init(args: Args, cx: Context) -> Result<(), CliError> {
     let text = format!("{head}{old}{table}");
     Document::parse(&path, &text)?;
     std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
-    println!(
+    outln!(
         "created hub `{name}` at {} with human:{human} as its root",
         root.display()
     );
-    println!("recorded it in {}", path.display());
-    println!(
+    outln!("recorded it in {}", path.display());
+    outln!(
         "its identity for other hubs: {} (`l3m office show-identity`)",
         identity.fingerprint()
     );
-    println!("next: l3m up");
+    outln!("next: l3m up");
     Ok(())
 }
 

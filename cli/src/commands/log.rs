@@ -9,9 +9,14 @@ use l3m_wire::hubd::notify::RefMoved;
 use crate::context::{Context, agent};
 use crate::error::CliError;
 use crate::output;
+use crate::render::escape::Foreign;
 use crate::render::log::{json, line};
+use crate::render::tree::{TAIL, stuck};
 
 /// Show an agent's Log: one line per record (seq, time, kind, a short summary).
+///
+/// When the agent's last turn ended in a failure it cannot get past by itself, a last line says
+/// `stuck: <why>; <what to do>` (as `l3m tree` does).
 ///
 /// `--follow` keeps printing records as the agent's sequencer appends them, until Ctrl-C.
 /// `--json` prints JSON Lines: each record as stored (`seq`, `at_ms`, `kind` and its fields)
@@ -42,7 +47,7 @@ async fn print_from(
         if as_json {
             output::json_line(&json(record))?;
         } else {
-            println!("{}", line(record));
+            outln!("{}", line(record));
         }
     }
     Ok(from + read.records.len() as u64)
@@ -60,6 +65,14 @@ pub async fn cmd_log(args: Args, cx: Context) -> Result<(), CliError> {
         None
     };
     let mut next = print_from(client, &name, args.from, args.json).await?;
+    if !args.json {
+        let tail = client
+            .read_log_range(&name, next.saturating_sub(TAIL), next)
+            .await?;
+        if let Some(why) = stuck(name.as_str(), &tail.records) {
+            outln!("stuck: {}", Foreign(&why));
+        }
+    }
     let Some(moves) = moves.as_mut() else {
         return Ok(());
     };

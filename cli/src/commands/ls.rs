@@ -3,6 +3,7 @@
 use crate::context::Context;
 use crate::error::CliError;
 use crate::output;
+use crate::render::escape::Foreign;
 use crate::render::tree::life;
 
 /// List every agent with its computed state (running, asleep, retired, collected).
@@ -36,17 +37,17 @@ pub async fn cmd_ls(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&tree);
     }
     if tree.agents.is_empty() {
-        println!("no agents yet: spawn one with `l3m spawn NAME`");
+        outln!("no agents yet: spawn one with `l3m spawn NAME`");
         return Ok(());
     }
-    println!("{:<32} {:<10} {:<24} holder", "agent", "life", "parent");
+    outln!("{:<32} {:<10} {:<24} holder", "agent", "life", "parent");
     for a in &tree.agents {
-        println!(
+        outln!(
             "{:<32} {:<10} {:<24} {}",
-            a.name,
+            Foreign(&a.name),
             life(a.life),
-            a.parent,
-            a.holder.as_deref().unwrap_or("-")
+            Foreign(&a.parent),
+            Foreign(a.holder.as_deref().unwrap_or("-"))
         );
     }
     Ok(())

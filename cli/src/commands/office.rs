@@ -14,6 +14,7 @@ use l3m_core::settings::Settings;
 use crate::context::Context;
 use crate::error::CliError;
 use crate::output;
+use crate::render::escape::Foreign;
 use crate::render::time::utc;
 
 /// The office subcommands.
@@ -119,11 +120,13 @@ pub(crate) fn describe(link: &OfficeStatus) -> String {
         link.delivered, link.backlog
     ));
     if let Some(error) = &link.error {
-        out.push_str(&format!(": {error}"));
+        out.push_str(&format!(": {}", Foreign(error)));
     }
     match &link.probe {
         Some(Probe::Welcomed) => out.push_str("; probe: welcomed"),
-        Some(Probe::Failed { reason }) => out.push_str(&format!("; probe FAILED: {reason}")),
+        Some(Probe::Failed { reason }) => {
+            out.push_str(&format!("; probe FAILED: {}", Foreign(reason)))
+        }
         None => {}
     }
     out
@@ -141,12 +144,12 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             if args.json {
                 return output::json(&serde_json::json!({ "added": args.name }));
             }
-            println!("office {} pinned at {}", args.name, args.addr);
+            outln!("office {} pinned at {}", args.name, args.addr);
             Ok(())
         }
         Command::Rm(args) => {
             edit(cx, |doc| remove(doc, &args.name)).await?;
-            println!("office {} removed", args.name);
+            outln!("office {} removed", args.name);
             Ok(())
         }
         Command::Ls(args) => {
@@ -173,19 +176,24 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
                 }));
             }
             if offices.is_empty() {
-                println!(
+                outln!(
                     "no offices: pin one with `l3m office add NAME --addr HOST:PORT --cert-sha256 HEX`"
                 );
             }
             for o in &offices {
-                println!("{:<16} {:<28} sha256:{}", o.name, o.addr, o.cert_sha256);
+                outln!(
+                    "{:<16} {:<28} sha256:{}",
+                    Foreign(&o.name),
+                    Foreign(&o.addr),
+                    Foreign(&o.cert_sha256)
+                );
                 match (&status, &o.status) {
-                    (None, _) => println!("  link: no postman answers (start it with `l3m up`)"),
-                    (Some(_), None) => println!(
+                    (None, _) => outln!("  link: no postman answers (start it with `l3m up`)"),
+                    (Some(_), None) => outln!(
                         "  link: the postman does not carry to it yet (restart it: it reads \
                          offices at start)"
                     ),
-                    (Some(_), Some(link)) => println!("  link: {}", describe(link)),
+                    (Some(_), Some(link)) => outln!("  link: {}", describe(link)),
                 }
             }
             Ok(())
@@ -208,7 +216,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
                     "certificate": cert.display().to_string(),
                 }));
             }
-            println!("sha256:{fingerprint}");
+            outln!("sha256:{fingerprint}");
             Ok(())
         }
     }

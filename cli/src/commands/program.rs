@@ -93,7 +93,7 @@ fn cmd_check(args: CheckArgs) -> Result<(), CliError> {
             if args.json {
                 let mut out = admitted_json(&name, &decl, tier);
                 out["admitted"] = json!(true);
-                println!("{out}");
+                outln!("{out}");
             } else {
                 print_admitted(&name, &decl, tier);
             }
@@ -137,15 +137,15 @@ fn check_plugin(
             .map(|(name, decl, tier)| admitted_json(name, decl, *tier))
             .collect();
         let out = json!({"admitted": true, "plugin": plugin, "programs": programs});
-        println!("{out}");
+        outln!("{out}");
         return Ok(());
     }
-    println!(
+    outln!(
         "plugin `{plugin}` admitted whole: its {} programs are all offered",
         tools.len()
     );
     for (name, decl, tier) in &tools {
-        println!();
+        outln!();
         print_admitted(name, decl, *tier);
     }
     Ok(())
@@ -159,7 +159,7 @@ fn refused(refusal: &LoadError, plugin: Option<&str>, as_json: bool) -> Result<(
         if let Some(plugin) = plugin {
             out["plugin"] = json!(plugin);
         }
-        println!("{out}");
+        outln!("{out}");
     }
     Err(CliError::Runtime(refusal.to_string()))
 }
@@ -197,7 +197,7 @@ fn print_admitted(name: &str, decl: &ProgramDecl, tier: Tier) {
     let tool = admitted_json(name, decl, tier)["tool"].clone();
     let needs = needs_axes(decl);
     let classes: Vec<&str> = decl.footprint.0.iter().map(|c| c.name()).collect();
-    println!(
+    outln!(
         "admitted: {name} ({tier}; footprint [{}]; needs {})",
         classes.join(", "),
         if needs.is_empty() {
@@ -206,8 +206,8 @@ fn print_admitted(name: &str, decl: &ProgramDecl, tier: Tier) {
             format!("the {} axis", needs.join(", "))
         }
     );
-    println!("the model is offered:");
-    println!(
+    outln!("the model is offered:");
+    outln!(
         "{}",
         serde_json::to_string_pretty(&tool).unwrap_or_else(|_| tool.to_string())
     );
@@ -220,10 +220,10 @@ fn print_admitted(name: &str, decl: &ProgramDecl, tier: Tier) {
         .map(|f| format!("{}({})", f.name, f.params.join(", ")))
         .collect();
     if !calls.is_empty() {
-        println!("it may call: {}", calls.join(", "));
+        outln!("it may call: {}", calls.join(", "));
     }
     if tier == Tier::Wild {
-        println!(
+        outln!(
             "each call is reviewed before it runs: the reviewer reads this source, the input \
              and the model's justification"
         );

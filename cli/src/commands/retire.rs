@@ -27,7 +27,7 @@ pub async fn cmd_retire(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&retired);
     }
     for a in &retired.agents {
-        println!("retired {a}");
+        outln!("retired {a}");
     }
     Ok(())
 }

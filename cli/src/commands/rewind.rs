@@ -74,14 +74,14 @@ pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
         if args.json {
             return output::json(&forecast);
         }
-        println!("{} (dry run: nothing changed)", forecast.narrate(false));
+        outln!("{} (dry run: nothing changed)", forecast.narrate(false));
         return Ok(());
     }
     let rewound = rewind(&session.client, &name, args.to, &args.reason).await?;
     if args.json {
         return output::json(&rewound);
     }
-    println!(
+    outln!(
         "rewound {name} to record {} ({}); its Log continues at {}",
         rewound.to,
         if rewound.online {
@@ -91,7 +91,7 @@ pub async fn cmd_rewind(args: Args, cx: Context) -> Result<(), CliError> {
         },
         rewound.next_seq
     );
-    println!("{}", rewound.forecast.narrate(true));
+    outln!("{}", rewound.forecast.narrate(true));
     Ok(())
 }
 

@@ -29,6 +29,6 @@ pub async fn cmd_say(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&sent);
     }
-    println!("letter {} → {name}", sent.letter);
+    outln!("letter {} → {name}", sent.letter);
     Ok(())
 }

@@ -189,14 +189,16 @@ pub async fn cmd_spawn(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&out);
     }
     if let Some(warning) = &out.warning {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
-    println!(
+    outln!(
         "spawned {} (work branch {}, ACR {})",
-        out.child, out.work_branch, out.acr
+        out.child,
+        out.work_branch,
+        out.acr
     );
     if let Some(letter) = &out.task_letter {
-        println!("task sent as letter {letter}");
+        outln!("task sent as letter {letter}");
     }
     Ok(())
 }

@@ -80,9 +80,9 @@ pub async fn cmd_stats(args: Args, cx: Context) -> Result<(), CliError> {
             "subtrees": economy::subtrees(&economies),
         }));
     }
-    print!("{}", table(&agents));
-    print!("{}", review_table(&review));
-    print!("{}", economy::table(&economies));
+    out!("{}", table(&agents));
+    out!("{}", review_table(&review));
+    out!("{}", economy::table(&economies));
     Ok(())
 }
 

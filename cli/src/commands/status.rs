@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::error::CliError;
 use crate::output;
+use crate::render::escape::Foreign;
 
 /// How long a service may take to say how it is.
 const ANSWER_WITHIN: Duration = Duration::from_secs(3);
@@ -33,14 +34,16 @@ const GATHERED: [Service; 6] = [
 ];
 
 /// Show the site: hubd's health (its host, pid, version, uptime, checks and counts), each
-/// sequencer host and the agents it runs (from the leases hubd holds), and each office's link
-/// (when a postman runs).
+/// sequencer host and the agents it runs (from the leases hubd holds), each asleep agent that
+/// is stuck (`stuck: <why>; <what to do>`, as `l3m tree` says), and each office's link (when a
+/// postman runs).
 ///
 /// Exit 0 when every service that answered is well, 1 when one reports a failing check, 5
 /// when hubd does not answer (start it with `l3m up`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON: `{hub, hubd, processes: [health], hosts: [{holder, agents}], postman}`.
+    /// Print JSON: `{hub, hubd, processes: [health], hosts: [{holder, agents}], stuck: {agent:
+    /// "why; what to do"}, postman}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -62,6 +65,8 @@ struct Status {
     /// Every other process that answered, by service.
     processes: Vec<Health>,
     hosts: Vec<Host>,
+    /// Why each stuck agent is stuck and what would unstick it, by name.
+    stuck: BTreeMap<String, String>,
     postman: Option<PostmanStatus>,
 }
 
@@ -139,12 +144,20 @@ pub async fn cmd_status(args: Args, cx: Context) -> Result<(), CliError> {
             Err(e) => tracing::debug!(%service, error = %e, "no health answers"),
         }
     }
-    // One request per page of up to TREE_PAGE_AGENTS agents.
-    let tree = client.list_tree(0).await?;
+    // One request per page, with what each asleep agent's Log tail says (no Log read here).
+    let tree = client.list_tree(crate::render::tree::TAIL).await?;
+    let asleep: Vec<&str> = tree
+        .agents
+        .iter()
+        .filter(|a| a.life == l3m_wire::hubd::tree::AgentLife::Asleep)
+        .map(|a| a.name.as_str())
+        .collect();
+    let stuck = super::tree::why_stuck_in(&tree, &asleep, &session.hub.document);
     let postman = super::office::link_status(client, false).await?;
     let status = Status {
         hub: session.hub.name.clone(),
         hosts: hosts(&tree.agents),
+        stuck,
         hubd,
         processes,
         postman,
@@ -180,54 +193,65 @@ fn failing(status: &Status) -> Vec<String> {
 
 fn print(status: &Status) {
     let h = &status.hubd;
-    println!("hub {}", status.hub);
-    println!(
+    outln!("hub {}", status.hub);
+    outln!(
         "  hubd       {} on {} pid {}, version {}, up {}",
         if h.ok() { "ok" } else { "UNWELL" },
-        h.host,
+        Foreign(&h.host),
         h.pid,
-        h.version,
+        Foreign(&h.version),
         uptime(h.now_ms.saturating_sub(h.started_ms))
     );
     for check in &h.checks {
         let mark = if check.ok { "ok" } else { "FAILED" };
-        println!("             {:<8} {mark}: {}", check.name, check.detail);
+        outln!(
+            "             {:<8} {mark}: {}",
+            Foreign(&check.name),
+            Foreign(&check.detail)
+        );
     }
     let gauges: Vec<String> = h.gauges.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("             {}", gauges.join(", "));
+    outln!("             {}", gauges.join(", "));
     for p in &status.processes {
-        println!(
+        outln!(
             "  {:<10} {} on {} pid {}, up {}",
-            p.service,
+            Foreign(&p.service),
             if p.ok() { "ok" } else { "UNWELL" },
-            p.host,
+            Foreign(&p.host),
             p.pid,
             uptime(p.now_ms.saturating_sub(p.started_ms))
         );
         for check in p.checks.iter().filter(|c| !c.ok) {
-            println!("             {:<8} FAILED: {}", check.name, check.detail);
+            outln!(
+                "             {:<8} FAILED: {}",
+                Foreign(&check.name),
+                Foreign(&check.detail)
+            );
         }
         let gauges: Vec<String> = p.gauges.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!("             {}", gauges.join(", "));
+        outln!("             {}", gauges.join(", "));
     }
     if status.hosts.is_empty() {
-        println!("  sequencers no agent is running (`l3m up` starts the supervisor)");
+        outln!("  sequencers no agent is running (`l3m up` starts the supervisor)");
     }
     for host in &status.hosts {
-        println!(
+        outln!(
             "  sequencer  {} runs {}",
-            host.holder,
-            host.agents.join(", ")
+            Foreign(&host.holder),
+            Foreign(&host.agents.join(", "))
         );
     }
+    for (agent, why) in &status.stuck {
+        outln!("  stuck      {}: {}", Foreign(agent), Foreign(why));
+    }
     match &status.postman {
-        None => println!("  postman    not answering (none runs, or the hub has no offices)"),
+        None => outln!("  postman    not answering (none runs, or the hub has no offices)"),
         Some(p) => {
-            println!("  postman    ok, this hub is `{}`", p.me);
+            outln!("  postman    ok, this hub is `{}`", p.me);
             for office in &p.offices {
-                println!(
+                outln!(
                     "             {:<10} {}",
-                    office.name,
+                    Foreign(&office.name),
                     super::office::describe(office)
                 );
             }
@@ -283,6 +307,7 @@ mod tests {
             hubd: well(Service::Hubd),
             processes: vec![well(Service::Postman), host.clone()],
             hosts: Vec::new(),
+            stuck: BTreeMap::new(),
             postman: None,
         };
         assert_eq!(

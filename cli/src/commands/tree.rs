@@ -66,7 +66,8 @@ pub fn nest(agents: &[AgentState], why: &BTreeMap<String, String>) -> Vec<Node> 
 
 /// Why each of the `asleep` agents is stuck, from what one `hubd.list-tree` listing (`page`)
 /// says of their Logs' tails, else because `document` gives it no model: no Log is read here,
-/// so the cost does not grow with asleep agents beyond listing them.
+/// so the cost does not grow with asleep agents beyond listing them. `l3m status` shows the
+/// same.
 pub(crate) fn why_stuck_in(
     page: &TreePage,
     asleep: &[&str],
@@ -82,7 +83,7 @@ pub(crate) fn why_stuck_in(
         let Ok(name) = AgentName::parse(agent) else {
             continue;
         };
-        let from_log = parts.get(agent).and_then(|tail| stuck(tail));
+        let from_log = parts.get(agent).and_then(|tail| stuck(name.as_str(), tail));
         let no_model = || {
             crate::models::gap(document, &name)
                 .map(|e| format!("{e}, so no sequencer runs it (`l3m doctor` says how to add one)"))
@@ -111,9 +112,9 @@ pub async fn cmd_tree(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&serde_json::json!({ "roots": nest(&tree.agents, &why) }));
     }
     if tree.agents.is_empty() {
-        println!("no agents yet: spawn one with `l3m spawn NAME`");
+        outln!("no agents yet: spawn one with `l3m spawn NAME`");
     } else {
-        print!("{}", draw(&tree.agents, &why));
+        out!("{}", draw(&tree.agents, &why));
     }
     Ok(())
 }

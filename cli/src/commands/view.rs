@@ -30,9 +30,9 @@ pub async fn cmd_view(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&view);
     }
     if read.records.is_empty() {
-        println!("{name} has no Log yet: its sequencer writes one when it first runs");
+        outln!("{name} has no Log yet: its sequencer writes one when it first runs");
         return Ok(());
     }
-    print!("{}", render::view::render(&view));
+    out!("{}", render::view::render(&view));
     Ok(())
 }

@@ -116,7 +116,7 @@ async fn ls(args: LsArgs, cx: Context) -> Result<(), CliError> {
         return output::json(&serde_json::json!({ "vigils": rows }));
     }
     if shown.is_empty() {
-        println!("no vigil is armed on {of}");
+        outln!("no vigil is armed on {of}");
     }
     for (vigil, state, fact) in shown {
         let by = if vigil.pinned {
@@ -125,7 +125,7 @@ async fn ls(args: LsArgs, cx: Context) -> Result<(), CliError> {
             "its own".to_owned()
         };
         let fact = fact.map_or(String::new(), |f| format!(" ({f:?})"));
-        println!(
+        outln!(
             "{}  {state}{fact}  {}  {by}  lapses at {}",
             vigil.id,
             vigil.watch.describe(),
@@ -170,7 +170,7 @@ async fn pin(args: PinArgs, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&serde_json::json!({ "agent": on, "id": armed.id }));
     }
-    println!("pinned vigil {} on {on}; it cannot cancel it", armed.id);
+    outln!("pinned vigil {} on {on}; it cannot cancel it", armed.id);
     Ok(())
 }
 
@@ -195,6 +195,6 @@ async fn cancel(args: CancelArgs, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&serde_json::json!({ "agent": on, "id": args.id }));
     }
-    println!("cancelled vigil {} on {on}", args.id);
+    outln!("cancelled vigil {} on {on}", args.id);
     Ok(())
 }

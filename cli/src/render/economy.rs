@@ -12,6 +12,8 @@ use l3m_core::log::{Record, RecordBody};
 use l3m_core::view::{ViewFold, view_bytes};
 use serde::Serialize;
 
+use super::escape::Foreign;
+
 /// One agent's (or one subtree's) economy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct EconomyStats {
@@ -132,6 +134,7 @@ pub fn table(agents: &BTreeMap<String, EconomyStats>) -> String {
         .map(|(name, s)| (name.clone(), s))
         .chain(subtrees.iter().map(|(name, s)| (format!("{name}/**"), s)));
     for (name, s) in rows {
+        let name = Foreign(&name);
         let share = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.1}%", v * 100.0));
         out.push_str(&format!(
             "{name:<28} {:>10} {:>10} {:>10} {:>11} {:>9} {:>11} {:>9}\n",

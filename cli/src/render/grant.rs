@@ -3,6 +3,8 @@
 use l3m_core::budget::{Account, Fuel};
 use l3m_core::grant::Grant;
 
+use super::escape::Foreign;
+
 /// Each axis's name and what it confers, in the grant's own order (`(none)` for nothing).
 pub fn axes(grant: &Grant) -> Vec<(String, String)> {
     let value = serde_json::to_value(grant).unwrap_or(serde_json::Value::Null);
@@ -74,9 +76,9 @@ pub fn account_rows(account: &Account, spent: Fuel) -> Vec<(&'static str, [u64; 
 
 /// The grant and account as text.
 pub fn render(agent: &str, grant: &Grant, account: &Account, spent: Fuel) -> String {
-    let mut out = format!("grant of {agent}\n");
+    let mut out = format!("grant of {}\n", Foreign(agent));
     for (axis, what) in axes(grant) {
-        out.push_str(&format!("  {axis:<10} {what}\n"));
+        out.push_str(&format!("  {axis:<10} {}\n", Foreign(&what)));
     }
     out.push_str(&format!(
         "account\n  {:<10} {:>11} {:>12} {:>6}\n",

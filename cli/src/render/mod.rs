@@ -2,6 +2,7 @@
 //! stats fold, grants. Nothing here does IO; each command prints what these return.
 //!
 //! # Layout
+//! - [`escape`]: foreign text with its control characters made visible.
 //! - [`time`]: epoch milliseconds as UTC timestamps.
 //! - [`log`]: one short line per Log record.
 //! - [`view`]: the model's view, readably.
@@ -10,6 +11,7 @@
 //! - [`grant`]: a grant axis by axis, and an account.
 
 pub mod economy;
+pub mod escape;
 pub mod grant;
 pub mod log;
 pub mod stats;

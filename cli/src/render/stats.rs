@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use l3m_core::log::{Record, RecordBody};
 use serde::Serialize;
 
+use super::escape::Foreign;
+
 /// One tool's figures for one agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ToolStats {
@@ -108,6 +110,7 @@ pub fn table(agents: &BTreeMap<String, AgentStats>) -> String {
         "agent", "calls", "failed", "tokens-in", "tokens-out"
     );
     for (name, s) in agents {
+        let name = Foreign(name);
         out.push_str(&format!(
             "{name:<28} {:>6} {:>6} {:>10} {:>10}\n",
             s.model_calls, s.failed_calls, s.tokens_in, s.tokens_out
@@ -120,12 +123,14 @@ pub fn table(agents: &BTreeMap<String, AgentStats>) -> String {
             "agent", "tool", "uses", "errors", "mean-ms", "max-ms", "refused-by"
         ));
         for (name, s) in agents {
+            let name = Foreign(name);
             for (tool, t) in &s.tools {
+                let tool = Foreign(tool);
                 let mean = t.mean_ms().map_or("-".to_owned(), |m| m.to_string());
                 let refused: Vec<String> = t
                     .refused
                     .iter()
-                    .map(|(boundary, n)| format!("{boundary}×{n}"))
+                    .map(|(boundary, n)| format!("{}×{n}", Foreign(boundary)))
                     .collect();
                 out.push_str(&format!(
                     "{name:<28} {tool:<16} {:>5} {:>6} {:>9} {:>8}  {}\n",

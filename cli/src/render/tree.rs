@@ -2,14 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use l3m_core::log::{Record, RecordBody};
+use l3m_core::log::Record;
 use l3m_wire::hubd::tree::{AgentLife, AgentState};
+
+use super::escape::Foreign;
 
 /// How many of an agent's last records [`stuck`] reads.
 pub const TAIL: u64 = 32;
-
-/// The longest reason [`stuck`] quotes from a failure.
-const REASON_CHARS: usize = 160;
 
 /// A life as one word.
 pub fn life(life: AgentLife) -> &'static str {
@@ -21,46 +20,25 @@ pub fn life(life: AgentLife) -> &'static str {
     }
 }
 
-/// Why an asleep agent is not working, read from the tail of its Log: its last model call
-/// failed for good (with the provider's reason), or a unit of its fuel ran out. `None` when its
-/// last turn ended normally, or nothing in the tail says.
-pub fn stuck(tail: &[Record]) -> Option<String> {
-    tail.iter().rev().find_map(|r| match &r.body {
-        RecordBody::AssistantReply { .. } | RecordBody::TurnEnd => Some(None),
-        RecordBody::CallFailed {
-            error,
-            retryable: false,
-            ..
-        } => {
-            let mut reason: String = error.chars().take(REASON_CHARS).collect();
-            if reason.len() < error.len() {
-                reason.push('…');
-            }
-            Some(Some(format!(
-                "its last model call failed (record {}): {reason}",
-                r.seq
-            )))
-        }
-        RecordBody::OutOfFuel { unit } => Some(Some(format!(
-            "out of fuel: its {unit} ran out (record {}); lend it more to go on",
-            r.seq
-        ))),
-        _ => None,
-    })?
+/// Why `agent` is not working and what would unstick it, read from the tail of its Log by
+/// [`l3m_core::stuck`]: `<why>; <what to do>`. `None` when its last turn ended normally.
+pub fn stuck(agent: &str, tail: &[Record]) -> Option<String> {
+    let stuck = l3m_core::stuck::stuck(tail)?;
+    Some(format!("{}; {}", stuck.why(), stuck.remedy(agent)))
 }
 
-/// One agent's label: its last segment, its life, who holds it when running, and why it is
-/// stuck when it is.
+/// One agent's label: its last segment, its life, who holds it when running, or, in place of
+/// `asleep`, `stuck: <why>; <what to do>` when it is stuck.
 fn label(agent: &AgentState, why: Option<&String>) -> String {
     let leaf = agent.name.rsplit('/').next().unwrap_or(&agent.name);
-    let mut text = match &agent.holder {
-        Some(holder) => format!("{leaf}  {} ({holder})", life(agent.life)),
-        None => format!("{leaf}  {}", life(agent.life)),
-    };
-    if let Some(why) = why {
-        text.push_str(&format!(" — {why}"));
+    let leaf = Foreign(leaf);
+    match (&agent.holder, why) {
+        (Some(holder), _) => format!("{leaf}  {} ({})", life(agent.life), Foreign(holder)),
+        (None, Some(why)) if agent.life == AgentLife::Asleep => {
+            format!("{leaf}  stuck: {}", Foreign(why))
+        }
+        (None, _) => format!("{leaf}  {}", life(agent.life)),
     }
-    text
 }
 
 /// Draws the tree: every agent whose parent is not itself listed as an agent is a root (under
@@ -73,7 +51,7 @@ pub fn draw(agents: &[AgentState], why: &BTreeMap<String, String>) -> String {
     let mut humans: Vec<&str> = roots.iter().map(|a| a.parent.as_str()).collect();
     humans.dedup();
     for human in humans {
-        out.push_str(&format!("{human}\n"));
+        out.push_str(&format!("{}\n", Foreign(human)));
         let mine: Vec<&AgentState> = roots
             .iter()
             .copied()
@@ -107,6 +85,7 @@ fn draw_level(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use l3m_core::log::RecordBody;
 
     fn agent(name: &str, parent: &str, life: AgentLife) -> AgentState {
         AgentState {
@@ -131,7 +110,9 @@ mod tests {
             "human:alice\n├── demo  asleep\n│   ├── a  retired\n│   └── b  asleep\n└── other  asleep\n"
         );
         let why = [("other".to_owned(), "out of fuel".to_owned())].into();
-        assert!(draw(&agents, &why).ends_with("└── other  asleep — out of fuel\n"));
+        assert!(draw(&agents, &why).ends_with("└── other  stuck: out of fuel\n"));
+        let hostile = [("other".to_owned(), "bad\x1b[2J\nfake".to_owned())].into();
+        assert!(draw(&agents, &hostile).ends_with("└── other  stuck: bad^[[2J^Jfake\n"));
     }
 
     fn rec(seq: u64, body: RecordBody) -> Record {
@@ -153,20 +134,30 @@ mod tests {
                 retryable: false,
             },
         );
-        let why = stuck(&[rec(3, RecordBody::TurnEnd), failed.clone()]).unwrap();
+        let why = stuck("demo", &[rec(3, RecordBody::TurnEnd), failed.clone()]).unwrap();
         assert!(
             why.starts_with("its last model call failed (record 4): xxx"),
             "{why}"
         );
-        assert!(why.ends_with('…') && why.len() < 260, "{why}");
-        assert_eq!(stuck(&[failed, rec(5, RecordBody::TurnEnd)]), None);
+        assert!(why.contains("…; ") && why.contains("l3m say demo"), "{why}");
+        // The turn-end that closes the failed call does not hide it.
+        let closed = stuck("demo", &[failed, rec(5, RecordBody::TurnEnd)]).unwrap();
+        assert!(closed.starts_with("its last model call failed (record 4)"));
+        let replied = rec(
+            6,
+            RecordBody::UserLine {
+                from: l3m_core::names::Entity::parse("human:alice").unwrap(),
+                text: "again".into(),
+            },
+        );
+        assert_eq!(stuck("demo", &[replied]), None);
         let out = rec(
             6,
             RecordBody::OutOfFuel {
                 unit: l3m_core::log::FuelUnit::ModelCalls,
             },
         );
-        assert!(stuck(&[out]).unwrap().starts_with("out of fuel"));
-        assert_eq!(stuck(&[]), None);
+        assert!(stuck("demo", &[out]).unwrap().starts_with("out of fuel"));
+        assert_eq!(stuck("demo", &[]), None);
     }
 }

@@ -1,12 +1,17 @@
 //! The model's view, rendered for a human: the system prompt, then each turn with its role,
 //! its text, the tools the model asked for and their results. Nothing is summarized or cut:
-//! `l3m view` shows exactly what the model would be sent, before a dialect renders it.
+//! `l3m view` shows exactly what the model would be sent, before a dialect renders it, with
+//! control characters made visible (the model's text is shown, never obeyed by the terminal).
 
 use l3m_core::view::{Message, Part, View};
 
-/// Indents every line of `text` by two spaces.
+use super::escape::{Foreign, ForeignBlock};
+
+/// Indents every line of `text` by two spaces, its control characters made visible.
 fn indented(text: &str) -> String {
-    text.lines()
+    ForeignBlock(text)
+        .to_string()
+        .lines()
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
@@ -29,7 +34,8 @@ pub fn render(view: &View) -> String {
                         } => {
                             let tag = if *is_error { "error" } else { "result" };
                             out.push_str(&format!(
-                                "  ← {tag} {id}:\n{}\n",
+                                "  ← {tag} {}:\n{}\n",
+                                Foreign(id.as_str()),
                                 indented(&indented(output))
                             ));
                         }
@@ -42,7 +48,12 @@ pub fn render(view: &View) -> String {
                     out.push_str(&format!("{}\n", indented(text)));
                 }
                 for used in tool_uses {
-                    out.push_str(&format!("  → {} {} {}\n", used.name, used.id, used.input));
+                    out.push_str(&format!(
+                        "  → {} {} {}\n",
+                        Foreign(&used.name),
+                        Foreign(used.id.as_str()),
+                        Foreign(&used.input.to_string())
+                    ));
                 }
             }
         }

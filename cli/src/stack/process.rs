@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Pid, Signal, kill_process_group};
 
 use super::runfile::StackProcess;
 use crate::error::CliError;
@@ -116,34 +116,115 @@ pub fn alive(entry: &StackProcess) -> bool {
     runs_it && !zombie
 }
 
-fn signal(entry: &StackProcess, sig: Signal) {
+/// The live (non-zombie) processes of process group `pgid`, read from `/proc/<pid>/stat`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            fields.first().is_some_and(|state| *state != "Z")
+                && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
+        })
+        .collect()
+}
+
+/// Sends `sig` to the process group `entry`'s process leads (every service is started as the
+/// leader of its own group, and the children it starts, such as the supervisor's `sequencer run`
+/// processes, stay in it).
+fn signal_group(entry: &StackProcess, sig: Signal) {
     let Some(pid) = i32::try_from(entry.pid).ok().and_then(Pid::from_raw) else {
         return;
     };
-    if alive(entry)
-        && let Err(error) = kill_process(pid, sig)
-    {
-        tracing::warn!(service = entry.service, pid = entry.pid, %error, "could not signal");
+    if let Err(error) = kill_process_group(pid, sig) {
+        tracing::warn!(service = entry.service, pid = entry.pid, %error, "could not signal its group");
     }
 }
 
-/// Stops every listed process, last started first: SIGTERM, then SIGKILL for any still alive
-/// after `grace`. Returns the services that needed SIGKILL.
+/// Stops every listed process and its process group, last started first: SIGTERM to the group
+/// of each process that still runs its recorded binary, then, for any group with a process left
+/// after `grace` (a child that ignores SIGTERM), SIGKILL to the whole group. A group is only
+/// signalled after its leader was checked ([`alive`]); a group id is not reused while the group
+/// has members, so the SIGKILL reaches only what the leader left behind. Returns the services
+/// that needed SIGKILL.
 pub fn stop(processes: &[StackProcess], grace: Duration) -> Vec<String> {
-    for entry in processes.iter().rev() {
-        signal(entry, Signal::TERM);
+    let ours: Vec<&StackProcess> = processes.iter().rev().filter(|e| alive(e)).collect();
+    for entry in &ours {
+        signal_group(entry, Signal::TERM);
     }
+    let left = |e: &&StackProcess| !group_members(e.pid).is_empty();
     let deadline = Instant::now() + grace;
-    while processes.iter().any(alive) && Instant::now() < deadline {
+    while ours.iter().any(left) && Instant::now() < deadline {
         std::thread::sleep(POLL);
     }
-    let stubborn: Vec<String> = processes
-        .iter()
-        .filter(|e| alive(e))
-        .map(|e| e.service.clone())
-        .collect();
-    for entry in processes.iter().filter(|e| alive(e)) {
-        signal(entry, Signal::KILL);
+    let stubborn: Vec<&StackProcess> = ours.into_iter().filter(left).collect();
+    for entry in &stubborn {
+        signal_group(entry, Signal::KILL);
     }
-    stubborn
+    stubborn.iter().map(|e| e.service.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn down_kills_a_child_that_ignores_sigterm() {
+        let dir = tempfile::tempdir().unwrap();
+        // The leader goes on SIGTERM; its child ignores it, as a wedged `sequencer run` would.
+        let started = start(
+            "sequencer",
+            Path::new("/bin/sh"),
+            &[
+                "-c".into(),
+                "sh -c 'trap \"\" TERM; while :; do sleep 1; done' & wait".into(),
+            ],
+            Inherit::Minimal,
+            &[],
+            dir.path().join("sh.log"),
+        )
+        .unwrap();
+        let mut child = started.child;
+        let leader = started.entry.pid;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while group_members(leader).len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        let members = group_members(leader);
+        assert!(members.len() >= 2, "the child started: {members:?}");
+        let killed = stop(
+            std::slice::from_ref(&started.entry),
+            Duration::from_millis(300),
+        );
+        assert_eq!(killed, ["sequencer"]);
+        let _reaped = child.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !group_members(leader).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        assert_eq!(
+            group_members(leader),
+            Vec::<u32>::new(),
+            "the whole group is gone"
+        );
+    }
+
+    #[test]
+    fn a_process_that_is_not_the_recorded_binary_is_not_signalled() {
+        let me = StackProcess {
+            service: "hubd".into(),
+            pid: std::process::id(),
+            binary: PathBuf::from("/nonexistent/hubd"),
+            log: PathBuf::from("/dev/null"),
+        };
+        assert!(!alive(&me));
+        assert_eq!(stop(&[me], Duration::from_millis(10)), Vec::<String>::new());
+    }
 }

@@ -48,7 +48,7 @@ pub async fn cmd_show(args: Args, cx: Context) -> Result<(), CliError> {
             left,
         });
     }
-    print!(
+    out!(
         "{}",
         render::grant::render(&view.agent, &view.grant, &view.account, spent)
     );

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::context::{Context, agent};
 use crate::error::CliError;
 use crate::output;
+use crate::render::escape::Foreign;
 use crate::render::time::utc;
 
 /// List the letters in an agent's inbox (or every live agent's), each with its read mark, and
@@ -327,21 +328,21 @@ pub async fn cmd_ls(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&serde_json::json!({ "inboxes": inboxes }));
     }
     for list in &inboxes {
-        println!("{} ({} letters)", list.agent, list.letters.len());
+        outln!("{} ({} letters)", list.agent, list.letters.len());
         for l in &list.letters {
             let text = l.subject.as_deref().unwrap_or(&l.body);
-            println!(
+            outln!(
                 "  [{}] {} {} {} → {}: {}",
                 if l.read { "x" } else { " " },
                 l.id,
                 utc(l.at_ms),
                 l.from,
                 l.to,
-                l3m_core::story::short(text)
+                Foreign(&l3m_core::story::short(text))
             );
         }
         for r in &list.receipts {
-            println!(
+            outln!(
                 "  receipt: {} read by {} at office {} {}",
                 r.letter,
                 r.by,
@@ -355,24 +356,24 @@ pub async fn cmd_ls(args: Args, cx: Context) -> Result<(), CliError> {
 
 fn print_outboxes(outboxes: &[OutboxList]) {
     for list in outboxes {
-        println!("{} ({} airmail)", list.agent, list.letters.len());
+        outln!("{} ({} airmail)", list.agent, list.letters.len());
         for l in &list.letters {
             let text = l.subject.as_deref().unwrap_or(&l.body);
             let state = match (l.state, l.read_by.first(), &l.bounce) {
                 (State::Read, Some(r), _) => format!("read by {} {}", r.by, utc(r.at_ms)),
                 (State::Bounced, _, Some(reason)) => {
-                    format!("bounced: {}", l3m_core::story::short(reason))
+                    format!("bounced: {}", Foreign(&l3m_core::story::short(reason)))
                 }
                 (State::Carried, ..) => "carried".into(),
                 _ => "staged".into(),
             };
-            println!(
+            outln!(
                 "  {} {} → office:{} {}: {} [{state}]",
                 l.id,
                 utc(l.at_ms),
                 l.office,
                 l.to,
-                l3m_core::story::short(text)
+                Foreign(&l3m_core::story::short(text))
             );
         }
     }

@@ -34,9 +34,12 @@ pub async fn cmd_send(args: Args, cx: Context) -> Result<(), CliError> {
     if args.json {
         return output::json(&sent);
     }
-    println!(
+    outln!(
         "letter {} → {} (#{} of {})",
-        sent.letter, args.to, sent.seq, sent.inbox
+        sent.letter,
+        args.to,
+        sent.seq,
+        sent.inbox
     );
     Ok(())
 }

@@ -44,11 +44,12 @@ pub fn report(
         return crate::output::json(published);
     }
     match &published.previous {
-        Some(previous) => println!(
+        Some(previous) => outln!(
             "published {} at {} (was {previous})",
-            published.refname, published.commit
+            published.refname,
+            published.commit
         ),
-        None => println!("published {} at {}", published.refname, published.commit),
+        None => outln!("published {} at {}", published.refname, published.commit),
     }
     Ok(())
 }

@@ -28,12 +28,14 @@ pub async fn cmd_pull(args: Args, cx: Context) -> Result<(), CliError> {
         return output::json(&pulled);
     }
     if pulled.updated.is_empty() {
-        println!(
+        outln!(
             "{} already has persona {} at {}",
-            pulled.agent, pulled.persona, pulled.upstream
+            pulled.agent,
+            pulled.persona,
+            pulled.upstream
         );
     } else {
-        println!(
+        outln!(
             "pulled persona {} at {} into {}: {} updated",
             pulled.persona,
             pulled.upstream,

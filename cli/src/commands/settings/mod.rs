@@ -58,7 +58,7 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             if args.json {
                 return crate::output::json(&view);
             }
-            print!("{}", view.text);
+            out!("{}", view.text);
             Ok(())
         }
         Command::Apply(args) => {
@@ -73,9 +73,10 @@ pub async fn dispatch(command: Command, cx: Context) -> Result<(), CliError> {
             if args.json {
                 return crate::output::json(&updated);
             }
-            println!(
+            outln!(
                 "settings updated at {} (was {})",
-                updated.tip, updated.previous
+                updated.tip,
+                updated.previous
             );
             Ok(())
         }

@@ -139,13 +139,13 @@ fn cmd_init(args: InitArgs) -> Result<(), CliError> {
     if args.json {
         return crate::output::json(&written);
     }
-    println!(
+    outln!(
         "a site of {} NATS nodes in {}",
         written.nodes.len(),
         out.display()
     );
     for node in &written.nodes {
-        println!(
+        outln!(
             "  {:<8} {}  ({})",
             node.name,
             node.url,
@@ -153,7 +153,7 @@ fn cmd_init(args: InitArgs) -> Result<(), CliError> {
         );
     }
     let urls: Vec<&str> = written.nodes.iter().map(|n| n.url.as_str()).collect();
-    println!(
+    outln!(
         "clients: --nats {} --nats-ca {}\nkeep {} off the nodes: it signs new ones",
         urls.join(","),
         written.ca.display(),
