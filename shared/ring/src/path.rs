@@ -1,8 +1,9 @@
 //! ACR-relative paths, checked once at the edge.
 //!
 //! Every path a tool hands the ring is a string from a model. Before anything touches the disk it
-//! becomes a [`RelPath`]: relative, UTF-8, free of `..` and NUL, normalised (`.` and empty
-//! components dropped). Whether the path is *allowed* (the harness's `.l3m/`, the write roots) is
+//! becomes a [`RelPath`]: relative, UTF-8, free of `..` and NUL, free of control characters and
+//! of the invisible format characters that reorder or hide text (a right-to-left override makes
+//! `exe.txt` of `txt.exe` in every listing), normalised (`.` and empty components dropped). Whether the path is *allowed* (the harness's `.l3m/`, the write roots) is
 //! decided separately, by the token; this module only decides whether the text is a path at all.
 
 use std::fmt;
@@ -42,6 +43,38 @@ pub enum PathError {
         /// The path as given, NUL escaped.
         path: String,
     },
+    /// The path holds a control character or an invisible format character (a bidi override
+    /// or isolate, a zero-width character, a line separator), which would make a listing show
+    /// another name than the file has.
+    #[error(
+        "`{path}` holds the invisible or control character {character}; name the file with \
+         visible characters only"
+    )]
+    Unprintable {
+        /// The path as given, escaped.
+        path: String,
+        /// The first such character, as `U+XXXX`.
+        character: String,
+    },
+}
+
+/// Whether `c` may not appear in a path: a control character (C0, DEL, C1), or a format
+/// character that reorders or hides text (the Arabic letter mark, the Mongolian vowel
+/// separator, zero-width characters and marks, line and paragraph separators, bidi embeddings,
+/// overrides and isolates, invisible operators, the byte-order mark, annotation controls).
+pub fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+        )
 }
 
 impl RelPath {
@@ -57,6 +90,12 @@ impl RelPath {
         if text.contains('\0') {
             return Err(PathError::Nul {
                 path: text.escape_default().to_string(),
+            });
+        }
+        if let Some(c) = text.chars().find(|c| is_unprintable(*c)) {
+            return Err(PathError::Unprintable {
+                path: text.escape_debug().to_string(),
+                character: format!("U+{:04X}", u32::from(c)),
             });
         }
         if text.starts_with('/') {
@@ -175,6 +214,29 @@ mod tests {
             Err(PathError::Absolute { .. })
         ));
         assert!(matches!(RelPath::parse("a\0b"), Err(PathError::Nul { .. })));
+    }
+
+    #[test]
+    fn refuses_bidi_overrides_and_control_characters() {
+        for bad in [
+            "workspace/report\u{202E}fdp.exe",
+            "workspace/a\u{2066}b",
+            "zero\u{200B}width",
+            "line\u{2028}sep",
+            "esc\x1b[2J",
+            "cr\rlf",
+            "c1\u{9b}",
+            "del\u{7f}",
+        ] {
+            let refused = RelPath::parse(bad).unwrap_err();
+            assert!(matches!(refused, PathError::Unprintable { .. }), "{bad:?}");
+            let said = refused.to_string();
+            assert!(said.contains("U+"), "{said}");
+            assert!(!said.chars().any(is_unprintable), "{said:?}");
+        }
+        let err = RelPath::parse("a\u{202E}b").unwrap_err();
+        assert!(err.to_string().contains("U+202E"), "{err}");
+        assert!(RelPath::parse("workspace/ünïcode — ok ✓.md").is_ok());
     }
 
     #[test]

@@ -114,6 +114,33 @@ fn list_counts_names_it_cannot_address() {
 }
 
 #[test]
+fn a_name_with_a_bidi_override_or_a_control_character_is_refused_and_not_listed() {
+    use l3m_ring::path::PathError;
+    let hub = Hub::new();
+    for bad in [
+        "workspace/invoice\u{202E}fdp.exe",
+        "workspace/a\x1b[2Jb",
+        "workspace/c\u{9b}d",
+    ] {
+        let err = files::write(&hub.token, bad, b"x", hub.journal()).unwrap_err();
+        assert!(
+            matches!(err, FilesError::Path(PathError::Unprintable { .. })),
+            "{bad:?}: {err}"
+        );
+        let err = files::read(&hub.token, bad).unwrap_err();
+        assert!(
+            matches!(err, FilesError::Path(PathError::Unprintable { .. })),
+            "{err}"
+        );
+    }
+    // One already on disk (put there by a build, a clone) is left out of listings, counted.
+    std::fs::write(hub.ws("").join("invoice\u{202E}fdp.exe"), b"x").unwrap();
+    let ws = files::list(&hub.token, "workspace").unwrap();
+    assert_eq!(ws.unaddressable, 1);
+    assert!(ws.entries.iter().all(|e| !e.name.contains('\u{202E}')));
+}
+
+#[test]
 fn remove_takes_files_and_empty_directories_only() {
     let hub = Hub::new();
     let err = files::remove(&hub.token, "workspace/src", hub.journal()).unwrap_err();

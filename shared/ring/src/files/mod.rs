@@ -105,9 +105,11 @@ pub struct ListEntry {
 /// A directory's entries, sorted by name.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Listing {
-    /// The entries whose names are UTF-8 (the only names the provider can address).
+    /// The entries whose names are UTF-8 with no control or invisible format character (the only
+    /// names the provider can address).
     pub entries: Vec<ListEntry>,
-    /// How many entries were left out because their names are not UTF-8.
+    /// How many entries were left out because their names are not UTF-8 or hold a control or
+    /// invisible format character (see [`crate::path::is_unprintable`]).
     pub unaddressable: usize,
 }
 
@@ -139,6 +141,9 @@ pub fn list(token: &FilesToken, path: &str) -> Result<Listing, FilesError> {
         let kind = NodeKind::of(entry.file_type().map_err(io("stat an entry"))?);
         match entry.file_name().into_string() {
             Ok(name) if path.is_root() && name == HARNESS_DIR => {}
+            Ok(name) if name.chars().any(crate::path::is_unprintable) => {
+                listing.unaddressable += 1;
+            }
             Ok(name) => listing.entries.push(ListEntry { name, kind }),
             Err(_) => listing.unaddressable += 1,
         }
