@@ -312,23 +312,27 @@ impl Decoder {
 
     /// The slot a fragment belongs to: its `index`, or — from servers that omit it — the last
     /// call unless the fragment brings a new id.
-    fn slot(&self, fragment: &WireToolCall) -> u64 {
+    /// A stream that already named the last possible slot has no slot for a new call: that is
+    /// refused as a bad response, never merged into another call nor overflowed.
+    fn slot(&self, fragment: &WireToolCall) -> Result<u64, ModelError> {
         if let Some(index) = fragment.index {
-            return index;
+            return Ok(index);
         }
         match self.calls.last_key_value() {
             Some((&last, pending))
                 if fragment.id.is_none() || fragment.id.as_deref() == pending.id.as_deref() =>
             {
-                last
+                Ok(last)
             }
-            Some((&last, _)) => last + 1,
-            None => 0,
+            Some((&last, _)) => last
+                .checked_add(1)
+                .ok_or_else(|| bad("a tool call without an index follows the last possible slot")),
+            None => Ok(0),
         }
     }
 
-    fn tool_fragment(&mut self, fragment: WireToolCall) {
-        let slot = self.slot(&fragment);
+    fn tool_fragment(&mut self, fragment: WireToolCall) -> Result<(), ModelError> {
+        let slot = self.slot(&fragment)?;
         let pending = self.calls.entry(slot).or_default();
         if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
             pending.id = Some(id);
@@ -341,6 +345,7 @@ impl Decoder {
                 pending.arguments.push_str(&arguments);
             }
         }
+        Ok(())
     }
 }
 
@@ -375,7 +380,7 @@ impl StreamDecoder for Decoder {
                     self.text.push_str(&content);
                 }
                 for fragment in delta.tool_calls.unwrap_or_default() {
-                    self.tool_fragment(fragment);
+                    self.tool_fragment(fragment)?;
                 }
             }
             if choice.finish_reason.is_some() {
@@ -489,6 +494,22 @@ mod tests {
             }
         }
         decoder.finish(false)
+    }
+
+    #[test]
+    fn a_fragment_after_the_last_possible_slot_does_not_overflow() {
+        let outcome = feed(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":18446744073709551615,"id":"call_a","function":{"name":"read_file","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_b","function":{"name":"list","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        match outcome {
+            Err(ModelError::BadResponse { what, .. }) => {
+                assert!(what.contains("last possible slot"))
+            }
+            other => panic!("expected a bad response, got {other:?}"),
+        }
     }
 
     #[test]
