@@ -369,7 +369,7 @@ fn a_whole_session_through_the_cli() {
     home.l3m(&["tree"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("└── wearer  asleep"));
+        .stdout(predicate::str::contains("└── wearer  stuck: "));
     // An agent whose last call failed for good says so where the human looks.
     append_failed_call(&home, "demo");
     let tree = home.json(&["tree"]);
