@@ -16,9 +16,9 @@ pub mod init;
 pub mod metrics;
 pub mod service;
 pub mod store;
-pub mod vouchers;
 #[cfg(feature = "test-support")]
 pub mod test_support;
+pub mod vouchers;
 
 /// Milliseconds since the Unix epoch, now: core's one clock.
 pub(crate) use l3m_core::clock::now_ms;

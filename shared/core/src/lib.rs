@@ -72,7 +72,7 @@ pub mod review;
 pub mod sandbox;
 pub mod settings;
 pub mod story;
-pub mod stuck;
 pub mod string_form;
+pub mod stuck;
 pub mod view;
 pub mod vigil;
