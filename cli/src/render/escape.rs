@@ -12,27 +12,11 @@
 
 use std::fmt;
 
-/// Whether `c` is one of the invisible format characters that can reorder or hide text:
-/// the Arabic letter mark, the Mongolian vowel separator, zero-width characters and marks,
-/// line and paragraph separators, bidi embeddings, overrides and isolates, invisible
-/// operators, the byte-order mark and interlinear annotation controls.
-pub fn is_format(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061C}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{2028}'..='\u{202E}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{206F}'
-            | '\u{FEFF}'
-            | '\u{FFF9}'..='\u{FFFB}'
-    )
-}
+pub use l3m_core::unprintable::is_format;
 
 /// Whether `c` must never reach a terminal as itself: C0, DEL, C1 or a format character.
 pub fn is_hostile(c: char) -> bool {
-    c.is_control() || is_format(c)
+    l3m_core::unprintable::is_unprintable(c)
 }
 
 /// Writes `c` made visible: caret notation for C0 and DEL, `<U+XXXX>` for the rest.

@@ -9,7 +9,7 @@
 //! - control characters are made visible (`\u{1b}`) in every free-text field (line breaks and
 //!   tabs kept where a field is multi-line, none kept in a name), so no commit summary hubd
 //!   writes from a record breaks its line;
-//! - each field is bounded by its own cap ([`caps`]) with a note saying what was cut and how
+//! - each field is bounded by its own cap (`caps`) with a note saying what was cut and how
 //!   much there was — a tool name at [`MAX_NAME`], a provider's error at [`MAX_ERROR`], a tool
 //!   output or letter at [`MAX_TOOL_OUTPUT`];
 //! - whatever still does not fit one stored line has its largest field cut until it does.

@@ -58,7 +58,7 @@ pub(crate) fn prefix_end(text: &str, budget: usize) -> usize {
         .map_or(text.len(), |(i, _)| i)
 }
 
-/// Cuts `text` to at most `max` bytes as stored (never below [`NOTE_ROOM`] twice), keeping a
+/// Cuts `text` to at most `max` bytes as stored (never below `NOTE_ROOM` twice), keeping a
 /// prefix and appending a note that names `what`, how much was kept and how much there was, and
 /// `how` to get the rest. Text within `max` is left alone. Returns whether it cut.
 pub fn cut(text: &mut String, max: usize, what: &str, how: &str) -> bool {

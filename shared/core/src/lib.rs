@@ -34,6 +34,7 @@
 //! - [`sandbox`]: where bubblewrap is, the isolation every sandbox gets, the fix when it fails.
 //! - [`json`]: JSON values as messages about bad input name them.
 //! - [`string_form`](mod@string_form): the one string form of every validated text type.
+//! - [`unprintable`]: the characters never shown or stored as themselves.
 //!
 //! # Example
 //! ```
@@ -74,5 +75,6 @@ pub mod settings;
 pub mod story;
 pub mod string_form;
 pub mod stuck;
+pub mod unprintable;
 pub mod view;
 pub mod vigil;

@@ -1,5 +1,5 @@
 //! Whether an agent's last turn ended in a failure it cannot get past by itself, and what would
-//! unstick it: the fold behind "stuck: <why>; <what to do>" in `l3m tree`, `l3m status` and
+//! unstick it: the fold behind `stuck: <why>; <what to do>` in `l3m tree`, `l3m status` and
 //! `l3m log`.
 //!
 //! The sequencer journals a model call that failed as `call-failed`, then closes the turn with

@@ -58,24 +58,9 @@ pub enum PathError {
     },
 }
 
-/// Whether `c` may not appear in a path: a control character (C0, DEL, C1), or a format
-/// character that reorders or hides text (the Arabic letter mark, the Mongolian vowel
-/// separator, zero-width characters and marks, line and paragraph separators, bidi embeddings,
-/// overrides and isolates, invisible operators, the byte-order mark, annotation controls).
-pub fn is_unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061C}'
-                | '\u{180E}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{206F}'
-                | '\u{FEFF}'
-                | '\u{FFF9}'..='\u{FFFB}'
-        )
-}
+/// Whether `c` may not appear in a path: core's unprintable characters (controls, and format
+/// characters that reorder or hide text).
+pub use l3m_core::unprintable::is_unprintable;
 
 impl RelPath {
     /// The ACR root itself (the empty path).
