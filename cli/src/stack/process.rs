@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 
 use super::runfile::StackProcess;
 use crate::error::CliError;
@@ -138,13 +138,19 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 
 /// Sends `sig` to the process group `entry`'s process leads (every service is started as the
 /// leader of its own group, and the children it starts, such as the supervisor's `sequencer run`
-/// processes, stay in it).
+/// processes, stay in it). A recorded process that leads no group (`l3m up --embedded` started
+/// by a script, in its caller's group) is signalled alone: its caller's group is not ours.
 fn signal_group(entry: &StackProcess, sig: Signal) {
     let Some(pid) = i32::try_from(entry.pid).ok().and_then(Pid::from_raw) else {
         return;
     };
-    if let Err(error) = kill_process_group(pid, sig) {
-        tracing::warn!(service = entry.service, pid = entry.pid, %error, "could not signal its group");
+    let sent = if group_members(entry.pid).is_empty() {
+        kill_process(pid, sig)
+    } else {
+        kill_process_group(pid, sig)
+    };
+    if let Err(error) = sent {
+        tracing::warn!(service = entry.service, pid = entry.pid, %error, "could not signal");
     }
 }
 
@@ -159,7 +165,7 @@ pub fn stop(processes: &[StackProcess], grace: Duration) -> Vec<String> {
     for entry in &ours {
         signal_group(entry, Signal::TERM);
     }
-    let left = |e: &&StackProcess| !group_members(e.pid).is_empty();
+    let left = |e: &&StackProcess| alive(e) || !group_members(e.pid).is_empty();
     let deadline = Instant::now() + grace;
     while ours.iter().any(left) && Instant::now() < deadline {
         std::thread::sleep(POLL);
@@ -214,6 +220,32 @@ mod tests {
             Vec::<u32>::new(),
             "the whole group is gone"
         );
+    }
+
+    #[test]
+    fn a_process_leading_no_group_is_stopped_alone() {
+        // Started in this test's own process group, as a script starts `l3m up --embedded`:
+        // down must stop it without signalling the group it shares with its caller.
+        let mut child = Command::new("/bin/sleep").arg("30").spawn().unwrap();
+        let entry = StackProcess {
+            service: "embedded".into(),
+            pid: child.id(),
+            binary: PathBuf::from("/bin/sleep"),
+            log: PathBuf::from("/dev/null"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !alive(&entry) && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        assert!(alive(&entry), "it has exec'd its binary");
+        assert!(group_members(entry.pid).is_empty(), "it leads no group");
+        assert_eq!(
+            stop(std::slice::from_ref(&entry), Duration::from_secs(5)),
+            Vec::<String>::new(),
+            "SIGTERM was enough"
+        );
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "it was signalled: {status}");
     }
 
     #[test]
