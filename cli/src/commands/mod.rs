@@ -6,10 +6,10 @@ pub mod cards;
 pub mod cards_serve;
 pub mod collect;
 pub mod credential;
-// demo, doctor and up print setup text of the CLI's own (their owner moves them to
-// `crate::output` in their own time); every other command prints only through it.
-#[cfg(feature = "embedded")]
+// demo, doctor and up still print setup text of the CLI's own with `println!` (not yet moved
+// to `crate::output`: a known gap); every other command prints only through it.
 #[allow(clippy::disallowed_macros, clippy::disallowed_methods)]
+#[cfg(feature = "embedded")]
 pub mod demo;
 #[allow(clippy::disallowed_macros, clippy::disallowed_methods)]
 pub mod doctor;
