@@ -116,6 +116,18 @@ pub struct Record {
     pub body: RecordBody,
 }
 
+#[cfg(test)]
+impl Record {
+    /// A record at `seq` stamped at time zero: the one fixture core's tests build records with.
+    pub(crate) fn fixture(seq: u64, body: RecordBody) -> Self {
+        Self {
+            seq,
+            at_ms: 0,
+            body,
+        }
+    }
+}
+
 /// A tool use as the model proposed it in a reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolUse {

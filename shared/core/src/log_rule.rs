@@ -146,14 +146,6 @@ mod tests {
     use super::*;
     use crate::log::{CallId, RecordBody, ToolUseId};
 
-    fn rec(seq: u64, body: RecordBody) -> Record {
-        Record {
-            seq,
-            at_ms: 0,
-            body,
-        }
-    }
-
     #[test]
     fn a_summary_with_a_control_character_is_not_one_line() {
         assert!(is_one_line("reply: hello\tthere"));
@@ -165,7 +157,7 @@ mod tests {
     #[test]
     fn a_record_hubd_would_refuse_is_not_journaled() {
         let call = CallId::new("c1").unwrap();
-        let escape = rec(
+        let escape = Record::fixture(
             3,
             RecordBody::CallFailed {
                 call: call.clone(),
@@ -177,7 +169,7 @@ mod tests {
             Journaled::new(escape),
             Err(Refused::Summary { .. })
         ));
-        let name = rec(
+        let name = Record::fixture(
             3,
             RecordBody::ToolResult {
                 id: ToolUseId::new("t1").unwrap(),
@@ -188,7 +180,7 @@ mod tests {
             },
         );
         assert!(Journaled::new(name).is_ok());
-        let huge = rec(
+        let huge = Record::fixture(
             3,
             RecordBody::CallFailed {
                 call,
@@ -197,7 +189,7 @@ mod tests {
             },
         );
         assert!(matches!(Journaled::new(huge), Err(Refused::TooLong { .. })));
-        let back = rec(
+        let back = Record::fixture(
             3,
             RecordBody::Rewind {
                 to: 3,
@@ -212,7 +204,7 @@ mod tests {
         let journaled: Vec<Journaled> = (0..9)
             .map(|seq| {
                 let text = "y".repeat(200 * 1024);
-                Journaled::new(rec(
+                Journaled::new(Record::fixture(
                     seq,
                     RecordBody::UserLine {
                         from: crate::names::Entity::parse("human:alice").unwrap(),

@@ -161,14 +161,6 @@ mod tests {
     use super::*;
     use crate::log::{CallId, Usage};
 
-    fn rec(seq: u64, body: RecordBody) -> Record {
-        Record {
-            seq,
-            at_ms: 0,
-            body,
-        }
-    }
-
     #[test]
     fn a_commit_subject_tells_what_happened_on_one_line() {
         let call = CallId::new("c1").unwrap();
@@ -186,7 +178,11 @@ mod tests {
             attempt: 1,
             fallback_of: None,
         };
-        let subject = subject(&[rec(3, started), rec(4, reply), rec(5, RecordBody::TurnEnd)]);
+        let subject = subject(&[
+            Record::fixture(3, started),
+            Record::fixture(4, reply),
+            Record::fixture(5, RecordBody::TurnEnd),
+        ]);
         assert!(
             subject.starts_with("assistant-reply: The worker reports its notes are committed")
                 && subject.ends_with("(+2 more)")
@@ -199,7 +195,7 @@ mod tests {
             source: crate::log::EventSource::Notice,
             text: "y".repeat(500),
         };
-        assert!(super::subject(&[rec(0, long)]).chars().count() <= SUBJECT);
+        assert!(super::subject(&[Record::fixture(0, long)]).chars().count() <= SUBJECT);
     }
 
     #[test]
@@ -210,6 +206,6 @@ mod tests {
     }
 
     fn subject_of_turn_end() -> String {
-        subject(&[rec(0, RecordBody::TurnEnd)])
+        subject(&[Record::fixture(0, RecordBody::TurnEnd)])
     }
 }

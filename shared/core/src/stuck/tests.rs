@@ -5,14 +5,6 @@ use crate::budget::Fuel;
 use crate::log::{CallId, Usage};
 use crate::names::Entity;
 
-fn rec(seq: u64, body: RecordBody) -> Record {
-    Record {
-        seq,
-        at_ms: 0,
-        body,
-    }
-}
-
 fn failed(error: &str, retryable: bool) -> RecordBody {
     RecordBody::CallFailed {
         call: CallId::new("c1").unwrap(),
@@ -25,7 +17,7 @@ fn log(bodies: Vec<RecordBody>) -> Vec<Record> {
     bodies
         .into_iter()
         .zip(0..)
-        .map(|(body, seq)| rec(seq, body))
+        .map(|(body, seq)| Record::fixture(seq, body))
         .collect()
 }
 
