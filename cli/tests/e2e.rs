@@ -5,10 +5,9 @@
 mod common;
 
 use common::*;
-use l3m_core::log::{CallId, Record, RecordBody, ToolUse, ToolUseId, Usage};
-use l3m_core::names::{AgentName, Entity};
+use l3m_core::log::{CallId, RecordBody, ToolUse, ToolUseId, Usage};
+use l3m_core::names::Entity;
 use l3m_wire::bus::{NatsAuth, NatsBus};
-use l3m_wire::client::HubClient;
 use predicates::prelude::*;
 
 /// Appends a short session to `agent`'s Log as its sequencer would (a sequencer-duty session
@@ -51,32 +50,7 @@ fn append_session(home: &Home, agent: &str) {
             refusal: None,
         },
     ];
-    append(home, agent, bodies);
-}
-
-/// Appends `bodies` to `agent`'s Log after what it holds, as its sequencer would: a
-/// sequencer-duty session opened with the host credential, as the `sequencer` NATS user.
-fn append(home: &Home, agent: &str, bodies: Vec<RecordBody>) {
-    as_sequencer(home, agent, async |client, agent| {
-        append_to(client, agent, bodies).await;
-    });
-}
-
-async fn append_to(client: &HubClient, agent: &AgentName, bodies: Vec<RecordBody>) {
-    let read = client.read_log(agent, 0, 0).await.unwrap();
-    let records: Vec<Record> = bodies
-        .into_iter()
-        .zip(read.len..)
-        .map(|(body, seq)| Record {
-            seq,
-            at_ms: 1_000 + 250 * seq,
-            body,
-        })
-        .collect();
-    client
-        .append_log(agent, read.tip.as_deref(), &records)
-        .await
-        .unwrap();
+    append_log(home, agent, vec![bodies]);
 }
 
 /// A first attempt of `call` on the scripted demo model.
@@ -101,7 +75,7 @@ fn append_failed_call(home: &Home, agent: &str) {
             retryable: false,
         },
     ];
-    append(home, agent, bodies);
+    append_log(home, agent, vec![bodies]);
 }
 
 #[test]

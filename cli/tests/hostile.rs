@@ -11,7 +11,7 @@ use std::io::Read;
 use std::process::Stdio;
 
 use common::*;
-use l3m_core::log::{CallId, Record, RecordBody, ToolUse, ToolUseId, Usage};
+use l3m_core::log::{CallId, RecordBody, ToolUse, ToolUseId, Usage};
 use l3m_core::names::Entity;
 
 /// Everything an agent could try on a terminal.
@@ -31,28 +31,6 @@ fn benign() -> RecordBody {
         from: Entity::parse("human:alice").unwrap(),
         text: "look".into(),
     }
-}
-
-/// Appends each batch of `batches` to `agent`'s Log as its sequencer would.
-fn append(home: &Home, agent: &str, batches: Vec<Vec<RecordBody>>) {
-    as_sequencer(home, agent, async |client, agent| {
-        for bodies in batches {
-            let read = client.read_log(agent, 0, 0).await.unwrap();
-            let records: Vec<Record> = bodies
-                .into_iter()
-                .zip(read.len..)
-                .map(|(body, seq)| Record {
-                    seq,
-                    at_ms: 1_000 + seq,
-                    body,
-                })
-                .collect();
-            client
-                .append_log(agent, read.tip.as_deref(), &records)
-                .await
-                .unwrap();
-        }
-    });
 }
 
 /// Hostile text in every field the CLI shows and hubd stores: the prompt, a line, a reply, its
@@ -161,7 +139,7 @@ fn no_command_lets_an_agent_write_to_the_terminal() {
     home.init();
     let _stack = home.up();
     home.l3m(&["spawn", "demo"]).assert().success();
-    append(&home, "demo", hostile_session());
+    append_log(&home, "demo", hostile_session());
     // A letter whose subject and body are hostile, when hubd takes it.
     let _ = home
         .l3m(&["mail", "send", "demo", HOSTILE, "--subject", HOSTILE])
@@ -240,7 +218,7 @@ fn no_command_lets_an_agent_write_to_the_terminal() {
                 .collect()
         })
         .collect();
-    append(&home, "demo", big);
+    append_log(&home, "demo", big);
     for args in [&["log", "demo", "--json"][..], &["view", "demo"]] {
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("l3m"))
             .env("L3M_HOME", home.path())

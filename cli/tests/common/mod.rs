@@ -242,3 +242,27 @@ pub fn as_sequencer<T>(
         act(&client, &agent).await
     })
 }
+
+/// Appends each batch of `batches` to `agent`'s Log after what it holds, as its sequencer
+/// would (one append per batch; record `seq` is stamped 250 ms after `seq - 1`).
+#[cfg(feature = "embedded")]
+pub fn append_log(home: &Home, agent: &str, batches: Vec<Vec<l3m_core::log::RecordBody>>) {
+    as_sequencer(home, agent, async |client, agent| {
+        for bodies in batches {
+            let read = client.read_log(agent, 0, 0).await.unwrap();
+            let records: Vec<l3m_core::log::Record> = bodies
+                .into_iter()
+                .zip(read.len..)
+                .map(|(body, seq)| l3m_core::log::Record {
+                    seq,
+                    at_ms: 1_000 + 250 * seq,
+                    body,
+                })
+                .collect();
+            client
+                .append_log(agent, read.tip.as_deref(), &records)
+                .await
+                .unwrap();
+        }
+    });
+}
