@@ -39,14 +39,7 @@ async fn hubd_serves_in_process_over_the_local_bus() {
         .await
         .unwrap();
     client
-        .spawn(SpawnRequest {
-            child: AgentName::parse("demo").unwrap(),
-            grant,
-            loan: Default::default(),
-            driven: false,
-            persona: None,
-            fork: None,
-        })
+        .spawn(SpawnRequest::new(AgentName::parse("demo").unwrap(), grant))
         .await
         .unwrap();
     let tree = client.list_agents().await.unwrap();

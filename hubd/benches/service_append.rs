@@ -179,14 +179,7 @@ impl Service {
         for slot in 0..BATCHES.len() {
             let spawn = Spawn {
                 capability: human.capability.clone(),
-                request: SpawnRequest {
-                    child: agent(slot),
-                    grant: Grant::default(),
-                    loan: Default::default(),
-                    driven: false,
-                    persona: None,
-                    fork: None,
-                },
+                request: SpawnRequest::new(agent(slot), Grant::default()),
             };
             let _: Spawned = service.call(Op::Spawn, &spawn, &human).await;
             let session = service

@@ -224,14 +224,10 @@ async fn a_hooks_reply_and_forward_are_carried_out_and_a_reply_is_marked_as_one(
     hub.spawn_with("demo", 10, bound).await;
     std::fs::write(hub.acr("demo").join("agent/hooks.star"), HOOK).unwrap();
     let demo = hub.sequencer_client("demo").await;
-    demo.spawn(l3m_core::grant::SpawnRequest {
-        child: agent("demo/helper"),
-        grant: l3m_core::grant::Grant::default(),
-        loan: Default::default(),
-        driven: false,
-        persona: None,
-        fork: None,
-    })
+    demo.spawn(l3m_core::grant::SpawnRequest::new(
+        agent("demo/helper"),
+        l3m_core::grant::Grant::default(),
+    ))
     .await
     .unwrap();
     let helper = hub.sequencer_client("demo/helper").await;

@@ -97,14 +97,7 @@ impl Site {
             ("other", maker_grant()),
         ] {
             human
-                .spawn(SpawnRequest {
-                    child: AgentName::parse(name).unwrap(),
-                    grant,
-                    loan: Default::default(),
-                    driven: false,
-                    persona: None,
-                    fork: None,
-                })
+                .spawn(SpawnRequest::new(AgentName::parse(name).unwrap(), grant))
                 .await
                 .unwrap();
         }

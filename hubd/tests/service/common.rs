@@ -187,14 +187,7 @@ impl Fixture {
             Op::Spawn,
             &Spawn {
                 capability: by.clone(),
-                request: SpawnRequest {
-                    child: agent(child),
-                    grant,
-                    loan: Default::default(),
-                    driven: false,
-                    persona: None,
-                    fork: None,
-                },
+                request: SpawnRequest::new(agent(child), grant),
             },
         )
         .await

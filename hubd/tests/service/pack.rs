@@ -185,14 +185,10 @@ async fn scene() -> Scene {
             agent: agent("bob"),
         })
         .await;
-    bob.spawn(l3m_core::grant::SpawnRequest {
-        child: agent("bob/kid"),
-        grant: root_grant(),
-        loan: Default::default(),
-        driven: false,
-        persona: None,
-        fork: None,
-    })
+    bob.spawn(l3m_core::grant::SpawnRequest::new(
+        agent("bob/kid"),
+        root_grant(),
+    ))
     .await
     .unwrap();
     Scene { f, bob }

@@ -172,14 +172,7 @@ async fn only_the_agent_an_ancestor_or_a_human_arms_and_reads_and_watches_stay_i
     let f = Fixture::start().await;
     let (p, c) = family(&f).await;
     let human = f.human_client().await;
-    let request = SpawnRequest {
-        child: agent("q"),
-        grant: Grant::default(),
-        loan: Default::default(),
-        driven: false,
-        persona: None,
-        fork: None,
-    };
+    let request = SpawnRequest::new(agent("q"), Grant::default());
     human.spawn(request).await.unwrap();
     let q = f.client(Duty::Sequencer { agent: agent("q") }).await;
     let until = now_ms() + 60_000;

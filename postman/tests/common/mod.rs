@@ -401,14 +401,7 @@ pub fn fingerprint(hub: &impl Hub) -> String {
 
 /// The human of `hub` spawns root `name` with `grant`.
 pub async fn spawn(hub: &impl Hub, name: &str, grant: Grant) {
-    let request = SpawnRequest {
-        child: agent(name),
-        grant,
-        loan: Default::default(),
-        driven: false,
-        persona: None,
-        fork: None,
-    };
+    let request = SpawnRequest::new(agent(name), grant);
     hub.human_client().await.spawn(request).await.unwrap();
 }
 

@@ -22,6 +22,20 @@ pub struct SpawnRequest {
     pub fork: Option<ForkFrom>,
 }
 
+impl SpawnRequest {
+    /// The common request: a child with `grant`, no loan, not driven, no persona, not a fork.
+    pub fn new(child: AgentName, grant: Grant) -> Self {
+        Self {
+            child,
+            grant,
+            loan: Fuel::default(),
+            driven: false,
+            persona: None,
+            fork: None,
+        }
+    }
+}
+
 /// Where a fork starts: another agent's Log, up to and including one record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
