@@ -34,10 +34,7 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("L3M_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(15);
+    let rounds: usize = l3m_wire::test_support::env_number("L3M_BENCH_ROUNDS", 15);
     let image = busybox_image();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -29,11 +29,7 @@ const BLOCK: usize = 100;
 const CHECKPOINTS: [usize; 3] = [100, 1_000, 10_000];
 
 fn main() {
-    let agents: usize = std::env::var("L3M_BENCH_AGENTS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1_000)
-        .max(BLOCK);
+    let agents: usize = l3m_wire::test_support::env_number("L3M_BENCH_AGENTS", 1_000).max(BLOCK);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -45,14 +41,7 @@ fn main() {
         let mut first = None;
         println!("spawn: p50 of the last {BLOCK} spawns against the first {BLOCK} (1.0x is flat)");
         for n in 0..agents {
-            let request = SpawnRequest {
-                child: AgentName::parse(&format!("a{n:05}")).unwrap(),
-                grant: Grant::default(),
-                loan: Default::default(),
-                driven: false,
-                persona: None,
-                fork: None,
-            };
+            let request = SpawnRequest::new(AgentName::parse(&format!("a{n:05}")).unwrap(), Grant::default());
             let started = Instant::now();
             human.spawn(request).await.unwrap();
             block.push(started.elapsed());

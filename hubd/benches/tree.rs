@@ -39,15 +39,8 @@ const TAIL: u64 = 32;
 const ROUNDS: usize = 3;
 
 fn main() {
-    let agents: usize = std::env::var("L3M_BENCH_AGENTS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1_000);
-    let every: usize = std::env::var("L3M_BENCH_STUCK_EVERY")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let agents: usize = l3m_wire::test_support::env_number("L3M_BENCH_AGENTS", 1_000);
+    let every: usize = l3m_wire::test_support::env_number("L3M_BENCH_STUCK_EVERY", 1).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -101,14 +94,7 @@ fn main() {
 async fn grow(hub: &TestHub, human: &HubClient, n: usize, stuck: bool) {
     let name = AgentName::parse(&format!("a{n:05}")).unwrap();
     human
-        .spawn(SpawnRequest {
-            child: name.clone(),
-            grant: Grant::default(),
-            loan: Default::default(),
-            driven: false,
-            persona: None,
-            fork: None,
-        })
+        .spawn(SpawnRequest::new(name.clone(), Grant::default()))
         .await
         .unwrap();
     let sequencer = hub

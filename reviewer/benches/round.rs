@@ -56,10 +56,7 @@ fn request() -> ReviewRequest {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("L3M_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let rounds: usize = l3m_wire::test_support::env_number("L3M_BENCH_ROUNDS", 200);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -75,10 +75,7 @@ fn finished(log: &[Record]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_points_never_breaks_the_log() {
-    let points: u64 = std::env::var("L3M_CRASH_POINTS")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(40);
+    let points: u64 = l3m_wire::test_support::env_number("L3M_CRASH_POINTS", 40);
     let seed = std::env::var("L3M_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

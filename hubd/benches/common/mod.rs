@@ -82,10 +82,7 @@ impl CpuTimes {
 impl Config {
     /// Reads the environment and makes the working folder.
     pub fn from_env(bench: &str, default_iters: usize) -> Config {
-        let iters = std::env::var("L3M_BENCH_ITERS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default_iters);
+        let iters = l3m_wire::test_support::env_number("L3M_BENCH_ITERS", default_iters);
         let base: PathBuf = std::env::var_os("L3M_BENCH_DIR")
             .map(Into::into)
             .unwrap_or_else(std::env::temp_dir);

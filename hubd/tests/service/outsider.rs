@@ -298,10 +298,7 @@ async fn an_open_session_with_a_low_order_key_is_refused() {
 /// `L3M_CREDENTIALS=3000` asks for more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_thousand_credentials_are_listed_in_pages_without_the_revoked() {
-    let count: usize = std::env::var("L3M_CREDENTIALS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(450);
+    let count: usize = l3m_wire::test_support::env_number("L3M_CREDENTIALS", 450);
     use l3m_core::credential::Scope;
     use l3m_wire::credential::KeyFile;
     use l3m_wire::hubd::credential::{CREDENTIALS_PAGE, Credentials, ListCredentials};

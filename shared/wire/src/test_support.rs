@@ -460,3 +460,12 @@ mod deployed_tests {
         }
     }
 }
+
+/// A number from the environment variable `name`, or `default` when it is unset or not a
+/// number: how a test or benchmark is made longer than CI runs it (`L3M_BENCH_AGENTS=10000`).
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
