@@ -30,10 +30,15 @@ const DIALECTS: [&str; 2] = ["openai", "anthropic"];
 
 /// A configuration whose one model speaks `dialect` at `base_url`.
 fn wire_config(dialect: &str, base_url: &str) -> Config {
+    wire_config_with(dialect, base_url, "")
+}
+
+/// [`wire_config`] with more lines in the model's table.
+fn wire_config_with(dialect: &str, base_url: &str, model: &str) -> Config {
     Config::parse(&format!(
         "default_model = \"m\"\n[models.m]\ndialect = \"{dialect}\"\nmodel = \"m\"\n\
-         base_url = \"{base_url}\"\napi_key_env = \"KEY\"\n[sequencer]\nretry_backoff_ms = 1\n\
-         idle_exit_secs = 1\n"
+         base_url = \"{base_url}\"\napi_key_env = \"KEY\"\n{model}\n[sequencer]\n\
+         retry_backoff_ms = 1\nidle_exit_secs = 1\n"
     ))
     .unwrap()
 }
@@ -326,4 +331,78 @@ async fn five_letters_of_250_kib_are_journaled_and_the_agent_stays_up() {
     }
     assert_eq!(provider.requests.load(Ordering::SeqCst), 1);
     assert_eq!(assistant_texts(&log), ["read them"]);
+}
+
+/// A whole reply of `text`, streamed in `dialect`'s words.
+fn text_reply(dialect: &str, text: &str) -> String {
+    match dialect {
+        "anthropic" => [
+            serde_json::json!({"type": "message_start", "message": {"id": "m"}}),
+            serde_json::json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+            serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": text}}),
+            serde_json::json!({"type": "content_block_stop", "index": 0}),
+            serde_json::json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+            serde_json::json!({"type": "message_stop"}),
+        ]
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect(),
+        _ => format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            serde_json::json!({"choices": [{"index": 0,
+                "delta": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        ),
+    }
+}
+
+/// A provider that keeps answering 529 (Anthropic's overload) or 500: the first wake retries up
+/// to the limit, every later wake spends one call (one HTTP request, with the provider's own
+/// retries off) and stays stuck showing the failure, and a reply resumes the usual retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_failure_spends_one_call_per_wake_until_a_reply() {
+    for dialect in DIALECTS {
+        let (status, body) = match dialect {
+            "anthropic" => (
+                529,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            ),
+            _ => (
+                500,
+                r#"{"error":{"message":"The server had an error","type":"server_error"}}"#,
+            ),
+        };
+        let failing = (status, body.to_owned());
+        let mut answers = vec![failing.clone(); 5];
+        answers.push((200, text_reply(dialect, "back")));
+        answers.push(failing);
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 40).await;
+        let server = RawServer::start(answers).await;
+        let config = wire_config_with(dialect, &server.base_url, "max_retries = 0");
+        let mut per_wake = Vec::new();
+        for wake in 0..5 {
+            let before = server.requests();
+            hub.letter("demo", &format!("wake {wake}")).await;
+            let log = run_idle(&hub, &config).await;
+            per_wake.push(server.requests() - before);
+            let stuck = l3m_core::stuck::stuck(&log);
+            if wake != 3 {
+                assert!(
+                    matches!(&stuck, Some(l3m_core::stuck::Stuck::CallFailed { retryable: true, error, .. })
+                        if error.contains(&status.to_string())),
+                    "{dialect} wake {wake}: {stuck:?}"
+                );
+            } else {
+                assert_eq!(stuck, None, "{dialect}: the reply unsticks");
+                assert_eq!(assistant_texts(&log), ["back"], "{dialect}");
+            }
+        }
+        assert_eq!(
+            per_wake,
+            [3, 1, 1, 1, 3],
+            "{dialect}: HTTP requests per wake"
+        );
+    }
 }

@@ -188,6 +188,7 @@ impl Session {
     pub fn observe(&mut self, record: &Record) {
         self.log.owed.apply(record);
         self.log.fold.advance(record);
+        self.log.retries.apply(&record.body);
         defer::fold_defers(&mut self.log.defers, record);
         match &record.body {
             RecordBody::CallStarted { .. } => {
@@ -303,7 +304,8 @@ impl Session {
                 call: &call,
                 provider: &provider,
                 model: &model,
-                max_attempts: self.limits.max_attempts,
+                // Once a turn ended in a failure, each wake spends one call until a reply.
+                max_attempts: self.log.retries.attempts(self.limits.max_attempts),
                 tools: tools.footprints(),
             };
             match owed::plan(&self.log.owed, &input) {

@@ -20,6 +20,9 @@ use crate::model::ModelRequest;
 pub(crate) struct LogState {
     pub(crate) owed: Owed,
     pub(crate) fold: ViewFold,
+    /// Whether a turn ended in a failure with no reply since: the owed call then gets one
+    /// attempt per wake (core's [`Retries`](l3m_core::stuck::Retries)).
+    pub(crate) retries: l3m_core::stuck::Retries,
     pub(crate) tip: Option<String>,
     /// Bytes of records journaled since the last call started: what the next call is charged.
     pub(super) bytes_since_call: u64,

@@ -8,8 +8,15 @@
 //! ran out waits the same way; one whose fuel ran out waits for a loan. The fold reads back from
 //! the end over that bookkeeping to the last record that says what happened, so it needs only
 //! a tail of the Log.
+//!
+//! [`Retries`] is the fold beside it that keeps such an agent cheap: once a turn ended in a
+//! failure, each later wake spends one model call until a reply comes.
 
 use crate::log::{FuelUnit, Record, RecordBody};
+
+mod retries;
+
+pub use retries::Retries;
 
 /// The longest part of a provider's error [`Stuck::why`] quotes.
 pub const REASON_CHARS: usize = 160;
