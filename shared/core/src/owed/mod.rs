@@ -18,7 +18,8 @@
 //! # The life of a tool use
 //! A reply names it (*proposed*). [`plan`] admits it with `tool-call` if the tool table has it,
 //! or answers it at once with an error `tool-result` (no such tool, an id already used). A tame
-//! admitted use is started (`tool-started`) in the same plan; a wild one waits for `review`
+//! admitted use is started (`tool-started`) in the same plan once no other use runs and every
+//! earlier use of the reply has its result (one at a time, in the reply's order); a wild one waits for `review`
 //! rounds: `safe` lets it start, `unsafe` gets it an error result carrying the reason and the
 //! alternative, `unclear` keeps it waiting. When the last use of a reply has its result, a model
 //! call is owed.
@@ -256,16 +257,23 @@ impl Owed {
         })
     }
 
-    /// Whether the only open work is wild calls at a stalemate: the turn waits for humans'
-    /// answers at their cards and for nothing the sequencer does, so it may sleep; the answer
-    /// wakes it (`boot` keeps such calls waiting: [`close_at_boot`]).
+    /// Whether the only open work waits on a wild call at a stalemate: the turn waits for a
+    /// human's answer at its card and for nothing the sequencer does, so it may sleep; the
+    /// answer wakes it (`boot` keeps such calls waiting: [`close_at_boot`]). Uses after the
+    /// first unresolved one wait for it (they run in the reply's order), so a stalemate first
+    /// holds them all.
     pub fn waits_only_on_cards(&self) -> bool {
         let now = &self.now;
         now.open.is_none()
             && now.running.is_empty()
             && now.undecided.is_empty()
-            && !now.pending.is_empty()
-            && now.pending.iter().all(PendingTool::at_stalemate)
+            && now.pending.first().is_some_and(PendingTool::at_stalemate)
+            && !now.pending.iter().any(|t| {
+                matches!(
+                    t.stage,
+                    Stage::Proposed | Stage::Admitted { tier: Tier::Wild }
+                )
+            })
     }
 
     /// Tool uses started and not finished.

@@ -63,6 +63,11 @@ pub fn plan(state: &Owed, input: &PlanInput<'_>) -> Result<Vec<RecordBody>, Stal
 }
 
 fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<RecordBody>, Stale> {
+    // The uses of one reply run one at a time, in the reply's order: a model that writes
+    // `make_dir a` then `write_file a/b` in one reply means the second to see the first done.
+    // A use waits while another runs or an earlier one is unresolved (under review, or at a
+    // stalemate); admissions and refusals, which run nothing, are not held back.
+    let mut held = !now.running.is_empty();
     for tool in &now.pending {
         let id = tool.id.clone();
         let body = match &tool.stage {
@@ -106,10 +111,14 @@ fn next_record(now: &Now, seen: &Seen, input: &PlanInput<'_>) -> Result<Option<R
                     format!("(l3m) no tool named {:?} is offered to you", tool.name),
                 ),
             },
+            Stage::Admitted { tier: Tier::Tame } | Stage::Approved if held => continue,
             Stage::Admitted { tier: Tier::Tame } | Stage::Approved => {
                 RecordBody::ToolStarted { id }
             }
-            Stage::Admitted { tier: Tier::Wild } | Stage::Stalemate { .. } => continue,
+            Stage::Admitted { tier: Tier::Wild } | Stage::Stalemate { .. } => {
+                held = true;
+                continue;
+            }
             Stage::Answered(conclusion) => refusal(id, "review", answered(conclusion)),
         };
         return Ok(Some(body));

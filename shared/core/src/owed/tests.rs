@@ -150,6 +150,50 @@ fn a_turn_admits_starts_reviews_and_ends() {
     assert!(s.pass().is_empty());
 }
 
+/// A reply's uses run one at a time, in its order: the second of two tame uses starts once the
+/// first has its result, and a tame use after a wild one waits for the wild one's review and
+/// run (a model that writes `make_dir a`, then `write_file a/b`, means them in that order).
+#[test]
+fn a_replys_uses_start_one_at_a_time_in_its_order() {
+    let mut s = Session::new();
+    s.signal(line()).unwrap();
+    s.pass();
+    let call = s.open();
+    s.signal(reply(call, &[("t1", "read"), ("t2", "read")]))
+        .unwrap();
+    let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
+    assert_eq!(kinds, ["tool-call", "tool-started", "tool-call"]);
+    assert_eq!(s.owed.running(), [tid("t1")]);
+    assert!(s.pass().is_empty(), "t2 waits while t1 runs");
+    s.signal(finished("t1")).unwrap();
+    assert_eq!(s.pass(), vec![RecordBody::ToolStarted { id: tid("t2") }]);
+    s.signal(finished("t2")).unwrap();
+    assert!(matches!(s.pass()[..], [RecordBody::CallStarted { .. }]));
+
+    let call = s.open();
+    s.signal(reply(call, &[("t3", "sh"), ("t4", "read")]))
+        .unwrap();
+    let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
+    assert_eq!(
+        kinds,
+        ["tool-call", "tool-call"],
+        "t4 waits for t3's review"
+    );
+    s.signal(Signal::Review {
+        tool: tid("t3"),
+        round: 1,
+        of: 2,
+        verdict: Verdict::Safe,
+        by: "svc:reviewer".into(),
+        spent: ReviewSpent::default(),
+    })
+    .unwrap();
+    assert_eq!(s.pass(), vec![RecordBody::ToolStarted { id: tid("t3") }]);
+    assert!(s.pass().is_empty(), "t4 waits while t3 runs");
+    s.signal(finished("t3")).unwrap();
+    assert_eq!(s.pass(), vec![RecordBody::ToolStarted { id: tid("t4") }]);
+}
+
 #[test]
 fn stale_replies_reused_ids_retries_and_fallbacks() {
     let mut s = Session::new();
