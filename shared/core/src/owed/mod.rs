@@ -19,9 +19,9 @@
 //! A reply names it (*proposed*). [`plan`] admits it with `tool-call` if the tool table has it,
 //! or answers it at once with an error `tool-result` (no such tool, an id already used). A tame
 //! admitted use is started (`tool-started`) in the same plan once no other use runs and every
-//! earlier use of the reply has its result (one at a time, in the reply's order); a wild one waits for `review`
-//! rounds: `safe` lets it start, `unsafe` gets it an error result carrying the reason and the
-//! alternative, `unclear` keeps it waiting. When the last use of a reply has its result, a model
+//! earlier use of the reply has its result (one at a time, in the reply's order); a wild one
+//! waits for `review` rounds: `safe` lets it start, `unsafe` gets it an error result carrying
+//! the reason and the alternative, `unclear` keeps it waiting. When the last use of a reply has its result, a model
 //! call is owed.
 //!
 //! A mistake the model can correct (arguments that are not a JSON object — a provider hands
