@@ -34,7 +34,7 @@ impl Driven {
 
     /// Whether a letter from `from` is a driven child's (on this hub).
     pub fn sent(&self, from: &Address) -> bool {
-        from.office().is_none() && from.agent().is_some_and(|a| self.lock().contains(a))
+        from.local_agent().is_some_and(|a| self.lock().contains(a))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<AgentName>> {

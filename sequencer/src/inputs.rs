@@ -8,12 +8,11 @@
 //! already journaled as a duplicate event, and the writer then marks it read); so is every
 //! vigil the chain says fired (one event each, refused as a duplicate once journaled).
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use l3m_core::log::EventId;
-use l3m_core::mail::InboxEntry;
+use l3m_core::mail::{Inbox, InboxEntry};
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::refs::{self, AgentRef};
 use l3m_core::review::card::{CardLine, parse_card_line};
@@ -68,23 +67,9 @@ pub(crate) async fn start(
 ) -> Result<Vec<Input>, SequencerError> {
     let me = Entity::Agent(agent.clone());
     let read = client.read_inbox(&agent, 0).await?;
-    let marked: HashSet<String> = read
-        .entries
-        .iter()
-        .filter_map(|e| match e {
-            InboxEntry::ReadMark(m) if m.by == me => Some(m.letter.to_string()),
-            _ => None,
-        })
-        .collect();
-    let mut initial: Vec<Input> = read
-        .entries
-        .into_iter()
-        .filter_map(|e| match e {
-            InboxEntry::Letter(l) if !marked.contains(l.id.as_str()) && !driven.sent(&l.from) => {
-                Some(Input::Letter(l))
-            }
-            _ => None,
-        })
+    let mut initial: Vec<Input> = Inbox::unread_in_order(&read.entries, &me)
+        .filter(|l| !driven.sent(&l.from))
+        .map(|l| Input::Letter(Box::new(l.clone())))
         .collect();
     initial.extend(fired_vigils(&client.read_vigils(&agent).await?));
     tokio::spawn(watch_refs(
@@ -124,10 +109,9 @@ async fn watch_refs(
             AgentRef::Inbox => match client.read_inbox(&agent, inbox_len).await {
                 Ok(read) => {
                     inbox_len = read.from + read.entries.len() as u64;
-                    for entry in read.entries {
-                        if let InboxEntry::Letter(l) = entry
-                            && !driven.sent(&l.from)
-                            && tx.send(Input::Letter(l)).is_err()
+                    for letter in read.entries.into_iter().filter_map(InboxEntry::into_letter) {
+                        if !driven.sent(&letter.from)
+                            && tx.send(Input::Letter(Box::new(letter))).is_err()
                         {
                             return;
                         }

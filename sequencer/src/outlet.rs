@@ -20,14 +20,13 @@
 //! running, refuses, or does not answer in time comes back as a typed [`StageError`] the model
 //! reads; nothing here panics or retries (a retried build could run twice).
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use l3m_core::build::{ArtifactDigest, Blessing, Cover, Stage};
 use l3m_core::duty::Duty;
 use l3m_core::grant::SpawnRequest;
-use l3m_core::mail::{Address, InboxEntry};
+use l3m_core::mail::{Address, Inbox};
 use l3m_core::names::{AgentName, Entity};
 use l3m_core::vigil::Watch;
 use l3m_ring::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
@@ -379,27 +378,17 @@ async fn take_letter(
     until: Instant,
 ) -> Result<Option<String>, ClientError> {
     let me = Entity::Agent(agent.clone());
-    let (mut marked, mut letters) = (HashSet::new(), Vec::new());
-    let mut from = 0;
+    let (mut entries, mut from) = (Vec::new(), 0);
     loop {
         let read = client.read_inbox(agent, from).await?;
         from = read.from + read.entries.len() as u64;
-        for entry in read.entries {
-            match entry {
-                InboxEntry::ReadMark(m) if m.by == me => {
-                    marked.insert(m.letter.to_string());
-                }
-                InboxEntry::Letter(l)
-                    if l.from.office().is_none() && l.from.agent() == Some(child) =>
-                {
-                    letters.push(*l);
-                }
-                _ => {}
-            }
-        }
-        if let Some(letter) = letters.iter().find(|l| !marked.contains(l.id.as_str())) {
-            client.mark_read(letter.id.as_str()).await?;
-            return Ok(Some(letter.body.clone()));
+        entries.extend(read.entries);
+        let answer = Inbox::unread_in_order(&entries, &me)
+            .find(|l| l.from.local_agent() == Some(child))
+            .map(|l| (l.id.clone(), l.body.clone()));
+        if let Some((id, body)) = answer {
+            client.mark_read(id.as_str()).await?;
+            return Ok(Some(body));
         }
         let now = Instant::now();
         if now >= until {

@@ -163,6 +163,15 @@ fn pooled_receipt() -> impl Strategy<Value = Receipt> {
     })
 }
 
+/// One entry of an inbox chain, drawn from the pools.
+fn pooled_entry() -> impl Strategy<Value = InboxEntry> {
+    prop_oneof![
+        pooled_letter().prop_map(|l| InboxEntry::Letter(Box::new(l))),
+        pooled_mark().prop_map(InboxEntry::ReadMark),
+        pooled_receipt().prop_map(InboxEntry::Receipt),
+    ]
+}
+
 fn inbox() -> impl Strategy<Value = Inbox> {
     (
         prop::collection::vec(pooled_letter(), 0..6),
@@ -294,6 +303,40 @@ proptest! {
             let mut alone = Inbox::default();
             alone.insert(letter.clone());
             prop_assert_eq!(Inbox::from_lines(&blob).unwrap(), alone);
+        }
+    }
+
+    /// Unread in chain order is the set fold's unread, in the order the chain holds the
+    /// letters, and only the reader's own marks make a letter read: a mark by anyone else
+    /// changes nothing.
+    #[test]
+    fn unread_in_order_is_the_one_fold_in_chain_order(
+        entries in prop::collection::vec(pooled_entry(), 0..12),
+        other in prop::sample::select(vec!["alice/main", "human:bob"]),
+    ) {
+        let reader = Entity::parse("alice/main").unwrap();
+        let inbox: Inbox = entries.iter().cloned().collect();
+        let ordered: Vec<&Letter> = Inbox::unread_in_order(&entries, &reader).collect();
+        prop_assert_eq!(set(ordered.iter().map(|l| (*l).clone())), set(inbox.unread(&reader).cloned()));
+        // A subsequence of the chain's letters: each next one found after the one before.
+        let mut chain = entries.iter().filter_map(InboxEntry::letter);
+        prop_assert!(ordered.iter().all(|l| chain.any(|c| c == *l)), "{ordered:?}");
+        let by_other: Vec<InboxEntry> = entries
+            .iter()
+            .filter(|e| !matches!(e, InboxEntry::ReadMark(m) if m.by != reader))
+            .cloned()
+            .collect();
+        let other = Entity::parse(other).unwrap();
+        let without: Vec<&Letter> = Inbox::unread_in_order(&by_other, &reader).collect();
+        prop_assert_eq!(&without, &ordered);
+        if other != reader {
+            let theirs: Vec<InboxEntry> = entries
+                .iter()
+                .filter_map(|e| e.letter())
+                .map(|l| InboxEntry::ReadMark(ReadMark { letter: l.id.clone(), by: other.clone(), at_ms: 0 }))
+                .chain(entries.iter().cloned())
+                .collect();
+            prop_assert_eq!(Inbox::unread_in_order(&theirs, &reader).collect::<Vec<_>>(), ordered);
         }
     }
 

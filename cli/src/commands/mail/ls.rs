@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use l3m_core::mail::{InboxEntry, Letter, Receipt};
-use l3m_core::names::AgentName;
+use l3m_core::mail::{Inbox, InboxEntry, Letter, Receipt};
+use l3m_core::names::{AgentName, Entity};
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::AgentLife;
 use serde::Serialize;
@@ -144,11 +144,9 @@ pub struct OutboxList {
 pub fn inbox_list(agent: &AgentName, entries: &[InboxEntry]) -> InboxList {
     let mut letters = Vec::new();
     let mut receipts = Vec::new();
-    let read = |id: &str| {
-        entries
-            .iter()
-            .any(|e| matches!(e, InboxEntry::ReadMark(mark) if mark.letter.as_str() == id))
-    };
+    // Read means read by the inbox's own agent: a mark anyone else made does not count.
+    let reader = Entity::Agent(agent.clone());
+    let inbox: Inbox = entries.iter().cloned().collect();
     for entry in entries {
         match entry {
             InboxEntry::Letter(l) => letters.push(LetterLine {
@@ -159,7 +157,7 @@ pub fn inbox_list(agent: &AgentName, entries: &[InboxEntry]) -> InboxList {
                 to: l.to.render_short(),
                 subject: l.subject.clone(),
                 body: l.body.clone(),
-                read: read(l.id.as_str()),
+                read: inbox.is_read(&l.id, &reader),
             }),
             InboxEntry::Receipt(r) => receipts.push(receipt_line(r)),
             InboxEntry::ReadMark(_) => {}
@@ -382,8 +380,8 @@ fn print_outboxes(outboxes: &[OutboxList]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use l3m_core::mail::{Address, LetterId, Receipt, Sender, bounce, stamp};
-    use l3m_core::names::{Entity, OfficeName};
+    use l3m_core::mail::{Address, LetterId, ReadMark, Receipt, Sender, bounce, stamp};
+    use l3m_core::names::OfficeName;
 
     fn staged(id: &str) -> Letter {
         let sender = Sender::Agent {
@@ -394,6 +392,31 @@ mod tests {
         let to = Address::parse("office:south agent:bob*").unwrap();
         let draft = l3m_core::mail::Draft::new(to, "hi");
         stamp(draft, &sender, LetterId::parse(id).unwrap(), 1).unwrap()
+    }
+
+    #[test]
+    fn a_letter_is_read_only_when_the_inbox_s_own_agent_marked_it() {
+        let lead = AgentName::parse("lead").unwrap();
+        let mark = |letter: &str, by: &str| {
+            InboxEntry::ReadMark(ReadMark {
+                letter: LetterId::parse(letter).unwrap(),
+                by: Entity::parse(by).unwrap(),
+                at_ms: 2,
+            })
+        };
+        let entries = vec![
+            InboxEntry::Letter(Box::new(staged("a"))),
+            InboxEntry::Letter(Box::new(staged("b"))),
+            InboxEntry::Letter(Box::new(staged("c"))),
+            mark("a", "lead"),
+            mark("b", "human:bob"),
+            mark("c", "lead/child"),
+        ];
+        let list = inbox_list(&lead, &entries);
+        let read: Vec<(&str, bool)> = (list.letters.iter())
+            .map(|l| (l.id.as_str(), l.read))
+            .collect();
+        assert_eq!(read, [("a", true), ("b", false), ("c", false)]);
     }
 
     #[test]

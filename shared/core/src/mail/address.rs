@@ -396,6 +396,12 @@ impl Address {
         }
     }
 
+    /// The agent party when the address is on this hub (names no office): the agent a letter
+    /// `from` it was written by here.
+    pub fn local_agent(&self) -> Option<&AgentName> {
+        self.office.is_none().then(|| self.agent()).flatten()
+    }
+
     /// The branch hint, if named.
     pub fn branch(&self) -> Option<&PlaceName> {
         self.branch.as_ref()

@@ -59,6 +59,15 @@ impl Inbox {
         self.marks.insert(mark)
     }
 
+    /// Adds one entry of an inbox chain, whichever it is; `false` if it was already there.
+    pub fn add(&mut self, entry: InboxEntry) -> bool {
+        match entry {
+            InboxEntry::Letter(letter) => self.insert(*letter),
+            InboxEntry::ReadMark(mark) => self.mark_read(mark),
+            InboxEntry::Receipt(receipt) => self.insert_receipt(receipt),
+        }
+    }
+
     /// Adds a receipt from another hub; `false` if this exact receipt was already there.
     pub fn insert_receipt(&mut self, receipt: Receipt) -> bool {
         self.receipts.insert(receipt)
@@ -127,6 +136,22 @@ impl Inbox {
             .flat_map(|(_, letters)| letters)
     }
 
+    /// The letters of `entries` that `reader` has not marked read, in the order the chain holds
+    /// them (the order they arrived, which is how the sequencer shows them and which a
+    /// program's answer is taken in): [`Inbox::unread`] over the same entries, in chain order.
+    /// A mark anywhere in `entries` counts, before or after its letter.
+    pub fn unread_in_order<'a>(
+        entries: &'a [InboxEntry],
+        reader: &Entity,
+    ) -> impl Iterator<Item = &'a Letter> + 'a {
+        let inbox: Inbox = entries.iter().cloned().collect();
+        let unread: BTreeSet<Letter> = inbox.unread(reader).cloned().collect();
+        entries
+            .iter()
+            .filter_map(InboxEntry::letter)
+            .filter(move |letter| unread.contains(*letter))
+    }
+
     /// Reads an inbox blob of storage lines (blank lines skipped); errors carry the line number.
     pub fn from_lines(blob: &str) -> Result<Inbox, LetterError> {
         let mut inbox = Inbox::default();
@@ -134,11 +159,7 @@ impl Inbox {
             if text.trim().is_empty() {
                 continue;
             }
-            match InboxEntry::from_line(text, index + 1)? {
-                InboxEntry::Letter(letter) => inbox.insert(*letter),
-                InboxEntry::ReadMark(mark) => inbox.mark_read(mark),
-                InboxEntry::Receipt(receipt) => inbox.insert_receipt(receipt),
-            };
+            inbox.add(InboxEntry::from_line(text, index + 1)?);
         }
         Ok(inbox)
     }
@@ -157,6 +178,22 @@ impl Inbox {
             out.push('\n');
         }
         Ok(out)
+    }
+}
+
+impl Extend<InboxEntry> for Inbox {
+    fn extend<T: IntoIterator<Item = InboxEntry>>(&mut self, entries: T) {
+        for entry in entries {
+            self.add(entry);
+        }
+    }
+}
+
+impl FromIterator<InboxEntry> for Inbox {
+    fn from_iter<T: IntoIterator<Item = InboxEntry>>(entries: T) -> Inbox {
+        let mut inbox = Inbox::default();
+        inbox.extend(entries);
+        inbox
     }
 }
 

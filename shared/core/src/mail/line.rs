@@ -42,6 +42,31 @@ impl InboxEntry {
         Ok(record_format::from_line(text, line)?)
     }
 
+    /// The letter this entry is, if it is one: how code outside core picks letters out of a
+    /// chain without matching on the entry's variants.
+    pub fn letter(&self) -> Option<&Letter> {
+        match self {
+            Self::Letter(letter) => Some(letter),
+            Self::ReadMark(_) | Self::Receipt(_) => None,
+        }
+    }
+
+    /// [`InboxEntry::letter`], by value.
+    pub fn into_letter(self) -> Option<Letter> {
+        match self {
+            Self::Letter(letter) => Some(*letter),
+            Self::ReadMark(_) | Self::Receipt(_) => None,
+        }
+    }
+
+    /// The receipt this entry is, if it is one.
+    pub fn receipt(&self) -> Option<&Receipt> {
+        match self {
+            Self::Receipt(receipt) => Some(receipt),
+            Self::Letter(_) | Self::ReadMark(_) => None,
+        }
+    }
+
     /// The entry's kind as written in its `kind` field.
     pub fn kind(&self) -> &'static str {
         match self {
