@@ -406,3 +406,108 @@ async fn a_known_failure_spends_one_call_per_wake_until_a_reply() {
         );
     }
 }
+
+/// The tool use ids a request carries: its uses' and its results', in order (both dialects).
+fn paired_ids(body: &serde_json::Value) -> (Vec<String>, Vec<String>) {
+    let (mut uses, mut results) = (Vec::new(), Vec::new());
+    let text = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
+    for message in body["messages"].as_array().unwrap() {
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            uses.push(text(&call["id"]));
+        }
+        if message["role"] == "tool" {
+            results.push(text(&message["tool_call_id"]));
+        }
+        for part in message["content"].as_array().into_iter().flatten() {
+            match part["type"].as_str() {
+                Some("tool_use") => uses.push(text(&part["id"])),
+                Some("tool_result") => results.push(text(&part["tool_use_id"])),
+                _ => {}
+            }
+        }
+    }
+    (uses, results)
+}
+
+/// Hostile tool use ids (a control character, 300 bytes, 100 bytes no provider takes back, one
+/// repeated) do not fail the reply: each use gets a fresh, well-formed id from its position,
+/// runs, and the next request pairs its result with it, in both dialects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_tool_use_ids_are_replaced_and_the_tools_run() {
+    let hostile = [
+        "\u{1b}[2J".to_owned(),
+        "x".repeat(300),
+        "y".repeat(100),
+        "same".to_owned(),
+        "same".to_owned(),
+    ];
+    for dialect in DIALECTS {
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 20).await;
+        std::fs::write(hub.acr("demo").join("workspace/a.txt"), "hello\n").unwrap();
+        hub.letter("demo", "read it five times").await;
+        let read = (
+            "read_file".to_owned(),
+            r#"{"path": "workspace/a.txt"}"#.to_owned(),
+        );
+        let server = ChatServer::start(vec![
+            Turn {
+                text: String::new(),
+                calls: vec![read; hostile.len()],
+            },
+            Turn::text("done"),
+        ])
+        .await;
+        server.tool_ids(hostile.to_vec());
+        let log = run_idle(&hub, &wire_config(dialect, &server.base_url)).await;
+        let journaled: Vec<String> = log
+            .iter()
+            .find_map(|r| match &r.body {
+                RecordBody::AssistantReply { tool_uses, .. } if !tool_uses.is_empty() => {
+                    Some(tool_uses.iter().map(|u| u.id.to_string()).collect())
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{dialect}: the reply was not journaled: {log:?}"));
+        assert_eq!(journaled.len(), hostile.len(), "{dialect}");
+        assert_eq!(journaled[3], "same", "{dialect}: a good id is kept");
+        for (given, id) in hostile
+            .iter()
+            .zip(&journaled)
+            .filter(|(_, id)| *id != "same")
+        {
+            assert_ne!(given, id, "{dialect}");
+            assert!(
+                id.len() <= 40
+                    && id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                "{dialect}: {id:?}"
+            );
+        }
+        let results = tool_results(&log);
+        assert_eq!(results.len(), hostile.len(), "{dialect}: {results:?}");
+        assert!(
+            results
+                .iter()
+                .all(|(out, err)| !err && out.contains("hello")),
+            "{dialect}: every use ran: {results:?}"
+        );
+        let received = server.received();
+        assert_eq!(
+            received.len(),
+            2,
+            "{dialect}: one call for the reply, one after"
+        );
+        let (uses, paired) = paired_ids(&received[1]);
+        assert_eq!(
+            uses, journaled,
+            "{dialect}: the uses carry the replaced ids"
+        );
+        assert_eq!(
+            paired, journaled,
+            "{dialect}: each result pairs with its use"
+        );
+        assert_eq!(assistant_texts(&log).last().unwrap(), "done", "{dialect}");
+    }
+}

@@ -50,6 +50,8 @@ struct Script {
     /// A body longer than this is refused as over the context window (HTTP 400, in the
     /// dialect's words), as a real provider does.
     window: Mutex<Option<usize>>,
+    /// The ids the next tool calls get, in order (then fresh ones).
+    ids: Mutex<VecDeque<String>>,
 }
 
 /// The server.
@@ -86,6 +88,11 @@ impl ChatServer {
     /// Refuses every request body longer than `bytes` as over the context window.
     pub fn refuse_over(&self, bytes: usize) {
         *self.script.window.lock().unwrap() = Some(bytes);
+    }
+
+    /// Gives the next tool calls these ids, in order, as a hostile provider would.
+    pub fn tool_ids(&self, ids: Vec<String>) {
+        *self.script.ids.lock().unwrap() = ids.into();
     }
 
     /// Every request body, byte for byte as sent, in order.
@@ -174,7 +181,7 @@ async fn openai(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     )];
     for (i, (name, args)) in turn.calls.iter().enumerate() {
         out.push(chunk(
-            json!({"tool_calls": [{"index": i, "id": format!("tc{}", uuidish()), "type": "function",
+            json!({"tool_calls": [{"index": i, "id": tool_id(&script, "tc"), "type": "function",
                    "function": {"name": name, "arguments": args}}]}),
             Value::Null,
         ));
@@ -226,7 +233,7 @@ async fn anthropic(State(script): State<Arc<Script>>, body: Bytes) -> Response {
         out.push(event(
             "content_block_start",
             json!({"type": "content_block_start",
-            "index": i + 1, "content_block": {"type": "tool_use", "id": format!("tu{}", uuidish()),
+            "index": i + 1, "content_block": {"type": "tool_use", "id": tool_id(&script, "tu"),
             "name": name, "input": {}}}),
         ));
         out.push(event(
@@ -251,6 +258,13 @@ async fn anthropic(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     ));
     out.push(event("message_stop", json!({"type": "message_stop"})));
     sse(out)
+}
+
+/// The id of the next tool call: the next one given to [`ChatServer::tool_ids`], else a fresh
+/// one with `prefix`.
+fn tool_id(script: &Script, prefix: &str) -> String {
+    let given = script.ids.lock().unwrap().pop_front();
+    given.unwrap_or_else(|| format!("{prefix}{}", uuidish()))
 }
 
 /// A process-wide counter, so every tool call id the server hands out is fresh.

@@ -80,6 +80,43 @@ record_id!(
     ToolUseId,
     "tool use id"
 );
+/// The most bytes of a tool use id that every provider takes back in the next request (OpenAI
+/// refuses a `tool_calls[].id` longer than 40).
+pub const MAX_WIRE_ID_LEN: usize = 40;
+
+impl ToolUseId {
+    /// Whether every provider takes this id back as it is: 1 to [`MAX_WIRE_ID_LEN`] ASCII
+    /// letters, digits, `_` or `-` (Anthropic's pattern for `tool_use.id`, OpenAI's length).
+    /// The journal gives a use whose id is not a fresh one ([`ToolUseId::at`]).
+    pub fn is_wire_safe(&self) -> bool {
+        self.0.len() <= MAX_WIRE_ID_LEN
+            && (self.0.chars()).all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    }
+
+    /// The id the harness gives the tool use at `position` of `call`'s reply when the
+    /// provider's own is unusable, hostile or already used: `<call>-u<position>` (the call id's
+    /// wire-safe characters, at most 24 of them), or `<call>-u<position>-<n>` for the `n`-th
+    /// try. Wire-safe, and unique in a Log as call ids are.
+    pub fn at(call: &CallId, position: usize, n: u32) -> ToolUseId {
+        let call: String = (call.as_str().chars())
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .take(24)
+            .collect();
+        let call = if call.is_empty() { "l3m".into() } else { call };
+        match n {
+            0 => ToolUseId(format!("{call}-u{position}")),
+            n => ToolUseId(format!("{call}-u{position}-{n}")),
+        }
+    }
+
+    /// The id a provider's decoder gives a tool use whose own id cannot be one (empty, over
+    /// [`MAX_ID_LEN`], holding whitespace or a control character), instead of failing the
+    /// whole reply: never wire-safe, so the journal gives the use a fresh one.
+    pub fn unusable() -> ToolUseId {
+        ToolUseId("l3m:unusable-id".into())
+    }
+}
+
 record_id!(
     /// Names one event (a letter, a vigil firing, ...), so its hook decision can point at it.
     EventId,

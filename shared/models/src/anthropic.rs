@@ -492,7 +492,8 @@ impl StreamDecoder for Decoder {
                     } else {
                         crate::parse_tool_input(&json)
                     };
-                    let id = ToolUseId::new(id).map_err(|e| bad(format!("tool_use id: {e}")))?;
+                    // An id that cannot be one does not fail the reply: the journal gives the use a fresh id.
+                    let id = ToolUseId::new(id).unwrap_or_else(|_| ToolUseId::unusable());
                     tool_uses.push(ToolUse { id, name, input });
                 }
                 Block::Skipped => {}

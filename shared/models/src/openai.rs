@@ -415,7 +415,8 @@ impl StreamDecoder for Decoder {
                 .id
                 .unwrap_or_else(|| format!("{}-{index}", self.call));
             let input = crate::parse_tool_input(&pending.arguments);
-            let id = ToolUseId::new(id).map_err(|e| bad(format!("tool call id: {e}")))?;
+            // An id that cannot be one does not fail the reply: the journal gives the use a fresh id.
+            let id = ToolUseId::new(id).unwrap_or_else(|_| ToolUseId::unusable());
             tool_uses.push(ToolUse {
                 id,
                 name: pending.name,

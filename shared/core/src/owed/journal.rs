@@ -205,41 +205,37 @@ pub enum Signal {
     },
 }
 
-/// `uses` with every id already in `seen` (or earlier in `uses`) replaced by a fresh one made
-/// from `call` (`<call>-r<n>`, unique since call ids are), and the replaced ids: the fresh id
-/// and the one the model gave.
-fn freshen(
-    seen: &HashSet<ToolUseId>,
-    call: &CallId,
-    uses: Vec<ToolUse>,
-) -> (Vec<ToolUse>, Vec<(ToolUseId, ToolUseId)>) {
+/// `uses` with every id a provider could not take back, or that is not fresh, replaced by the
+/// harness's own ([`ToolUseId::at`], from `call` and the use's position): an id that is not
+/// wire-safe ([`ToolUseId::is_wire_safe`]: hostile, oversized, with odd characters, or
+/// [`ToolUseId::unusable`]), or one already in `seen` or earlier in `uses`. Providers make the
+/// ids, not the model, so the use keeps its call and runs; only its id changes, in the reply as
+/// journaled, so its result pairs with it in every later request.
+fn freshen(seen: &HashSet<ToolUseId>, call: &CallId, uses: Vec<ToolUse>) -> Vec<ToolUse> {
     let mut taken: HashSet<ToolUseId> = HashSet::new();
-    let mut refused = Vec::new();
-    let mut n = 0u32;
-    let uses = uses
-        .into_iter()
-        .map(|mut u| {
-            if seen.contains(&u.id) || taken.contains(&u.id) {
-                let fresh = loop {
-                    n += 1;
-                    // A call id near the length limit leaves no room: `l3m-r<n>` always fits.
-                    let candidate = ToolUseId::new(format!("{call}-r{n}"))
-                        .or_else(|_| ToolUseId::new(format!("l3m-r{n}")));
-                    if let Ok(id) = candidate
-                        && !seen.contains(&id)
-                        && !taken.contains(&id)
-                    {
+    // The ids kept as the provider gave them are taken first, so a fresh id never meets one.
+    let kept: HashSet<ToolUseId> = uses
+        .iter()
+        .filter(|u| u.id.is_wire_safe() && !seen.contains(&u.id))
+        .map(|u| u.id.clone())
+        .collect();
+    uses.into_iter()
+        .enumerate()
+        .map(|(position, mut u)| {
+            if !u.id.is_wire_safe() || seen.contains(&u.id) || taken.contains(&u.id) {
+                let mut n = 0;
+                u.id = loop {
+                    let id = ToolUseId::at(call, position, n);
+                    if !seen.contains(&id) && !taken.contains(&id) && !kept.contains(&id) {
                         break id;
                     }
+                    n += 1;
                 };
-                let reused = std::mem::replace(&mut u.id, fresh.clone());
-                refused.push((fresh, reused));
             }
             taken.insert(u.id.clone());
             u
         })
-        .collect();
-    (uses, refused)
+        .collect()
 }
 
 /// The reason [`journal`] gives when a new epoch closes what the old one left open.
@@ -247,11 +243,11 @@ pub const NEW_EPOCH: &str = "a new conversation began";
 
 /// Turns a signal into the records that journal it, or refuses it.
 ///
-/// A tool use whose id the reply reuses (within itself or from earlier in the Log) is journaled
-/// under a fresh id the harness gives it, with an error result right after the reply saying
-/// so: every tool use id in a Log is fresh, providers never see an id twice, and
-/// the model learns of its mistake and can correct it. A rewind and a new epoch first close
-/// what is open, as an interrupt would.
+/// A tool use whose id no provider would take back, or that the reply reuses (within itself or
+/// from earlier in the Log), is journaled under a fresh, wire-safe id the harness gives it
+/// (`freshen`) and runs as any other: every tool use id in a Log is fresh and wire-safe, so
+/// providers never see an id twice and results always pair with their uses. A rewind and a new
+/// epoch first close what is open, as an interrupt would.
 pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
     let now = &state.now;
     let next_seq = state.next_seq;
@@ -275,25 +271,14 @@ pub fn journal(state: &Owed, signal: Signal) -> Result<Vec<RecordBody>, Stale> {
             stop_reason,
         } => {
             check_open(now, &call)?;
-            let (tool_uses, refused) = freshen(&state.seen.tool_uses, &call, tool_uses);
-            let mut out = vec![RecordBody::AssistantReply {
+            let tool_uses = freshen(&state.seen.tool_uses, &call, tool_uses);
+            one(RecordBody::AssistantReply {
                 call,
                 text,
                 tool_uses,
                 usage,
                 stop_reason,
-            }];
-            out.extend(refused.into_iter().map(|(id, reused)| RecordBody::ToolResult {
-                id,
-                output: format!(
-                    "(l3m) you gave this tool use the id {reused}, which was already used; it \
-                     was not run. Call the tool again with a fresh id"
-                ),
-                is_error: true,
-                effects: vec![],
-                refusal: Some(Refusal::new("tool-use-id", None)),
-            }));
-            Ok(out)
+            })
         }
         Signal::ModelFailed {
             call,

@@ -230,40 +230,43 @@ fn stale_replies_reused_ids_retries_and_fallbacks() {
     s.signal(finished("t1")).unwrap();
     s.pass();
     let third = s.open();
-    // A reused id is renamed fresh and answered with an error the model sees; the call is not
-    // failed.
+    // A reused id, and one no provider takes back, are renamed fresh from the call and the
+    // position; the uses run as any other, and the call is not failed.
+    let odd = "x".repeat(41);
     let journaled = s
         .signal(reply(
             third.clone(),
-            &[("t1", "read"), ("t2", "read"), ("t2", "read")],
+            &[
+                ("t1", "read"),
+                ("t2", "read"),
+                ("t2", "read"),
+                (odd.as_str(), "read"),
+            ],
         ))
         .unwrap();
-    let [
-        RecordBody::AssistantReply { tool_uses, .. },
-        RecordBody::ToolResult {
-            id: r1,
-            output,
-            refusal: Some(refusal),
-            ..
-        },
-        RecordBody::ToolResult { id: r2, .. },
-    ] = &journaled[..]
-    else {
+    let [RecordBody::AssistantReply { tool_uses, .. }] = &journaled[..] else {
         panic!("{journaled:?}");
     };
     let ids: Vec<&str> = tool_uses.iter().map(|u| u.id.as_str()).collect();
-    let fresh = [format!("{third}-r1"), format!("{third}-r2")];
-    assert_eq!(ids, [fresh[0].as_str(), "t2", fresh[1].as_str()]);
-    assert_eq!(
-        (r1.as_str(), r2.as_str()),
-        (fresh[0].as_str(), fresh[1].as_str())
-    );
-    assert!(output.contains("id t1, which was already used"));
-    assert_eq!(refusal.boundary, "tool-use-id");
-    // t2 runs; then a retryable failure, and the limit is two attempts.
-    let kinds: Vec<_> = s.pass().iter().map(RecordBody::kind).collect();
-    assert_eq!(kinds, ["tool-call", "tool-started"]);
-    s.signal(finished("t2")).unwrap();
+    let fresh = [
+        format!("{third}-u0"),
+        format!("{third}-u2"),
+        format!("{third}-u3"),
+    ];
+    assert_eq!(ids, [fresh[0].as_str(), "t2", &fresh[1], &fresh[2]]);
+    assert!(tool_uses.iter().all(|u| u.id.is_wire_safe()));
+    // All four run, in the reply's order; then a retryable failure, and the limit is two
+    // attempts.
+    let mut started = Vec::new();
+    for id in [fresh[0].as_str(), "t2", &fresh[1], &fresh[2]] {
+        started.extend(s.pass().into_iter().filter_map(|b| match b {
+            RecordBody::ToolStarted { id } => Some(id),
+            _ => None,
+        }));
+        s.signal(finished(id)).unwrap();
+    }
+    let ran: Vec<&str> = started.iter().map(ToolUseId::as_str).collect();
+    assert_eq!(ran, ids);
     s.pass();
     let failing = s.open();
     s.signal(Signal::ModelFailed {
