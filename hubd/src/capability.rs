@@ -26,6 +26,7 @@ use l3m_core::credential::CredentialId;
 use l3m_core::duty::Duty;
 use l3m_core::names::{AgentName, Entity};
 use l3m_wire::credential::{Seal, SessionKey, random_hex};
+use l3m_wire::sealed_reply::ReplyKey;
 use l3m_wire::typed::Sealed;
 
 /// How many request numbers behind the highest seen are still accepted (once each).
@@ -172,6 +173,26 @@ pub enum Closed {
     OtherInbox,
 }
 
+/// What [`Sessions::check_parts`] found: whether the request goes on, and the key its answer
+/// is sealed with (`None` until the request proved it comes from the session's holder).
+#[derive(Debug)]
+pub struct Checked {
+    /// The session's reply key, once the request's seal verified.
+    pub reply_key: Option<ReplyKey>,
+    /// Whether the request goes on.
+    pub verdict: Result<(), Closed>,
+}
+
+impl Checked {
+    /// A refusal answered in clear: no session, or a seal that did not verify.
+    fn plain(closed: Closed) -> Checked {
+        Checked {
+            reply_key: None,
+            verdict: Err(closed),
+        }
+    }
+}
+
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions").finish_non_exhaustive()
@@ -238,10 +259,12 @@ impl Sessions {
     ) -> Result<(), Closed> {
         let (seal, body) = sealed.map_or((None, &[][..]), |s| (Some(&s.seal), &s.body[..]));
         self.check_parts(capability, kind, seal, body, reply, now_ms)
+            .verdict
     }
 
     /// [`Sessions::check`] on an envelope's parts, before its body is decoded: the seal, the
-    /// body bytes it covers.
+    /// body bytes it covers. Names the session's reply key once the seal verified, so the
+    /// answer (a later refusal included) is sealed to the one who asked.
     pub fn check_parts(
         &self,
         capability: &str,
@@ -250,29 +273,34 @@ impl Sessions {
         body: &[u8],
         reply: Option<&str>,
         now_ms: u64,
-    ) -> Result<(), Closed> {
+    ) -> Checked {
         let mut table = self.table();
         let Some(session) = table.live.get_mut(capability) else {
-            return Err(if table.revoked.contains(capability) {
+            return Checked::plain(if table.revoked.contains(capability) {
                 Closed::Revoked
             } else {
                 Closed::Unknown
             });
         };
-        let seal = seal.ok_or(Closed::Unsealed)?;
+        let Some(seal) = seal else {
+            return Checked::plain(Closed::Unsealed);
+        };
         if !session.opening.key.verifies(seal, kind, body) {
-            return Err(Closed::BadSeal);
+            return Checked::plain(Closed::BadSeal);
         }
-        if session.opening.inbox.as_deref() != inbox_of(reply) {
-            return Err(Closed::OtherInbox);
+        let verdict = if session.opening.inbox.as_deref() != inbox_of(reply) {
+            Err(Closed::OtherInbox)
+        } else if now_ms >= session.opening.expires_ms {
+            Err(Closed::Expired)
+        } else if !session.window.take(seal.n) {
+            Err(Closed::Replayed)
+        } else {
+            Ok(())
+        };
+        Checked {
+            reply_key: Some(session.opening.key.reply().clone()),
+            verdict,
         }
-        if now_ms >= session.opening.expires_ms {
-            return Err(Closed::Expired);
-        }
-        if !session.window.take(seal.n) {
-            return Err(Closed::Replayed);
-        }
-        Ok(())
     }
 
     /// The duty a capability is bound to, or why it has none.

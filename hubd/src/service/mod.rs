@@ -8,7 +8,10 @@
 //! [`crate::capability`]), then the body, which must name the same session, then the duty
 //! table ([`l3m_core::duty::may_write`]) for
 //! every ref it would write, the fine gates (the ledger's fold, a grant's mail axis), and only
-//! then the store. A refusal anywhere writes nothing. After a ref moves, a
+//! then the store. A refusal anywhere writes nothing. Once the request's seal verified, its
+//! answer, a refusal included, is sealed to the session for that request
+//! ([`l3m_wire::sealed_reply`]); only a refusal of a request that proved no session goes in
+//! clear. After a ref moves, a
 //! [`RefMoved`](l3m_wire::hubd::notify::RefMoved) is published: Git first, then the reply, then
 //! the announcement.
 //!
@@ -261,9 +264,7 @@ impl Binder {
         let handler = Arc::new(handler);
         let checking = Arc::clone(&self.state);
         let precheck = Precheck(Arc::new(move |envelope, reply| {
-            checking
-                .check_envelope(Req::KIND, envelope, reply)
-                .map_err(|e| e.to_remote())
+            checking.check_envelope(Req::KIND, envelope, reply)
         }));
         let options = ServeOptions {
             precheck: Some(precheck),

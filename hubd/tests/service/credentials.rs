@@ -9,8 +9,8 @@ use l3m_core::credential::Scope;
 use l3m_core::duty::Duty;
 use l3m_core::mail::Address;
 use l3m_core::names::HumanName;
-use l3m_wire::credential::{Ephemeral, KeyFile};
-use l3m_wire::envelope::{Limits, encode, encode_sealed};
+use l3m_wire::credential::{Ephemeral, KeyFile, SessionKey};
+use l3m_wire::envelope::{Limits, Message, encode, encode_sealed};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::authority::{Regrant, Regranted};
 use l3m_wire::hubd::credential::{
@@ -44,15 +44,31 @@ async fn setup() -> (Fixture, Capability) {
     (f, human)
 }
 
-/// Sends raw bytes as an `append-log` and opens the reply.
-async fn send_raw(f: &Fixture, bytes: bytes::Bytes) -> Reply<LogAppended> {
+/// Sends raw bytes as an `append-log` and returns hubd's answer as it came.
+async fn request_raw(f: &Fixture, bytes: bytes::Bytes) -> bytes::Bytes {
     let subject = Op::AppendLog.subject(&f.subjects);
-    let answer = f
-        .bus
+    f.bus
         .request(&subject, bytes, Duration::from_secs(10))
         .await
-        .unwrap();
-    decode_reply(&answer, &Limits::default()).unwrap()
+        .unwrap()
+}
+
+/// Sends raw bytes as an `append-log` and opens the reply, which comes in clear.
+async fn send_raw(f: &Fixture, bytes: bytes::Bytes) -> Reply<LogAppended> {
+    decode_reply(&request_raw(f, bytes).await, &Limits::default()).unwrap()
+}
+
+/// Sends raw bytes sealed as request `n` of `key`'s session and opens the reply sealed to it.
+async fn send_sealed_raw(
+    f: &Fixture,
+    bytes: bytes::Bytes,
+    key: &SessionKey,
+    n: u64,
+) -> Reply<LogAppended> {
+    let answer = request_raw(f, bytes).await;
+    key.reply()
+        .open(n, AppendLog::KIND, &answer, &Limits::default())
+        .unwrap()
 }
 
 fn refused(reply: Reply<impl std::fmt::Debug>, code: ErrorCode, says: &str) -> RemoteError {
@@ -99,9 +115,13 @@ async fn a_captured_request_cannot_be_replayed() {
         &opened.capability.0,
     )
     .unwrap();
-    send_raw(&f, bytes.clone()).await.unwrap();
+    send_sealed_raw(&f, bytes.clone(), &key, 7).await.unwrap();
     let after_first = f.refs();
-    refused(send_raw(&f, bytes).await, ErrorCode::Refused, "used before");
+    refused(
+        send_sealed_raw(&f, bytes, &key, 7).await,
+        ErrorCode::Refused,
+        "used before",
+    );
     assert_eq!(f.refs(), after_first);
     // Replaying the open request opens a session whose key only the first opener can derive.
     let replayed = f.open(&open).await.unwrap();

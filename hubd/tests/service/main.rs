@@ -18,6 +18,7 @@ mod nats_conf;
 mod outsider;
 mod pack;
 mod persona;
+mod sealed_replies;
 mod settings;
 mod undo;
 mod vigils;

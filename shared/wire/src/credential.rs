@@ -11,7 +11,8 @@
 //! Every later request is sealed: a keyed BLAKE3 MAC over a per-session counter, the message
 //! kind and its body ([`SessionKey::seal`]). A capability seen on the bus is therefore useless
 //! without the key, a sealed request cannot be altered, and hubd refuses a counter it has seen
-//! (see hubd's session table), so a captured request cannot be replayed either.
+//! (see hubd's session table), so a captured request cannot be replayed either. hubd's answer
+//! to a sealed request is sealed in turn, encrypted to the session ([`crate::sealed_reply`]).
 
 use std::fmt;
 use std::io::Write;
@@ -22,6 +23,8 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use l3m_core::credential::{CredentialId, PublicKey, Scope};
 use l3m_core::duty::Duty;
 use serde::{Deserialize, Serialize};
+
+use crate::sealed_reply::ReplyKey;
 
 /// Why a credential file could not be read or written, or a key was not usable.
 #[derive(Debug, thiserror::Error)]
@@ -371,9 +374,13 @@ impl Ephemeral {
     }
 }
 
-/// The key both ends of one session share; never sent anywhere.
+/// The key both ends of one session share; never sent anywhere. Requests are sealed with it
+/// (a MAC), replies with the distinct key derived from it ([`SessionKey::reply`]).
 #[derive(Clone)]
-pub struct SessionKey([u8; 32]);
+pub struct SessionKey {
+    mac: [u8; 32],
+    reply: ReplyKey,
+}
 
 impl fmt::Debug for SessionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -396,7 +403,17 @@ impl SessionKey {
     fn derive(shared: &[u8; 32], client: &[u8; 32], hub: &[u8; 32]) -> SessionKey {
         let mut hasher = blake3::Hasher::new_derive_key("l3m session key v1");
         hasher.update(shared).update(client).update(hub);
-        SessionKey(*hasher.finalize().as_bytes())
+        let mac = *hasher.finalize().as_bytes();
+        SessionKey {
+            reply: ReplyKey::derive(&mac),
+            mac,
+        }
+    }
+
+    /// The key this session's replies are sealed with: only the two ends of the session make
+    /// or open them.
+    pub fn reply(&self) -> &ReplyKey {
+        &self.reply
     }
 
     /// The seal of request number `n` of kind `kind` with body `body`.
@@ -425,7 +442,7 @@ impl SessionKey {
     }
 
     fn mac(&self, n: u64, kind: &str, body: &[u8]) -> blake3::Hash {
-        let mut hasher = blake3::Hasher::new_keyed(&self.0);
+        let mut hasher = blake3::Hasher::new_keyed(&self.mac);
         hasher
             .update(&n.to_le_bytes())
             .update(&(kind.len() as u64).to_le_bytes())

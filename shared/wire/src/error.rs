@@ -78,6 +78,24 @@ pub enum WireError {
         /// The subject the message arrived on.
         subject: String,
     },
+    /// The answer to a sealed request came in clear, and is not a refusal the server could
+    /// not have sealed: whoever answered does not hold the session's key
+    /// ([`crate::sealed_reply`]).
+    #[error(
+        "the answer (kind `{kind}`) is not sealed to the session; whoever answered does not \
+         hold its key, and it was not read"
+    )]
+    UnsealedReply {
+        /// The kind it came under.
+        kind: String,
+    },
+    /// A sealed answer does not open with the session's reply key for the request asked: it
+    /// was sealed for another request or another session, altered, or forged.
+    #[error(
+        "the sealed answer does not open as the answer to this request of this session \
+         (another request's, another session's, altered or forged); it was not read"
+    )]
+    BadReplySeal,
     /// The transport (the NATS connection) failed; `source` is the client library's own error.
     #[error("NATS transport failed to {op}: {source}")]
     Transport {

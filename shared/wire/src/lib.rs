@@ -33,6 +33,8 @@
 //! - [`error`]: [`WireError`], what went wrong between two processes.
 //! - [`credential`]: a process's credential file, the proof that opens a session, the session
 //!   key and the seal on every request.
+//! - [`sealed_reply`]: [`sealed_reply::ReplyKey`], the answers to a session's requests,
+//!   encrypted to the session and bound to the request they answer.
 //! - `test_support` (feature `test-support`): a real nats-server for tests.
 //!
 //! # Example
@@ -68,6 +70,7 @@ pub mod hubd;
 pub mod postman;
 pub mod reply;
 pub mod reviewer;
+pub mod sealed_reply;
 pub mod subjects;
 #[cfg(feature = "test-support")]
 pub mod test_support;

@@ -175,7 +175,11 @@ pub fn encode_reply<T: Message>(
 /// Opens a reply: a `T` if the kind is `T::KIND`, a [`RemoteError`] if it is `l3m.error`, and
 /// [`WireError::UnknownKind`] for anything else.
 pub fn decode_reply<T: Message>(bytes: &[u8], limits: &Limits) -> Result<Reply<T>, WireError> {
-    let envelope = Envelope::from_bytes(bytes, limits)?;
+    reply_of(Envelope::from_bytes(bytes, limits)?)
+}
+
+/// [`decode_reply`] on an opened envelope (a sealed reply's inner one, say).
+pub(crate) fn reply_of<T: Message>(envelope: Envelope) -> Result<Reply<T>, WireError> {
     if envelope.kind == T::KIND {
         Ok(Ok(envelope.open_unchecked()?))
     } else if envelope.kind == RemoteError::KIND {

@@ -11,7 +11,9 @@
 //! A server may also refuse what it must not answer before anything is decoded
 //! ([`ServeOptions::inbox_only`]: a reply subject that is not an inbox gets no answer at all, so
 //! the server cannot be made to publish on another party's subjects), and check the envelope
-//! (its kind, seal and capability) before the body is decoded ([`ServeOptions::precheck`]).
+//! (its kind, seal and capability) before the body is decoded ([`ServeOptions::precheck`]);
+//! the precheck names the session key the answer is then sealed with
+//! ([`crate::sealed_reply`]), and [`call_sealed`] opens it.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -56,6 +58,7 @@ use crate::credential::{Seal, SessionKey};
 use crate::envelope::{Envelope, Limits, Message, encode, encode_sealed};
 use crate::error::WireError;
 use crate::reply::{ErrorCode, RemoteError, Reply, decode_reply, encode_reply};
+use crate::sealed_reply::ReplyKey;
 
 /// The default bound on handlers running at once in one server.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
@@ -75,7 +78,9 @@ pub async fn call<Req: Message, Resp: Message>(
 }
 
 /// [`call`] for a request of an open session: sealed with `key` as request number `n` of the
-/// session named by capability `cap`.
+/// session named by capability `cap`. The answer must be sealed to the session for this request
+/// ([`ReplyKey::open`](crate::sealed_reply::ReplyKey::open)); one that is not is a
+/// [`WireError::UnsealedReply`] or [`WireError::BadReplySeal`], never read.
 pub async fn call_sealed<Req: Message, Resp: Message>(
     bus: &dyn Bus,
     subject: &str,
@@ -85,7 +90,8 @@ pub async fn call_sealed<Req: Message, Resp: Message>(
     (key, n, cap): (&SessionKey, u64, &str),
 ) -> Result<Reply<Resp>, WireError> {
     let payload = encode_sealed(request, limits, key, n, cap)?;
-    exchange(bus, subject, payload, timeout, limits).await
+    let bytes = bus.request(subject, payload, timeout).await?;
+    key.reply().open(n, Req::KIND, &bytes, limits)
 }
 
 async fn exchange<Resp: Message>(
@@ -135,10 +141,23 @@ pub fn is_inbox(reply: &str) -> bool {
 
 /// The function a [`Precheck`] runs: the envelope and the reply subject, before the body is
 /// decoded.
-pub type PrecheckFn = dyn Fn(&Envelope, Option<&str>) -> Result<(), RemoteError> + Send + Sync;
+pub type PrecheckFn = dyn Fn(&Envelope, Option<&str>) -> Prechecked + Send + Sync;
+
+/// What a [`Precheck`] decided about one request.
+#[derive(Debug)]
+pub struct Prechecked {
+    /// The reply key of the session the request proved it comes from (its seal verified):
+    /// the answer, a refusal included, is sealed with it as the answer to that request. `None`
+    /// answers in clear (the session is unknown, or the seal did not verify).
+    pub reply_key: Option<ReplyKey>,
+    /// `Err` refuses the request, answered with this error, before its body is decoded.
+    pub verdict: Result<(), RemoteError>,
+}
 
 /// A check on a request's envelope (kind already matched; its seal and capability) and reply
 /// subject that runs before the body is decoded, so a request that fails it costs no decoding.
+/// It also names the key the answer is sealed with ([`Prechecked::reply_key`]): the one place a
+/// server seals replies.
 #[derive(Clone)]
 pub struct Precheck(pub Arc<PrecheckFn>);
 
@@ -304,12 +323,16 @@ where
 {
     let limits = &options.limits;
     let wire = |e: WireError| RemoteError::from_wire(&e);
+    // The key and request number the answer is sealed for, once the precheck found them.
+    let mut sealing: Option<(ReplyKey, u64)> = None;
     let opened = Envelope::from_bytes(&request.payload, limits)
         .map_err(wire)
         .and_then(|envelope| {
             envelope.expect_kind(Req::KIND).map_err(wire)?;
             if let Some(precheck) = &options.precheck {
-                (precheck.0)(&envelope, request.reply())?;
+                let checked = (precheck.0)(&envelope, request.reply());
+                sealing = checked.reply_key.zip(envelope.seal.map(|seal| seal.n));
+                checked.verdict?;
             }
             Ok((envelope.open::<Req>().map_err(wire)?, envelope))
         });
@@ -352,10 +375,14 @@ where
             }
         }
     };
-    let bytes = encode_reply(&reply, limits).or_else(|e| {
+    let encode = |reply: &Reply<Resp>| match &sealing {
+        Some((key, n)) => key.seal(*n, Req::KIND, reply, limits),
+        None => encode_reply(reply, limits),
+    };
+    let bytes = encode(&reply).or_else(|e| {
         let code = RemoteError::from_wire(&e).code;
         let error = RemoteError::new(code, format!("the response could not be sent: {e}"));
-        encode_reply::<Resp>(&Err(error), limits)
+        encode(&Err(error))
     });
     let subject = request.subject.clone();
     let sent = match bytes {

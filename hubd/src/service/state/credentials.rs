@@ -13,6 +13,7 @@ use l3m_wire::hubd::credential::{
 use l3m_wire::hubd::session::{
     Capability, OpenSession, SessionOpened, SpendVoucher, Vouch, Vouched, Voucher, VoucherSpent,
 };
+use l3m_wire::typed::Prechecked;
 
 use super::State;
 use crate::capability::{Closed, Opening, inbox_of};
@@ -97,26 +98,38 @@ impl State {
 
     /// Checks, before its body is decoded, that a request of `kind` comes from the holder of the
     /// session its envelope names: sealed with its key over the body's bytes, a fresh number,
-    /// answered to its inbox.
+    /// answered to its inbox. Once the seal verified, the session's reply key seals the answer.
     pub(in crate::service) fn check_envelope(
         &self,
         kind: &str,
         envelope: &Envelope,
         reply: Option<&str>,
-    ) -> Result<(), ServiceError> {
-        let capability = envelope.cap.as_deref().ok_or(if envelope.seal.is_none() {
-            Closed::Unsealed
-        } else {
-            Closed::Unknown
-        })?;
-        Ok(self.sessions.check_parts(
+    ) -> Prechecked {
+        let Some(capability) = envelope.cap.as_deref() else {
+            let closed = if envelope.seal.is_none() {
+                Closed::Unsealed
+            } else {
+                Closed::Unknown
+            };
+            return Prechecked {
+                reply_key: None,
+                verdict: Err(ServiceError::from(closed).to_remote()),
+            };
+        };
+        let checked = self.sessions.check_parts(
             capability,
             kind,
             envelope.seal.as_ref(),
             &envelope.body,
             reply,
             self.now_ms(),
-        )?)
+        );
+        Prechecked {
+            reply_key: checked.reply_key,
+            verdict: checked
+                .verdict
+                .map_err(|closed| ServiceError::from(closed).to_remote()),
+        }
     }
 
     /// `hubd.vouch`: a human, or the sequencer of a strict ancestor, may control a live agent.
