@@ -24,7 +24,9 @@ use l3m_core::log::{
 use l3m_core::names::Entity;
 use l3m_core::owed::{Owed, PlanInput, Signal, close_at_boot, journal, plan};
 use l3m_core::review::ReviewSpent;
+use l3m_core::review::card::CardLine;
 use l3m_core::view::{Message, Part, View, ViewFold, view, view_bytes};
+use l3m_core::wake;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -938,6 +940,40 @@ proptest! {
         }
     }
 
+    /// A reply's tool uses run one at a time, in its order: no use starts while another runs,
+    /// nor before every earlier use of its reply has its result (a model that writes
+    /// `make_dir a` then `write_file a/b` in one reply means them in that order).
+    #[test]
+    fn a_replys_uses_run_one_at_a_time_in_its_order(acts in driven_acts()) {
+        let d = driven(&acts);
+        let (mut order, mut running, mut done): (Vec<ToolUseId>, Vec<ToolUseId>, HashSet<ToolUseId>) =
+            Default::default();
+        for r in d.log.records() {
+            match &r.body {
+                RecordBody::AssistantReply { tool_uses, .. } => {
+                    order = tool_uses.iter().map(|u| u.id.clone()).collect();
+                }
+                RecordBody::ToolStarted { id } => {
+                    prop_assert!(running.is_empty(), "seq {}: {} starts while {:?} run", r.seq, id, running);
+                    let earlier = order.iter().take_while(|u| *u != id);
+                    for u in earlier {
+                        prop_assert!(done.contains(u), "seq {}: {} starts before {} has its result", r.seq, id, u);
+                    }
+                    running.push(id.clone());
+                }
+                RecordBody::ToolResult { id, .. } => {
+                    running.retain(|u| u != id);
+                    done.insert(id.clone());
+                }
+                RecordBody::Interrupted { closed_tools, .. } => {
+                    running.retain(|u| !closed_tools.contains(u));
+                    done.extend(closed_tools.iter().cloned());
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Booting closes what a dead process left open exactly as an interrupt would: the state a
     /// fresh process folds from the stored Log equals the live one, closing it gives the same
     /// records, and afterwards the view and what is owed are the same, with nothing open or owed.
@@ -1246,6 +1282,60 @@ proptest! {
                 longer.push(Record { seq: records.len() as u64, at_ms: 0, body: RecordBody::UserLine { from: alice(), text: "more".into() } });
                 prop_assert!(serde_json::to_string(&view(&longer)).unwrap().contains(&shown));
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waking an asleep agent
+
+/// A cards chain's answers, about the tool uses the arbitrary Logs use.
+fn answers() -> impl Strategy<Value = Vec<CardLine>> {
+    vec((0u8..6, any::<bool>()), 0..3).prop_map(|answers| {
+        answers
+            .into_iter()
+            .map(|(t, approve)| CardLine::Answered {
+                id: tool_id(t),
+                by: alice(),
+                approve,
+                reason: String::new(),
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    /// The supervisor reads a whole Log only when its last record and the two chains say it may
+    /// owe a wake: skipping the read never misses one.
+    #[test]
+    fn a_log_not_read_owes_no_wake(
+        records in arbitrary_log(),
+        cards in answers(),
+        fired in vec((0u8..4).prop_map(event_id), 0..3),
+    ) {
+        let last = records.last().map(|r| &r.body);
+        if !wake::log_may_owe(last, &cards, &fired) {
+            prop_assert_eq!(wake::owed_wake(&records, &cards, &fired), None);
+        }
+    }
+
+    /// A vigil whose event the Log journaled wakes no one, and a fired one it did not journal
+    /// wakes the agent unless something before it in the order already does.
+    #[test]
+    fn only_an_unjournaled_vigil_wakes(
+        records in arbitrary_log(),
+        cards in answers(),
+        fired in vec((0u8..4).prop_map(event_id), 0..3),
+    ) {
+        let owed = Owed::from_records(&records);
+        let journaled: Vec<EventId> = fired.iter().filter(|id| owed.has_event(id)).cloned().collect();
+        let without = wake::owed_wake(&records, &cards, &[]);
+        prop_assert_eq!(wake::owed_wake(&records, &cards, &journaled), without);
+        let woken = wake::owed_wake(&records, &cards, &fired);
+        if journaled.len() < fired.len() {
+            prop_assert_eq!(woken, without.or(Some(wake::Wake::VigilUnseen)));
+        } else {
+            prop_assert_eq!(woken, without);
         }
     }
 }
