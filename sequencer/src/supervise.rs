@@ -26,14 +26,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use l3m_core::duty::Duty;
-use l3m_core::log::RecordBody;
-use l3m_core::mail::InboxEntry;
+use l3m_core::log::EventId;
+use l3m_core::mail::Inbox;
 use l3m_core::names::{AgentName, Entity};
-use l3m_core::owed::Owed;
+use l3m_core::wake;
 
 use crate::writer::Input;
 use l3m_core::refs::AgentRef;
-use l3m_core::review::card::{CardLine, answers_awaited, parse_card_line};
+use l3m_core::review::card::{CardLine, parse_card_line};
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::tree::{AgentLife, AgentTree};
 use tokio_util::sync::CancellationToken;
@@ -484,104 +484,41 @@ async fn should_wake(
         .filter(|child| child.parent().as_ref() == Some(agent))
         .collect();
     let me = Entity::Agent(agent.clone());
-    let inbox = client.read_inbox(agent, 0).await?;
-    let mut letters = HashSet::new();
-    let mut read = HashSet::new();
-    for entry in &inbox.entries {
-        match entry {
-            InboxEntry::Letter(l)
-                if l.from.office().is_some()
-                    || l.from.agent().is_none_or(|a| !driven.contains(a)) =>
-            {
-                letters.insert(l.id.to_string());
-            }
-            InboxEntry::Letter(_) => {}
-            InboxEntry::ReadMark(m) if m.by == me => {
-                read.insert(m.letter.to_string());
-            }
-            // A receipt tells the sender its airmail was read; it asks nothing of the agent.
-            InboxEntry::ReadMark(_) | InboxEntry::Receipt(_) => {}
-        }
-    }
-    if letters.difference(&read).next().is_some() {
+    let inbox: Inbox = client
+        .read_inbox(agent, 0)
+        .await?
+        .entries
+        .into_iter()
+        .collect();
+    // A receipt tells the sender its airmail was read; it asks nothing of the agent.
+    if inbox
+        .unread(&me)
+        .any(|l| l.from.local_agent().is_none_or(|a| !driven.contains(a)))
+    {
         return Ok(true);
     }
-    let log = LogTail::read(client, agent).await?;
-    Ok(log.turn_left_open(client, agent).await?
-        || card_answered(client, agent, &log).await?
-        || vigil_unseen(client, agent, &log).await?)
-}
-
-/// Whether a vigil fired that `agent`'s Log has not journaled; the Log is read only when the
-/// vigils chain holds a firing at all.
-async fn vigil_unseen(
-    client: &HubClient,
-    agent: &AgentName,
-    tail: &LogTail,
-) -> Result<bool, SequencerError> {
-    let fired = crate::inputs::fired_vigils(&client.read_vigils(agent).await?);
-    if fired.is_empty() {
-        return Ok(false);
-    }
-    let log = client.read_log_range(agent, 0, tail.len).await?;
-    let owed = Owed::from_records(&log.records);
-    Ok(fired
-        .iter()
-        .any(|input| matches!(input, Input::Event { id, .. } if !owed.has_event(id))))
-}
-
-/// The end of an agent's Log, read before the whole of it: most asleep agents ended their last
-/// turn, which the last record shows, so the whole Log is read only when it may owe work.
-struct LogTail {
-    /// The Log's length.
-    len: u64,
-    /// Whether its last record is a turn's end.
-    ended: bool,
-}
-
-impl LogTail {
-    async fn read(client: &HubClient, agent: &AgentName) -> Result<LogTail, SequencerError> {
-        let len = client.read_log(agent, 0, 0).await?.len;
-        let last = match len {
-            0 => None,
-            len => client.read_log(agent, len - 1, len).await?.records.pop(),
-        };
-        let ended = last.is_none_or(|r| matches!(r.body, RecordBody::TurnEnd));
-        Ok(LogTail { len, ended })
-    }
-
-    /// Whether the Log holds a turn under way that waits on its sequencer, not on humans at
-    /// cards: one a sequencer that died mid-turn left, which nothing else would wake.
-    async fn turn_left_open(
-        &self,
-        client: &HubClient,
-        agent: &AgentName,
-    ) -> Result<bool, SequencerError> {
-        if self.ended {
-            return Ok(false);
-        }
-        let log = client.read_log_range(agent, 0, self.len).await?;
-        let owed = Owed::from_records(&log.records);
-        Ok(owed.is_live() && !owed.waits_only_on_cards())
-    }
-}
-
-/// Whether a human answered a card whose call `agent`'s Log still holds at a stalemate. The
-/// Log is read only when the cards chain holds an answer at all.
-async fn card_answered(
-    client: &HubClient,
-    agent: &AgentName,
-    tail: &LogTail,
-) -> Result<bool, SequencerError> {
-    let lines: Vec<CardLine> = (client.read_cards(agent).await?.iter())
+    let cards: Vec<CardLine> = (client.read_cards(agent).await?.iter())
         .filter_map(|l| parse_card_line(l).ok())
         .collect();
-    if !lines.iter().any(|l| matches!(l, CardLine::Answered { .. })) {
+    let fired: Vec<EventId> = crate::inputs::fired_vigils(&client.read_vigils(agent).await?)
+        .into_iter()
+        .filter_map(|input| match input {
+            Input::Event { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    // Most asleep agents ended their last turn, which the last record shows: the whole Log is
+    // read, once, only when core says it may owe a wake.
+    let len = client.read_log(agent, 0, 0).await?.len;
+    let last = match len {
+        0 => None,
+        len => client.read_log(agent, len - 1, len).await?.records.pop(),
+    };
+    if !wake::log_may_owe(last.as_ref().map(|r| &r.body), &cards, &fired) {
         return Ok(false);
     }
-    let log = client.read_log_range(agent, 0, tail.len).await?;
-    let owed = Owed::from_records(&log.records);
-    Ok(!answers_awaited(&lines, &owed).is_empty())
+    let log = client.read_log_range(agent, 0, len).await?;
+    Ok(wake::owed_wake(&log.records, &cards, &fired).is_some())
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
 //! - [`story`]: one line per record, for `l3m log` and each commit of a Log's ref.
+//! - [`wake`]: whether an asleep agent is owed a wake, and whether its Log need be read to say.
 //! - [`stuck`]: whether an agent's last turn ended in a failure it cannot get past, and the fix.
 //! - [`mail`]: addresses, letters, inboxes and read marks.
 //! - [`effects`]: effect classes, reversibility ceilings, tiers.
@@ -78,3 +79,4 @@ pub mod stuck;
 pub mod unprintable;
 pub mod view;
 pub mod vigil;
+pub mod wake;
