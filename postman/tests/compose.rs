@@ -10,8 +10,8 @@
 //! exactly one receipt, no container restarted, and `git fsck --strict` passes on both hubs.
 //!
 //! CI runs a short version (`L3M_COMPOSE_LETTERS`, default 12; `L3M_COMPOSE_CUTS`, default 1);
-//! raise them for the long one. `L3M_SEED` replays a run's random choices;
-//! `L3M_STATIC_TARGET_DIR` is build-images' cargo target folder.
+//! raise them for the long one. `L3M_SEED` replays a run's random choices. The images hold this
+//! test's own (debug) build of the services, with the libraries they load.
 //!
 //! Needs docker and docker-compose (v1). The harness drives them through their CLIs; the site
 //! is always taken down (`docker-compose down -v`) at the end, failed or not.
@@ -475,12 +475,28 @@ fn l3m_binary() -> PathBuf {
         .clone()
 }
 
-/// Builds the site's images, once per test process.
+/// Builds the site's images, once per test process, from this test's own build of the services
+/// (`L3M_IMAGE_BINARIES`): a second, static release build of the workspace would cost CI more
+/// than all of this file's tests. The operators' images stay static (build-images without it).
 fn build_images() {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let started = std::time::Instant::now();
-        run(Command::new("bash").arg(compose_dir().join("build-images")));
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().unwrap().parent().unwrap().to_owned();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "--locked", "--quiet"]);
+        for service in ["hubd", "postman", "sequencer", "builder", "runner"] {
+            build.args(["-p", service, "--bin", service]);
+        }
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        run(build.env("CARGO_TARGET_DIR", profile_dir.parent().unwrap()));
+        run(Command::new("bash")
+            .arg(compose_dir().join("build-images"))
+            .env("L3M_IMAGE_BINARIES", &profile_dir));
         eprintln!("images built in {:?}", started.elapsed());
     });
 }
