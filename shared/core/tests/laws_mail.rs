@@ -6,11 +6,12 @@
 // `allow-unwrap-in-tests` covers only `#[test]` functions, and a panic here is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use l3m_core::mail::delivery::{self, Chain, Delivery, Held};
 use l3m_core::mail::{
-    Address, AddressError, Draft, Inbox, InboxEntry, Letter, LetterId, Parties, Party, PlaceName,
-    ReadMark, Receipt, Sender, StampError, Star, TokenFault, stamp,
+    self, Address, AddressError, Draft, Inbox, InboxEntry, Letter, LetterId, Parties, Party,
+    PlaceName, ReadMark, Receipt, Sender, StampError, Star, TokenFault, stamp,
 };
 use l3m_core::names::{AgentName, Entity, HumanName, NameError, OfficeName};
 use proptest::prelude::*;
@@ -796,4 +797,143 @@ fn stamping_overwrites_a_forged_agent_and_keeps_hints() {
         "worktree:forest/alice/main/worker/self/workspace agent:alice/main/worker* branch:fix repo:l3m human:alice"
     );
     assert_eq!(letter.at_ms, 42);
+}
+
+// ---------------------------------------------------------------- delivering airmail
+
+/// Airmail as another hub's postman carries it: letters from a tiny pool of ids, to a live
+/// agent, a dead one or a human, some with a forged origin, and receipts for letters staged
+/// here for that office or another.
+fn carried_entry() -> impl Strategy<Value = InboxEntry> {
+    let letter = (
+        prop::sample::select(vec!["a", "b", "c"]),
+        prop::sample::select(vec!["agent:lead*", "office:east agent:lead*"]),
+        prop::sample::select(vec![
+            "office:south agent:bob*",
+            "office:south agent:gone*",
+            "office:south human:bob*",
+            "agent:bob*",
+        ]),
+    )
+        .prop_map(|(id, from, to)| Letter {
+            id: LetterId::parse(id).unwrap(),
+            at_ms: 1,
+            from: Address::parse(from).unwrap(),
+            to: Address::parse(to).unwrap(),
+            subject: None,
+            summary: None,
+            in_reply_to: None,
+            body: "hi".into(),
+        });
+    let receipt = (
+        prop::sample::select(vec!["s1", "s2", "e1", "zz"]),
+        prop::sample::select(vec!["bob", "carol"]),
+    )
+        .prop_map(|(letter, by)| Receipt {
+            letter: LetterId::parse(letter).unwrap(),
+            office: OfficeName::parse("nowhere").unwrap(),
+            sender: AgentName::parse("lead").unwrap(),
+            by: Entity::parse(by).unwrap(),
+            at_ms: 2,
+        });
+    prop_oneof![
+        3 => letter.prop_map(|l| InboxEntry::Letter(Box::new(l))),
+        1 => receipt.prop_map(InboxEntry::Receipt),
+    ]
+}
+
+/// The hub the airmail lands on: lead staged s1 and s2 for office south and e1 for east.
+fn delivery_chains() -> BTreeMap<Chain, Vec<InboxEntry>> {
+    let staged = |id: &str, office: &str| {
+        let to = Address::parse(&format!("office:{office} agent:bob*")).unwrap();
+        let sender = Sender::Agent {
+            agent: AgentName::parse("lead").unwrap(),
+            worktree: None,
+            human: None,
+        };
+        InboxEntry::Letter(Box::new(
+            stamp(
+                Draft::new(to, "x"),
+                &sender,
+                LetterId::parse(id).unwrap(),
+                0,
+            )
+            .unwrap(),
+        ))
+    };
+    let lead = AgentName::parse("lead").unwrap();
+    BTreeMap::from([(
+        Chain::Outbox(lead),
+        vec![
+            staged("s1", "south"),
+            staged("s2", "south"),
+            staged("e1", "east"),
+        ],
+    )])
+}
+
+/// One delivery against `chains` and `mirror`, its writes applied to both.
+fn deliver_once(
+    batch: &[InboxEntry],
+    chains: &mut BTreeMap<Chain, Vec<InboxEntry>>,
+    mirror: &mut Vec<InboxEntry>,
+) -> Delivery {
+    let south = OfficeName::parse("south").unwrap();
+    let live = |a: &AgentName| a.as_str() == "bob" || a.as_str() == "lead";
+    let read = |chain: &Chain| -> Result<Held, ()> {
+        Ok(Held::of(chains.get(chain).cloned().unwrap_or_default()))
+    };
+    let done =
+        delivery::deliver(&south, batch.to_vec(), Held::of(mirror.clone()), live, read).unwrap();
+    mirror.extend(done.to_mirror.iter().cloned());
+    for (agent, entries) in &done.to_inbox {
+        (chains.entry(Chain::Inbox(agent.clone())).or_default()).extend(entries.iter().cloned());
+    }
+    done
+}
+
+proptest! {
+    /// A retry delivers nothing twice: delivering a batch again writes nothing, and reports
+    /// what it delivered as already there; what it bounced and refused, it bounces and refuses
+    /// again.
+    #[test]
+    fn a_delivery_retried_writes_nothing(batch in prop::collection::vec(carried_entry(), 0..8)) {
+        let (mut chains, mut mirror) = (delivery_chains(), Vec::new());
+        let first = deliver_once(&batch, &mut chains, &mut mirror);
+        let again = deliver_once(&batch, &mut chains, &mut mirror);
+        prop_assert!(again.to_mirror.is_empty() && again.to_inbox.is_empty(), "{again:?}");
+        prop_assert!(again.delivered.is_empty());
+        prop_assert_eq!(
+            set(again.already.iter().cloned()),
+            set(first.delivered.iter().chain(&first.already).cloned())
+        );
+        prop_assert_eq!(&again.bounced, &first.bounced);
+        prop_assert_eq!(&again.refused, &first.refused);
+    }
+
+    /// Nothing is invented: each letter an inbox gets is a carried letter as received from the
+    /// carrier, into the inbox of the live agent it stars, and also on the mirror; each receipt
+    /// answers a letter its sender staged for the carrying office.
+    #[test]
+    fn a_delivery_invents_nothing(batch in prop::collection::vec(carried_entry(), 0..8)) {
+        let south = OfficeName::parse("south").unwrap();
+        let (mut chains, mut mirror) = (delivery_chains(), Vec::new());
+        let done = deliver_once(&batch, &mut chains, &mut mirror);
+        let carried: Vec<Letter> = batch.iter().filter_map(|e| e.letter().cloned()).collect();
+        for (agent, entries) in &done.to_inbox {
+            for entry in entries {
+                if let Some(letter) = entry.letter() {
+                    let source = carried.iter().find(|c| c.id == letter.id && mail::receive((*c).clone(), &south).as_ref() == Ok(letter));
+                    prop_assert!(source.is_some(), "{letter:?}");
+                    prop_assert_eq!(letter.to.recipient().0, Entity::Agent(agent.clone()));
+                    prop_assert!(mirror.iter().any(|m| m.letter() == source));
+                }
+                if let Some(receipt) = entry.receipt() {
+                    prop_assert!(["s1", "s2"].contains(&receipt.letter.as_str()), "{receipt:?}");
+                    prop_assert_eq!(&receipt.office, &south);
+                }
+            }
+        }
+        prop_assert!(done.to_inbox.keys().all(|a| a.as_str() == "bob" || a.as_str() == "lead"));
+    }
 }

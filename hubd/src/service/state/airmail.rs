@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::PoisonError;
 
 use l3m_core::duty::{Duty, RefWrite, may_write};
-use l3m_core::mail::{self, Address, InboxEntry, Letter, Receipt, Sender};
-use l3m_core::names::{AgentName, Entity, OfficeName};
+use l3m_core::mail::delivery::{self, Chain, Held};
+use l3m_core::mail::{self, Address, InboxEntry, Letter, Sender};
+use l3m_core::names::{AgentName, OfficeName};
 use l3m_core::refs::{self, AgentRef};
 use l3m_wire::hubd::mail::{
     AirmailDelivered, AirmailStaged, Bounced, BouncesReturned, Cursor, CursorMoved, Returned,
@@ -116,134 +117,56 @@ impl State {
                 reason: "the office is not pinned in this hub's settings (l3m office add)",
             });
         }
-        let entries = lines
-            .iter()
-            .enumerate()
-            .map(|(i, line)| match InboxEntry::from_line(line, i + 1) {
-                Ok(InboxEntry::ReadMark(_)) => Err(ServiceError::Invalid(format!(
-                    "airmail line {i} is a read mark; a read mark travels as a receipt"
-                ))),
-                Ok(entry) => Ok(entry),
-                Err(e) => Err(ServiceError::Invalid(format!("airmail line {i}: {e}"))),
-            })
-            .collect::<Result<Vec<InboxEntry>, _>>()?;
+        let entries =
+            delivery::parse_batch(lines).map_err(|e| ServiceError::Invalid(e.to_string()))?;
         let mirror = refs::mirror_inbound(&office);
         may_write(&duty, &mirror, RefWrite::Append)?;
         let _one_at_a_time = self
             .deliveries
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut mirrored = self.held(&mirror)?;
-        let mut out = AirmailDelivered {
-            delivered: Vec::new(),
-            already: Vec::new(),
-            bounced: Vec::new(),
-            receipts: 0,
-            refused: Vec::new(),
-        };
-        let mut moved = Vec::new();
         // Each inbox and outbox is read once per request, not once per entry; what is new is
         // appended once per chain at the end.
-        let mut inboxes: HashMap<AgentName, Held> = HashMap::new();
-        let mut to_mirror: Vec<InboxEntry> = Vec::new();
-        let mut to_inbox: BTreeMap<AgentName, Vec<InboxEntry>> = BTreeMap::new();
-        let mut outboxes: HashMap<AgentName, Held> = HashMap::new();
-        for entry in entries {
-            let carried = match entry {
-                InboxEntry::Letter(letter) => *letter,
-                InboxEntry::Receipt(receipt) => {
-                    let receipt = receipt.returned(&office);
-                    let letter = receipt.letter.to_string();
-                    let sender = receipt.sender.clone();
-                    let outbox = cached(&mut outboxes, &sender, |agent| {
-                        self.held(&refs::agent_ref(agent, AgentRef::Outbox))
-                    })?;
-                    if outbox.letters.get(&letter) != Some(&Some(office.clone())) {
-                        out.refused.push(Bounced {
-                            letter,
-                            reason: format!(
-                                "{sender} staged no letter {} for office {office}: a receipt \
-                                 answers only a letter this hub sent there",
-                                receipt.letter
-                            ),
-                        });
-                        continue;
-                    }
-                    if !mirrored.receipts.iter().any(|r| r.same_read(&receipt)) {
-                        to_mirror.push(InboxEntry::Receipt(receipt.clone()));
-                        mirrored.receipts.push(receipt.clone());
-                    }
-                    let inbox = refs::agent_ref(&sender, AgentRef::Inbox);
+        let planned = delivery::deliver(
+            &office,
+            entries,
+            self.held(&mirror)?,
+            |agent| self.tree().ledger.is_live(agent),
+            |chain| match chain {
+                Chain::Inbox(agent) => {
+                    let inbox = refs::agent_ref(agent, AgentRef::Inbox);
                     may_write(&duty, &inbox, RefWrite::Append)?;
-                    let held = cached(&mut inboxes, &sender, |agent| {
-                        self.held(&refs::agent_ref(agent, AgentRef::Inbox))
-                    })?;
-                    if held.receipts.iter().any(|r| r.same_read(&receipt)) {
-                        continue;
-                    }
-                    to_inbox
-                        .entry(sender)
-                        .or_default()
-                        .push(InboxEntry::Receipt(receipt.clone()));
-                    held.receipts.push(receipt);
-                    out.receipts += 1;
-                    continue;
+                    self.held(&inbox)
                 }
-                InboxEntry::ReadMark(_) => continue,
-            };
-            let id = carried.id.to_string();
-            let bounce = |reason: String| Bounced {
-                letter: id.clone(),
-                reason,
-            };
-            let local = match mail::receive(carried.clone(), &office) {
-                Ok(local) => local,
-                Err(refusal) => {
-                    out.bounced.push(bounce(refusal.to_string()));
-                    continue;
-                }
-            };
-            let agent = match local.to.recipient().0 {
-                Entity::Agent(agent) if self.tree().ledger.is_live(&agent) => agent,
-                Entity::Agent(agent) => {
-                    out.bounced
-                        .push(bounce(format!("no agent {agent} lives on this hub")));
-                    continue;
-                }
-                other => {
-                    out.bounced.push(bounce(format!(
-                        "airmail reaches agents only; {other} has no inbox on this hub"
-                    )));
-                    continue;
-                }
-            };
-            if !mirrored.letters.contains_key(&id) {
-                to_mirror.push(InboxEntry::Letter(Box::new(carried)));
-                mirrored.letters.insert(id.clone(), None);
-            }
-            let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
-            may_write(&duty, &inbox, RefWrite::Append)?;
-            let held = cached(&mut inboxes, &agent, |agent| {
-                self.held(&refs::agent_ref(agent, AgentRef::Inbox))
-            })?;
-            if held.letters.insert(id.clone(), None).is_some() {
-                out.already.push(id);
-                continue;
-            }
-            to_inbox
-                .entry(agent)
-                .or_default()
-                .push(InboxEntry::Letter(Box::new(local)));
-            out.delivered.push(id);
-        }
+                Chain::Outbox(agent) => self.held(&refs::agent_ref(agent, AgentRef::Outbox)),
+            },
+        )?;
+        let undelivered = |list: Vec<delivery::Undelivered>| {
+            (list.into_iter())
+                .map(|u| Bounced {
+                    letter: u.letter,
+                    reason: u.reason,
+                })
+                .collect()
+        };
+        let out = AirmailDelivered {
+            delivered: planned.delivered,
+            already: planned.already,
+            bounced: undelivered(planned.bounced),
+            receipts: planned.receipts,
+            refused: undelivered(planned.refused),
+        };
+        let (to_mirror, to_inbox) = (planned.to_mirror, planned.to_inbox);
+        let mut moved = Vec::new();
         // One commit per chain: the mirror first, so whatever reaches an inbox is mirrored.
         if !to_mirror.is_empty() {
-            let summary = carried_summary(&to_mirror, &format!("carried by office {office}"));
+            let summary =
+                delivery::carried_summary(&to_mirror, &format!("carried by office {office}"));
             self.append_lines(&mirror, &to_mirror, &summary)?;
         }
         for (agent, entries) in to_inbox {
             let inbox = refs::agent_ref(&agent, AgentRef::Inbox);
-            let summary = carried_summary(&entries, &format!("from office {office}"));
+            let summary = delivery::carried_summary(&entries, &format!("from office {office}"));
             self.append_lines(&inbox, &entries, &summary)?;
             moved.push((AgentRef::Inbox, agent));
         }
@@ -312,7 +235,7 @@ impl State {
                 self.held(&refs::agent_ref(agent, AgentRef::Inbox))
             })?;
             let original = letter.id.to_string();
-            if held.letters.insert(bounce.id.to_string(), None).is_some() {
+            if !held.note(bounce.id.clone()) {
                 out.already.push(original);
                 continue;
             }
@@ -420,32 +343,15 @@ impl State {
         Ok((positions, tip))
     }
 
-    /// What the chain `refname` holds: its letters' ids (each with the office it is addressed
-    /// to) and its receipts; read marks are neither.
+    /// What the chain `refname` holds, as delivery checks it.
     fn held(&self, refname: &str) -> Result<Held, ServiceError> {
-        let mut held = Held::default();
-        for entry in self.entries(refname)? {
-            match entry {
-                InboxEntry::Letter(letter) => {
-                    held.letters
-                        .insert(letter.id.to_string(), letter.to.office().cloned());
-                }
-                InboxEntry::Receipt(receipt) => held.receipts.push(receipt),
-                InboxEntry::ReadMark(_) => {}
-            }
-        }
-        Ok(held)
+        Ok(Held::of(self.entries(refname)?))
     }
 
     /// The letters on the chain `refname`.
     fn letters_on(&self, refname: &str) -> Result<Vec<Letter>, ServiceError> {
-        Ok(self
-            .entries(refname)?
-            .into_iter()
-            .filter_map(|entry| match entry {
-                InboxEntry::Letter(letter) => Some(*letter),
-                _ => None,
-            })
+        Ok((self.entries(refname)?.into_iter())
+            .filter_map(InboxEntry::into_letter)
             .collect())
     }
 
@@ -468,14 +374,6 @@ impl State {
     }
 }
 
-/// What a chain holds, as delivery checks it: letter ids (each with the office it is
-/// addressed to, if any) and receipts.
-#[derive(Debug, Default)]
-struct Held {
-    letters: HashMap<String, Option<OfficeName>>,
-    receipts: Vec<Receipt>,
-}
-
 /// The entry for `agent` in `cache`, read by `read` the first time.
 fn cached<'a>(
     cache: &'a mut HashMap<AgentName, Held>,
@@ -486,25 +384,6 @@ fn cached<'a>(
         Entry::Occupied(held) => held.into_mut(),
         Entry::Vacant(slot) => slot.insert(read(agent)?),
     })
-}
-
-/// A commit message for carried `entries`: the one entry's id, or how many letters and
-/// receipts, then `how`.
-fn carried_summary(entries: &[InboxEntry], how: &str) -> String {
-    match entries {
-        [InboxEntry::Letter(letter)] => format!("airmail {} {how}", letter.id),
-        [InboxEntry::Receipt(receipt)] => format!("receipt for {} {how}", receipt.letter),
-        _ => {
-            let letters = entries
-                .iter()
-                .filter(|e| matches!(e, InboxEntry::Letter(_)))
-                .count();
-            format!(
-                "airmail: {letters} letters and {} receipts {how}",
-                entries.len() - letters
-            )
-        }
-    }
 }
 
 /// Notes that `agent`'s inbox moved, once.

@@ -18,6 +18,8 @@
 //! - `inbox`: [`Inbox`] and [`ReadMark`].
 //! - `relay`: airmail arriving from another hub ([`receive`]), and the [`bounce`] for one that
 //!   cannot be delivered.
+//! - [`delivery`]: a batch of airmail another hub carried here: what goes onto the mirror,
+//!   into which inbox, and what is bounced or refused.
 //! - `receipt`: [`Receipt`], a read mark on airmail travelling back to its sender's hub.
 //!
 //! # Example
@@ -42,6 +44,7 @@
 //! ```
 
 mod address;
+pub mod delivery;
 mod inbox;
 mod letter;
 mod line;
