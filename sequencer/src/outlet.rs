@@ -367,6 +367,19 @@ impl HubOutlet for SessionOutlet {
             .map(|_| ())
             .map_err(outlet_error)
     }
+
+    fn read_letter(&self, id: &str) -> Result<Option<l3m_core::mail::Letter>, OutletError> {
+        let agent = self.on(None)?;
+        let read = self.runtime.block_on(self.client.read_inbox(&agent, 0));
+        Ok(read
+            .map_err(outlet_error)?
+            .entries
+            .into_iter()
+            .find_map(|e| match e {
+                l3m_core::mail::InboxEntry::Letter(l) if l.id.as_str() == id => Some(*l),
+                _ => None,
+            }))
+    }
 }
 
 /// Reads `agent`'s inbox until `until` for the first letter from `child` that `agent` has not

@@ -297,6 +297,10 @@ impl Toolbox {
         if let Ok(mut noted) = self.journal.noted.lock() {
             noted.clear();
         }
+        // Where a reading tool began (its `from_byte`), so a cut's note counts from the start.
+        let skipped = (input.get("from_byte").and_then(serde_json::Value::as_u64))
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
         // A tool that panics fails its call, keeping the undo entries it journaled before.
         let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if reviewed {
@@ -327,14 +331,14 @@ impl Toolbox {
                 effects.extend(out.effects);
                 effects.extend(self.unnamed_lasting(name, &effects));
                 Outcome::Finished {
-                    output: crate::boundary::fit_output(out.text, cap),
+                    output: crate::boundary::fit_output(out.text, cap, name, skipped),
                     is_error: false,
                     effects,
                     refusal: None,
                 }
             }
             Dispatch::Ran(Err(e)) => Outcome::Finished {
-                output: crate::boundary::fit_output(e.to_string(), cap),
+                output: crate::boundary::fit_output(e.to_string(), cap, name, 0),
                 is_error: true,
                 effects,
                 refusal: e.refusal(),

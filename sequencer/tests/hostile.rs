@@ -323,7 +323,7 @@ async fn five_letters_of_250_kib_are_journaled_and_the_agent_stays_up() {
     for r in &log {
         if let RecordBody::Event { text, .. } = &r.body {
             assert!(
-                text.contains("(l3m) event cut:") && text.contains("stays in your inbox"),
+                text.contains("(l3m) letter cut:") && text.contains("read on with read_letter"),
                 "{}",
                 &text[text.len() - 200..]
             );
@@ -507,6 +507,73 @@ async fn hostile_tool_use_ids_are_replaced_and_the_tools_run() {
         assert_eq!(
             paired, journaled,
             "{dialect}: each result pairs with its use"
+        );
+        assert_eq!(assistant_texts(&log).last().unwrap(), "done", "{dialect}");
+    }
+}
+
+/// The `read_letter` call a cut letter's note names, as the model reads it in `request`:
+/// (letter id, from_byte).
+fn named_read(request: &serde_json::Value) -> Option<(String, usize)> {
+    let text = request.to_string();
+    let at =
+        text.find("read on with read_letter, id = ")? + "read on with read_letter, id = ".len();
+    let (id, rest) = text[at..].split_once(", from_byte = ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((id.to_owned(), digits.parse().ok()?))
+}
+
+/// A letter too large to show whole is cut in its event with a note naming the `read_letter`
+/// call that reads on; a model that makes exactly that call gets the letter's later bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_letter_is_read_on_with_the_call_its_note_names() {
+    for dialect in DIALECTS {
+        let hub = TestHub::start().await;
+        hub.spawn("demo", 20).await;
+        let body: String = (0..)
+            .map(|i| format!("{i:08}|"))
+            .take(250 * 1024 / 9)
+            .collect();
+        let sent = hub
+            .human()
+            .await
+            .send_letter("demo", None, &body)
+            .await
+            .unwrap()
+            .letter;
+        let server = ChatServer::start(vec![]).await;
+        server.then(|n, request| match named_read(request) {
+            Some((id, from_byte)) if n == 0 => Turn::call(
+                "read_letter",
+                &serde_json::json!({"id": id, "from_byte": from_byte}).to_string(),
+            ),
+            _ => Turn::text("done"),
+        });
+        let log = run_idle(&hub, &wire_config(dialect, &server.base_url)).await;
+        let (id, from_byte) = named_read(&server.received()[0]).expect("the note names the call");
+        assert_eq!(id, sent, "{dialect}");
+        let event = log
+            .iter()
+            .find_map(|r| match &r.body {
+                RecordBody::Event { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            event.starts_with(&body[..from_byte])
+                && !event.contains(&body[from_byte..from_byte + 18]),
+            "{dialect}: the event shows the letter up to byte {from_byte}"
+        );
+        let results = tool_results(&log);
+        assert_eq!(results.len(), 1, "{dialect}: {results:?}");
+        assert!(
+            !results[0].1 && results[0].0.starts_with(&body[from_byte..from_byte + 1000]),
+            "{dialect}: the result holds the letter from byte {from_byte}: {}",
+            &results[0].0[..200.min(results[0].0.len())]
+        );
+        assert!(
+            results[0].0.contains("(read_letter from_byte = "),
+            "{dialect}: a result cut again names the call that reads on"
         );
         assert_eq!(assistant_texts(&log).last().unwrap(), "done", "{dialect}");
     }

@@ -11,7 +11,8 @@
 //!   writes from a record breaks its line;
 //! - each field is bounded by its own cap (`caps`) with a note saying what was cut and how
 //!   much there was — a tool name at [`MAX_NAME`], a provider's error at [`MAX_ERROR`], a tool
-//!   output or letter at [`MAX_TOOL_OUTPUT`];
+//!   output at [`MAX_TOOL_OUTPUT`], a letter at the model's cap on one result, its note naming
+//!   the `read_letter` call that reads on ([`letter_text`]);
 //! - whatever still does not fit one stored line has its largest field cut until it does.
 //!
 //! Doors before the record: a reply too large to store is refused whole ([`check_reply`]), a
@@ -28,8 +29,11 @@ mod output;
 mod reply;
 mod text;
 
+use std::borrow::Cow;
+
 use l3m_core::log::{Disposition, EventSource, Record, RecordBody, Verdict};
 use l3m_core::log_rule::{Journaled, Refused};
+use l3m_core::mail::Letter;
 use l3m_core::record_format::MAX_STORED_LINE;
 
 pub use output::{MAX_TOOL_OUTPUT, fit_output};
@@ -63,13 +67,36 @@ pub fn fit(mut record: Record) -> Result<Journaled, Refused> {
     Journaled::new(record)
 }
 
+/// How to read on in a cut letter: the `read_letter` call, `{from_byte}` standing for the byte
+/// where the cut falls ([`cut`] puts it in).
+fn read_on(letter_id: &str) -> String {
+    format!(
+        "the whole letter stays in your inbox: read on with read_letter, id = {letter_id}, \
+         from_byte = {{from_byte}}"
+    )
+}
+
+/// A letter's text as its event journals it: [`Letter::as_read`], cut to `cap` bytes as stored
+/// (the model's cap on one result, so no letter floods a small window) with a note naming the
+/// `read_letter` call that reads on from where the cut falls.
+pub fn letter_text(letter: &Letter, cap: usize) -> String {
+    let mut text = letter.as_read();
+    cut(
+        &mut text,
+        cap.min(MAX_TOOL_OUTPUT),
+        "letter",
+        &read_on(letter.id.as_str()),
+    );
+    text
+}
+
 /// One field of a record: its text, whether it keeps lines, its cap and how to get the rest.
 struct Field<'a> {
     text: &'a mut String,
     lines: Lines,
     cap: usize,
     what: &'static str,
-    how: &'static str,
+    how: Cow<'static, str>,
 }
 
 fn field<'a>(
@@ -77,14 +104,14 @@ fn field<'a>(
     lines: Lines,
     cap: usize,
     what: &'static str,
-    how: &'static str,
+    how: impl Into<Cow<'static, str>>,
 ) -> Field<'a> {
     Field {
         text,
         lines,
         cap,
         what,
-        how,
+        how: how.into(),
     }
 }
 
@@ -158,12 +185,11 @@ fn fields(body: &mut RecordBody) -> Vec<Field<'_>> {
             out
         }
         RecordBody::Event { text, source, .. } => {
-            let how = match source {
-                EventSource::Letter { .. } => {
-                    "the whole letter stays in your inbox under its id; ask its sender for it in \
-                     smaller letters"
-                }
-                _ => "",
+            // A letter's text is `Letter::as_read`, which `read_letter` reads on in by byte;
+            // `cut` puts the byte where the kept part ends in place of `{from_byte}`.
+            let how: Cow<'static, str> = match source {
+                EventSource::Letter { letter_id, .. } => read_on(letter_id).into(),
+                _ => "".into(),
             };
             let mut out = vec![field(text, kept, MAX_TOOL_OUTPUT, "event", how)];
             match source {
@@ -238,7 +264,7 @@ fn fields(body: &mut RecordBody) -> Vec<Field<'_>> {
 fn caps(body: &mut RecordBody) {
     for f in fields(body) {
         visible(f.text, f.lines);
-        cut(f.text, f.cap, f.what, f.how);
+        cut(f.text, f.cap, f.what, &f.how);
     }
 }
 
@@ -256,7 +282,7 @@ fn shrink(body: &mut RecordBody, excess: usize) {
     if let Some((len, f)) = largest
         && len > excess + text::NOTE_ROOM * 2
     {
-        cut(f.text, len - excess - 1, f.what, f.how);
+        cut(f.text, len - excess - 1, f.what, &f.how);
         return;
     }
     if let RecordBody::AssistantReply { tool_uses, .. } = body

@@ -43,8 +43,9 @@ pub fn visible(text: &mut String, lines: Lines) {
     *text = out;
 }
 
-/// Room kept under a budget for the note [`cut`] adds.
-pub(crate) const NOTE_ROOM: usize = 200;
+/// Room kept under a budget for the note [`cut`] adds (a letter's names a `read_letter` call
+/// with its 64-byte id).
+pub(crate) const NOTE_ROOM: usize = 320;
 
 /// The byte index in `text` where a prefix of at most `budget` stored bytes ends (a character
 /// boundary).
@@ -60,7 +61,8 @@ pub(crate) fn prefix_end(text: &str, budget: usize) -> usize {
 
 /// Cuts `text` to at most `max` bytes as stored (never below `NOTE_ROOM` twice), keeping a
 /// prefix and appending a note that names `what`, how much was kept and how much there was, and
-/// `how` to get the rest. Text within `max` is left alone. Returns whether it cut.
+/// `how` to get the rest (`{from_byte}` in it becomes the byte of `text` where the kept prefix
+/// ends, to read on from). Text within `max` is left alone. Returns whether it cut.
 pub fn cut(text: &mut String, max: usize, what: &str, how: &str) -> bool {
     let max = max.max(NOTE_ROOM * 2);
     let total = stored_len(text);
@@ -79,7 +81,10 @@ pub fn cut(text: &mut String, max: usize, what: &str, how: &str) -> bool {
     let end = prefix_end(text, max - NOTE_ROOM);
     text.truncate(end);
     let kept = stored_len(text);
-    text.push_str(&note.replace("{kept}", &kept.to_string()));
+    let note = note
+        .replace("{kept}", &kept.to_string())
+        .replace("{from_byte}", &end.to_string());
+    text.push_str(&note);
     true
 }
 

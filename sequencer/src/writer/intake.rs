@@ -102,14 +102,7 @@ impl Session {
             return;
         };
         let from = letter.from.recipient().0;
-        let body = match &letter.subject {
-            Some(s) => format!("[{s}] {}", letter.body),
-            None => letter.body.clone(),
-        };
-        let text: String = body
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
+        let text = crate::boundary::letter_text(&letter, self.models.economy.tool_output_cap);
         let event = Signal::Event {
             id,
             source: EventSource::Letter {

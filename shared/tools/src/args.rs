@@ -95,6 +95,37 @@ impl<'a> Args<'a> {
     }
 }
 
+impl Args<'_> {
+    /// The optional `from_byte` field: bytes of the text read to skip (default 0), as a cut
+    /// output's note names them.
+    pub(crate) fn skip(&self) -> Result<usize, ToolError> {
+        match self.0.get("from_byte") {
+            None => Ok(0),
+            Some(value) => value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    bad(
+                        "from_byte",
+                        format!("expected a whole number from 0, got {value}"),
+                    )
+                }),
+        }
+    }
+}
+
+/// `text` without its first `skip` bytes (moved on to the next character boundary, so a cut
+/// that fell inside a character reads on from the character after it).
+pub(crate) fn skip_bytes(text: String, skip: usize) -> String {
+    if skip == 0 {
+        return text;
+    }
+    let at = (skip..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    text[at..].to_owned()
+}
+
 /// A [`ToolError::BadInput`] at `field`.
 pub(crate) fn bad(field: &str, reason: String) -> ToolError {
     ToolError::BadInput {

@@ -9,7 +9,7 @@ use l3m_ring::effects::Granted;
 use l3m_ring::files::NodeKind;
 use serde_json::{Value, json};
 
-use crate::args::Args;
+use crate::args::{Args, skip_bytes};
 use crate::tool::{Tool, ToolError, ToolOutput, declare};
 
 /// The schema of a tool whose only input is one path.
@@ -56,18 +56,7 @@ impl Tool for ReadFile {
         let path = args.string("path")?;
         let from = args.opt_count("from_line", usize::MAX)?;
         let to = args.opt_count("to_line", usize::MAX)?;
-        let skip = match input.get("from_byte") {
-            None => 0,
-            Some(value) => value
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| {
-                    crate::args::bad(
-                        "from_byte",
-                        format!("expected a whole number from 0, got {value}"),
-                    )
-                })?,
-        };
+        let skip = args.skip()?;
         let bytes = fx.fs_read()?.read(path)?;
         let len = bytes.len();
         let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText {
@@ -86,18 +75,6 @@ impl Tool for ReadFile {
         };
         Ok(ToolOutput::text(skip_bytes(text, skip)))
     }
-}
-
-/// `text` without its first `skip` bytes (moved on to the next character boundary, so a cut
-/// that fell inside a character reads on from the character after it).
-fn skip_bytes(text: String, skip: usize) -> String {
-    if skip == 0 {
-        return text;
-    }
-    let at = (skip..=text.len())
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(text.len());
-    text[at..].to_owned()
 }
 
 /// Creates or replaces a file under a write root with the given text.

@@ -1,4 +1,5 @@
-//! The hub-facing tools: `send_letter` and `spawn_agent`.
+//! The hub-facing tools: `send_letter`, `spawn_agent`, and `read_letter`, which reads on in a
+//! letter of the agent's own inbox past where its event was cut.
 //!
 //! The ring checks the mail token covers the address, and the spawn token's level, before the
 //! call reaches hubd through the sequencer's outlet; hubd then applies the real gate (the spawn
@@ -13,7 +14,7 @@ use l3m_core::names::AgentName;
 use l3m_ring::effects::Granted;
 use serde_json::{Value, json};
 
-use crate::args::{Args, bad};
+use crate::args::{Args, bad, skip_bytes};
 use crate::tool::{Tool, ToolError, ToolOutput, declare};
 
 /// Sends a letter to an inbox the agent's mail grant covers.
@@ -53,6 +54,50 @@ impl Tool for SendLetter {
             ToolOutput::text(format!("sent letter {id} to {}", to.render()))
                 .lasting(EffectClass::Mail, format!("letter to {}", to.render())),
         )
+    }
+}
+
+/// Reads a letter of the agent's own inbox by id, from a byte: the way on past the cut of a
+/// letter too long to show whole in its event, whose note names this call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadLetter;
+
+impl Tool for ReadLetter {
+    fn decl(&self) -> ToolDecl {
+        declare(
+            "read_letter",
+            [EffectClass::TreeView],
+            Reversibility::ReadOnly,
+        )
+    }
+
+    fn description(&self) -> &str {
+        "Read a letter of your own inbox by its id, from `from_byte` on (bytes of the letter as you were shown it, `[subject] body`, to skip): a letter too long to show whole was cut with a note naming this call."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "the letter's id, as the cut letter's note names it"},
+                "from_byte": {"type": "integer", "minimum": 0, "description": "bytes of the letter to skip (default 0), as the note names them"}
+            },
+            "required": ["id"],
+            "additionalProperties": false
+        })
+    }
+
+    fn call(&self, input: Value, fx: &Granted<'_>) -> Result<ToolOutput, ToolError> {
+        let args = Args::parse(&input, &self.input_schema())?;
+        let id = args.string("id")?;
+        let skip = args.skip()?;
+        let letter = fx.inbox()?.letter(id)?.ok_or_else(|| {
+            bad(
+                "id",
+                format!("your inbox holds no letter {id}; copy the id from the letter's note"),
+            )
+        })?;
+        Ok(ToolOutput::text(skip_bytes(letter.as_read(), skip)))
     }
 }
 

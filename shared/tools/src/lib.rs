@@ -26,7 +26,8 @@
 //! - [`clock`]: the `now` tool.
 //! - [`git`]: `git_status`, `git_diff`, `git_log`, `git_commit`, `git_push`.
 //! - [`net`]: the `fetch_url` tool.
-//! - [`hub`]: `send_letter` and `spawn_agent`, which reach hubd through the sequencer's outlet.
+//! - [`hub`]: `send_letter`, `spawn_agent` and `read_letter`, which reach hubd through the
+//!   sequencer's outlet.
 //! - [`shell`]: `shell`, the sandboxed (wild, reviewed) shell.
 //! - [`build`]: `build` and `run`, W^X builds through the builder and the runner.
 //! - [`make`]: `make`, a blessed Makefile target, only while its bytes are the blessed ones.
@@ -82,6 +83,7 @@ pub fn builtin() -> Vec<Box<dyn Tool>> {
         Box::new(net::FetchUrl),
         Box::new(hub::SendLetter),
         Box::new(hub::SpawnAgent),
+        Box::new(hub::ReadLetter),
         Box::new(shell::RunShell),
         Box::new(build::BuildTool),
         Box::new(build::RunTool),

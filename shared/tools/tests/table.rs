@@ -13,12 +13,13 @@ use l3m_tools::{Dispatch, TableError, Tool, ToolError, ToolOutput, ToolTable, bu
 use serde_json::{Value, json};
 use support::{Acr, run};
 
-const BUILTIN: [&str; 10] = [
+const BUILTIN: [&str; 11] = [
     "edit_file",
     "list_dir",
     "make_dir",
     "now",
     "read_file",
+    "read_letter",
     "remove_file",
     "search_files",
     "unwatch",

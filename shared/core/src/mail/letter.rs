@@ -115,6 +115,19 @@ impl Letter {
         }
     }
 
+    /// The letter as its agent reads it: `[subject] body`, every control character a space. The
+    /// sequencer journals this text (cut with a note when too long to show whole), and the
+    /// `read_letter` tool reads on in it from a byte, so the note's byte and the tool's agree.
+    pub fn as_read(&self) -> String {
+        let text = match &self.subject {
+            Some(s) => format!("[{s}] {}", self.body),
+            None => self.body.clone(),
+        };
+        text.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    }
+
     /// A lossy one-line summary for commit messages and listings:
     /// `ID FROM -> TO: TEXT`, where TEXT is the subject, else the summary, else the body, cut to
     /// [`HEADLINE_TEXT_CHARS`] characters with line breaks and controls shown as escapes.

@@ -1,7 +1,9 @@
 //! The hub-facing classes, mail and spawn: the ring checks the token, then hands the call to an
 //! outlet the sequencer plugs in, which reaches hubd (and hubd re-checks the real gate). The
 //! same outlet carries builds and runs (`stages`): they start with hubd's voucher; and vigils
-//! (the `tree-view` class), which need no token: hubd's vigil gate is the whole check.
+//! (the `tree-view` class), which need no token: hubd's vigil gate is the whole check; and
+//! reading a letter of the agent's own inbox (the `tree-view` class too: hubd serves a session
+//! only its own inbox).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +12,7 @@ use l3m_core::axis::Axis;
 use l3m_core::build::{ArtifactDigest, Blessing, Stage};
 use l3m_core::grant::{SpawnLevel, SpawnRequest};
 use l3m_core::log::Refusal;
-use l3m_core::mail::Address;
+use l3m_core::mail::{Address, Letter};
 use l3m_core::names::AgentName;
 use l3m_core::vigil::Watch;
 
@@ -51,6 +53,8 @@ pub trait HubOutlet: Send + Sync {
     ) -> Result<String, OutletError>;
     /// Asks hubd to cancel the vigil `id` on `on` (the session's own agent when `None`).
     fn cancel_vigil(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError>;
+    /// Reads the letter `id` from the session's own inbox (`None`: it holds no such letter).
+    fn read_letter(&self, id: &str) -> Result<Option<Letter>, OutletError>;
 }
 
 /// Why the outlet could not carry a call to hubd, or hubd refused it.
@@ -199,6 +203,12 @@ impl super::Vigils for VigilProvider {
 
     fn cancel(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError> {
         outlet(&self.outlet)?.cancel_vigil(on, id)
+    }
+}
+
+impl super::Inbox for VigilProvider {
+    fn letter(&self, id: &str) -> Result<Option<Letter>, OutletError> {
+        outlet(&self.outlet)?.read_letter(id)
     }
 }
 

@@ -3,7 +3,7 @@
 //! A tool body lives outside the ring (in `l3m-tools`, sealed by its linter) and is written over
 //! these traits, one per effect class that has a provider: [`FsRead`], [`FsWrite`], [`Clock`],
 //! [`GitRead`], [`GitWrite`], [`GitPush`], [`Net`], [`Mail`], [`Spawn`], [`Build`], [`Run`],
-//! [`Shell`] and [`Vigils`] (the `tree-view` class). The ring implements each over its tokens; mail, spawn, build and run go on through
+//! [`Shell`], and [`Vigils`] and [`Inbox`] (the `tree-view` class). The ring implements each over its tokens; mail, spawn, build and run go on through
 //! a [`HubOutlet`] the sequencer plugs in, after the ring has checked the token. At boot the
 //! sequencer builds one [`Effects`] bundle from the minted [`Tokens`], the undo chain, a clock
 //! and the outlet; for each call it asks [`Effects::for_footprint`] for a [`Granted`] holding
@@ -134,6 +134,13 @@ pub trait Vigils: Send + Sync {
     ) -> Result<String, OutletError>;
     /// Cancels the vigil `id` on `on` (the agent itself when `None`).
     fn cancel(&self, on: Option<&AgentName>, id: &str) -> Result<(), OutletError>;
+}
+
+/// Reading the agent's own inbox (the `tree-view` class): a letter it was sent, whole, so a
+/// letter too long to show in its event can be read on past the cut.
+pub trait Inbox: Send + Sync {
+    /// The letter `id` of the agent's own inbox (`None`: the inbox holds no such letter).
+    fn letter(&self, id: &str) -> Result<Option<l3m_core::mail::Letter>, OutletError>;
 }
 
 /// A listed program in the bubblewrap sandbox (the `shell` class, wild: reviewed first).
@@ -292,7 +299,10 @@ impl Effects {
                 EffectClass::FsRead => granted.fs_read = Some(self.files(class)?),
                 EffectClass::FsWrite => granted.fs_write = Some(self.files(class)?),
                 EffectClass::Clock => granted.clock = Some(self.clock.as_ref()),
-                EffectClass::TreeView => granted.vigils = Some(&self.vigils),
+                EffectClass::TreeView => {
+                    granted.vigils = Some(&self.vigils);
+                    granted.inbox = Some(&self.vigils);
+                }
                 EffectClass::GitRead => granted.git_read = Some(git()?),
                 EffectClass::GitWrite => granted.git_write = Some(git()?),
                 EffectClass::GitPush => granted.git_push = Some(git()?),
@@ -360,6 +370,7 @@ pub struct Granted<'a> {
     run: Option<&'a dyn Run>,
     shell: Option<&'a dyn Shell>,
     vigils: Option<&'a dyn Vigils>,
+    inbox: Option<&'a dyn Inbox>,
 }
 
 impl std::fmt::Debug for Granted<'_> {
@@ -378,6 +389,7 @@ impl std::fmt::Debug for Granted<'_> {
             .field("run", &self.run.is_some())
             .field("shell", &self.shell.is_some())
             .field("vigils", &self.vigils.is_some())
+            .field("inbox", &self.inbox.is_some())
             .finish()
     }
 }
@@ -425,6 +437,8 @@ getters! {
     shell: Shell = Shell;
     /// Vigils, if the footprint names `tree-view`.
     vigils: Vigils = TreeView;
+    /// The agent's own inbox, if the footprint names `tree-view`.
+    inbox: Inbox = TreeView;
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use crate::effects::{BuildAsk, Built, HubOutlet, OutletError, Ran, StageError};
 /// [`Recorder::refusing_spawns`]. Builds and runs are recorded as `build <source>` and
 /// `run <digest>` and answered as a builder that is not running would be; no target is blessed.
 /// Vigils are recorded as `arm <on|self> <watch JSON> until=<ms>` (id `v<n>`) and
-/// `cancel <on|self> <id>`, and accepted. Retirements are recorded as `retire <child>`; a
+/// `cancel <on|self> <id>`, and accepted. A letter read is recorded as `read letter <id>` and
+/// found in no inbox. Retirements are recorded as `retire <child>`; a
 /// taken answer as `take <child>`, answered with the next body queued by
 /// [`Recorder::answer_from`] for that child (none queued: no letter came in time).
 #[derive(Debug, Default)]
@@ -127,6 +128,11 @@ impl HubOutlet for Recorder {
         let on = on.map_or("self".to_owned(), ToString::to_string);
         self.record(format!("cancel {on} {id}"));
         Ok(())
+    }
+
+    fn read_letter(&self, id: &str) -> Result<Option<l3m_core::mail::Letter>, OutletError> {
+        self.record(format!("read letter {id}"));
+        Ok(None)
     }
 }
 
