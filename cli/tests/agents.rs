@@ -321,9 +321,7 @@ fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_vigi
         ))
         .stdout(predicate::str::contains("FAILED").not());
     for hub in [root.clone(), root.join("south")] {
-        let fsck = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(hub.join("hub.git"))
+        let fsck = l3m_git::repo_command(&hub.join("hub.git"))
             .args(["fsck", "--strict"])
             .output()
             .unwrap();
@@ -335,9 +333,7 @@ fn the_demo_shows_the_refused_widening_the_restored_file_and_branch_airmail_vigi
     }
     // The rewind went back before the commit: the branch no longer holds it.
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(root.join("hub.git"))
+        let out = l3m_git::repo_command(&root.join("hub.git"))
             .args(args)
             .output()
             .unwrap();

@@ -211,16 +211,12 @@ pub fn human() -> HumanName {
     HumanName::parse(HUMAN).unwrap()
 }
 
-/// A git command run in `dir`, isolated from the machine (no system or global config, no
-/// inherited `GIT_DIR`), with a fixed identity for any commit it makes. For a bare repository
+/// A git command run in `dir`, isolated from the machine as `l3m_git` isolates every git, with
+/// a fixed identity for any commit it makes. For a bare repository
 /// pass `--git-dir` first in `args`.
 pub fn git_command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("GIT_DIR")
+    let mut cmd = l3m_git::command(dir);
+    cmd.args(args)
         .env("GIT_AUTHOR_NAME", "l3m test")
         .env("GIT_AUTHOR_EMAIL", "test@l3m.invalid")
         .env("GIT_COMMITTER_NAME", "l3m test")

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use l3m_core::names::AgentName;
 use l3m_core::refs::{self, paths};
-use l3m_daemon::git::{self, Ran};
+use l3m_git::{self as git, Bounds, Ran};
 use l3m_wire::client::HubClient;
 use l3m_wire::hubd::pack::{MAX_PACK_BYTES, RefUpdate};
 
@@ -456,8 +456,17 @@ impl Acr {
         })?;
         let mut all: Vec<&std::ffi::OsStr> = vec!["--work-tree".as_ref(), dir.as_os_str()];
         all.extend(args.iter().map(std::ffi::OsStr::new));
-        let ran = git::run(&admin, &all, &[], &[], ANSWER_BYTES)
-            .map_err(|e| self.git_error(args, e.detail))?;
+        let ran = git::run(
+            &admin,
+            &all,
+            &[],
+            Bounds {
+                input: &[],
+                limit: ANSWER_BYTES,
+                deadline: None,
+            },
+        )
+        .map_err(|e| self.git_error(args, e.detail))?;
         match ran.success {
             true => Ok(()),
             false => Err(self.git_error(args, ran.stderr)),
@@ -470,7 +479,17 @@ impl Acr {
 
     fn run_limited(&self, args: &[&str], input: &[u8], limit: u64) -> Result<Ran, AcrError> {
         let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
-        git::run(&self.repo, &args, &[], input, limit).map_err(|e| AcrError::Git {
+        git::run(
+            &self.repo,
+            &args,
+            &[],
+            Bounds {
+                input,
+                limit,
+                deadline: None,
+            },
+        )
+        .map_err(|e| AcrError::Git {
             agent: self.agent.clone(),
             args: e.args,
             detail: e.detail,

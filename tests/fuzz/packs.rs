@@ -2,7 +2,7 @@
 //! indexed and checked in a quarantine before anything of them joins the hub.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use hubd::store::{Hub, HubOptions, StoreError};
 use l3m_wire::hubd::pack::MAX_OBJECT_BYTES;
@@ -11,7 +11,7 @@ use crate::harness::{self, Src};
 
 /// Runs git in `dir` and returns its output; the fixture's own commands, not the code under test.
 fn git(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
-    let mut child = Command::new("git")
+    let mut child = l3m_git::command(dir)
         .args([
             "-c",
             "user.name=f",
@@ -21,7 +21,6 @@ fn git(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
             "init.defaultBranch=main",
         ])
         .args(args)
-        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hubd::store::{CommitTime, Durability, Hub, HubOptions, Tip};
@@ -191,7 +190,7 @@ impl GitChain {
     /// A fresh bare repository in `dir`.
     pub fn new(dir: &Path) -> GitChain {
         let git_dir = dir.join("git-cli.git");
-        let out = Command::new("git")
+        let out = l3m_git::command(dir)
             .args(["init", "--bare", "-q"])
             .arg(&git_dir)
             .output()

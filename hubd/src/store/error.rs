@@ -244,8 +244,8 @@ impl StoreError {
     }
 }
 
-impl From<l3m_daemon::git::GitCliError> for StoreError {
-    fn from(e: l3m_daemon::git::GitCliError) -> Self {
+impl From<l3m_git::GitCliError> for StoreError {
+    fn from(e: l3m_git::GitCliError) -> Self {
         StoreError::GitCli {
             args: e.args,
             detail: e.detail,

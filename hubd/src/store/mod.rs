@@ -78,7 +78,7 @@ mod tip;
 mod wal;
 mod zlib;
 
-use l3m_daemon::git as git_cli;
+use l3m_git as git_cli;
 
 pub use disk::Durability;
 pub use error::StoreError;

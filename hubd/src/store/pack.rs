@@ -77,7 +77,7 @@ impl Hub {
             input.push_str(&format!("^{have}\n"));
         }
         let args = ["pack-objects", "--stdout", "--revs", "--threads=1", "-q"].map(OsStr::new);
-        let ran = git_cli::run(&self.git_dir(), &args, &[], input.as_bytes(), limit)?;
+        let ran = git_cli::run(&self.git_dir(), &args, &[], bounds(input.as_bytes(), limit))?;
         if ran.over {
             return Err(StoreError::PackTooLarge {
                 what: wants
@@ -103,7 +103,7 @@ impl Hub {
         let hex = id.to_string();
         let spec = format!("{hex}^{{commit}}");
         let args = ["cat-file", "-e", spec.as_str()].map(OsStr::new);
-        Ok(git_cli::run(&self.git_dir(), &args, &[], &[], 0)?.success)
+        Ok(git_cli::run(&self.git_dir(), &args, &[], bounds(&[], 0))?.success)
     }
 
     /// Indexes `pack` into a fresh quarantine with `git index-pack --strict` and checks that
@@ -130,8 +130,7 @@ impl Hub {
             &self.git_dir(),
             &args,
             &quarantine.env(&objects),
-            pack,
-            ANSWER_BYTES,
+            bounds(pack, ANSWER_BYTES),
         )?;
         if !ran.success {
             return Err(refused(format!(
@@ -161,7 +160,7 @@ impl Hub {
         ]
         .map(OsStr::new);
         let ran = checked(
-            git_cli::run(&self.git_dir(), &args, &env, &[], ANSWER_BYTES)?,
+            git_cli::run(&self.git_dir(), &args, &env, bounds(&[], ANSWER_BYTES))?,
             &args,
         )?;
         for line in String::from_utf8_lossy(&ran.stdout).lines() {
@@ -195,7 +194,7 @@ impl Hub {
         let (old_hex, new_hex) = (old.to_string(), new.to_string());
         let spec = format!("{new_hex}^{{commit}}");
         let is_commit = ["cat-file", "-e", spec.as_str()].map(OsStr::new);
-        if !git_cli::run(&self.git_dir(), &is_commit, &env, &[], 0)?.success {
+        if !git_cli::run(&self.git_dir(), &is_commit, &env, bounds(&[], 0))?.success {
             return Err(refused(format!(
                 "{new_hex} is not a commit the push brings"
             )));
@@ -211,7 +210,7 @@ impl Hub {
         .chain([old_hex.as_str()])
         .map(OsStr::new)
         .collect::<Vec<_>>();
-        let ran = git_cli::run(&self.git_dir(), &complete, &env, &[], ANSWER_BYTES)?;
+        let ran = git_cli::run(&self.git_dir(), &complete, &env, bounds(&[], ANSWER_BYTES))?;
         if !ran.success {
             return Err(refused(format!(
                 "{new_hex} reaches objects neither the pack nor the hub holds: {}",
@@ -239,7 +238,7 @@ impl Hub {
     ) -> Result<bool, StoreError> {
         let (ancestor, commit) = (ancestor.to_string(), commit.to_string());
         let args = ["merge-base", "--is-ancestor", &ancestor, &commit].map(OsStr::new);
-        Ok(git_cli::run(&self.git_dir(), &args, env, &[], 0)?.success)
+        Ok(git_cli::run(&self.git_dir(), &args, env, bounds(&[], 0))?.success)
     }
 
     /// Moves a checked pack into `hub.git`'s objects: the pack, its reverse index, then its
@@ -289,4 +288,14 @@ fn refused(problem: String) -> StoreError {
 /// git's words, cut to a length an error reply carries.
 fn cut(text: &str) -> String {
     text.chars().take(300).collect()
+}
+
+/// What a pack operation feeds git and keeps of its output (no deadline: the store's own
+/// operations are bounded by their input).
+fn bounds(input: &[u8], limit: u64) -> git_cli::Bounds<'_> {
+    git_cli::Bounds {
+        input,
+        limit,
+        deadline: None,
+    }
 }

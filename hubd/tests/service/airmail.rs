@@ -54,9 +54,7 @@ async fn airmail_is_stamped_onto_the_senders_own_outbox() {
     let staged = stage(&f, &bob, TO).await.unwrap();
     assert_eq!(staged.outbox, "refs/l3m/a/bob/_/outbox");
     assert_eq!(staged.seq, 0);
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(f.git_dir())
+    let out = l3m_git::repo_command(&f.git_dir())
         .args(["show", "refs/l3m/a/bob/_/outbox:records.jsonl"])
         .output()
         .unwrap();

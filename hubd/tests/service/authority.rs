@@ -48,9 +48,7 @@ async fn grant_of(f: &Fixture, by: &Capability, agent: &str) -> Reply<GrantView>
 }
 
 fn ledger_log(f: &Fixture) -> String {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(f.git_dir())
+    let out = l3m_git::repo_command(&f.git_dir())
         .args(["log", "--format=%s", "refs/l3m/ledger"])
         .output()
         .unwrap();

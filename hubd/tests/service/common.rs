@@ -195,9 +195,7 @@ impl Fixture {
 
     /// A ref's tip as git sees it; `None` if absent.
     pub fn tip(&self, refname: &str) -> Option<String> {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(self.git_dir())
+        let out = l3m_git::repo_command(&self.git_dir())
             .args(["rev-parse", "--verify", "-q", refname])
             .output()
             .unwrap();
@@ -208,9 +206,7 @@ impl Fixture {
 
     /// Every ref and its commit, as git sees them.
     pub fn refs(&self) -> String {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(self.git_dir())
+        let out = l3m_git::repo_command(&self.git_dir())
             .args(["for-each-ref", "--format=%(refname) %(objectname)"])
             .output()
             .unwrap();

@@ -215,9 +215,7 @@ async fn a_revoked_credential_and_its_sessions_are_refused() {
         .unwrap();
     let entry = listed.credentials.iter().find(|c| c.id == host.id).unwrap();
     assert!(entry.revoked_ms.is_some());
-    let log = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(f.git_dir())
+    let log = l3m_git::repo_command(&f.git_dir())
         .args(["log", "--format=%s", "refs/l3m/credentials"])
         .output()
         .unwrap();

@@ -168,9 +168,7 @@ async fn two_concurrent_appenders_have_one_winner_per_tip_and_no_interleaving() 
         all.records, expected,
         "every seq once, in order: no interleaving"
     );
-    let commits = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(f.git_dir())
+    let commits = l3m_git::repo_command(&f.git_dir())
         .args(["rev-list", "--count", "refs/l3m/a/bob/_/log"])
         .output()
         .unwrap();
@@ -368,9 +366,7 @@ async fn a_spawn_forks_a_published_persona_and_refuses_an_unknown_one() {
     assert_eq!(f.refs(), before, "nothing written");
     // Publish a persona with the git CLI, as a human would.
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(f.git_dir())
+        let out = l3m_git::repo_command(&f.git_dir())
             .args(args)
             .env("GIT_AUTHOR_NAME", "t")
             .env("GIT_AUTHOR_EMAIL", "t@t")
@@ -570,9 +566,7 @@ async fn git_log_of_a_log_ref_reads_as_the_agents_story() {
     .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let subject = loop {
-        let out = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(f.git_dir())
+        let out = l3m_git::repo_command(&f.git_dir())
             .args(["log", "-1", "--format=%s", "refs/l3m/a/bob/_/log"])
             .output()
             .unwrap();

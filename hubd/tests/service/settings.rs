@@ -66,9 +66,7 @@ async fn humans_replace_the_settings_and_read_grant_serves_the_granted_push_urls
         "only the remote the grant names"
     );
     f.fsck();
-    let log = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(f.git_dir())
+    let log = l3m_git::repo_command(&f.git_dir())
         .args(["log", "--format=%s", "refs/l3m/settings"])
         .output()
         .unwrap();

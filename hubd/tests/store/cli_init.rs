@@ -61,13 +61,8 @@ fn init_makes_a_hub_whose_ledger_replays_and_passes_fsck() {
     );
     drop(opened);
 
-    let fsck = Command::new("git")
-        .args([
-            "--git-dir",
-            hub.join("hub.git").to_str().unwrap(),
-            "fsck",
-            "--strict",
-        ])
+    let fsck = l3m_git::repo_command(&hub.join("hub.git"))
+        .args(["fsck", "--strict"])
         .output()
         .unwrap();
     assert!(

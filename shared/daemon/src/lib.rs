@@ -4,7 +4,6 @@
 //! This crate holds those conventions once, so hubd, the sequencer, the postman, the reviewer,
 //! the builder and the runner cannot drift apart on them:
 //!
-//! - [`git`]: the `git` CLI run isolated from the machine, for what gix cannot do.
 //! - [`logs`]: logs go to stderr through `tracing`, filtered by `RUST_LOG` (default `info`),
 //!   as JSON lines when `L3M_LOG_FORMAT=json` (for a log collector), coloured only on a terminal.
 //! - [`run`]: a multi-threaded runtime, the service's work, and its exit code: 0 after a clean
@@ -16,7 +15,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod git;
 pub mod logs;
 pub mod metrics;
 

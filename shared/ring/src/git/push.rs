@@ -1,8 +1,11 @@
-//! Pushing one branch to one granted remote, through the `git` CLI (gix cannot push).
+//! Pushing one branch to one granted remote, through the `git` CLI (gix cannot push), run
+//! isolated as `l3m_git` runs every git: no caller's environment, no hooks, only the safe
+//! transports.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::ffi::OsStr;
+use std::time::Duration;
+
+use l3m_git::Bounds;
 
 use l3m_core::grant::RefPrefix;
 
@@ -13,11 +16,8 @@ use crate::tokens::GitToken;
 /// How long a push may take before it is killed.
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Where `git` is looked for; nothing else is searched.
-const GIT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// The transports a push may use; `ext::` and `fd::`, which run commands, are never among them.
-const PROTOCOLS: &str = "file:git:http:https:ssh";
+/// The most of git's porcelain report kept (a push of one branch reports a few lines).
+const REPORT_BYTES: u64 = 64 * 1024;
 
 /// A push made by [`push`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,52 +69,30 @@ pub fn push(
         .map_err(gix("resolve the branch"))?
         .detach();
     let refspec = format!("{full}:{full}");
-    let mut child = Command::new("git")
-        .env_clear()
-        .env("PATH", GIT_PATH)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_ALLOW_PROTOCOL", PROTOCOLS)
-        .env("LANG", "C")
-        .args(["-c", "core.hooksPath=/dev/null", "--git-dir"])
-        .arg(wt.repo.git_dir())
-        .args(["push", "--porcelain", "--no-verify", "--"])
-        .arg(target.url())
-        .arg(&refspec)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| failed(name.as_str(), format!("not started: {e}"), String::new()))?;
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let out = std::thread::spawn(move || drain(stdout));
-    let err = std::thread::spawn(move || drain(stderr));
-    let deadline = Instant::now() + PUSH_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err(format!("killed after {} s", PUSH_TIMEOUT.as_secs()));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => break Err(format!("not waited for: {e}")),
-        }
+    let args = [
+        OsStr::new("push"),
+        OsStr::new("--porcelain"),
+        OsStr::new("--no-verify"),
+        OsStr::new("--"),
+        OsStr::new(target.url()),
+        OsStr::new(&refspec),
+    ];
+    let bounds = Bounds {
+        input: &[],
+        limit: REPORT_BYTES,
+        deadline: Some(PUSH_TIMEOUT),
     };
-    let report = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
-    match status {
-        Ok(s) if s.success() => Ok(Pushed {
+    let ran = l3m_git::run(wt.repo.git_dir(), &args, &[], bounds)
+        .map_err(|e| failed(name.as_str(), e.detail, String::new()))?;
+    match ran.success {
+        true => Ok(Pushed {
             remote: name.to_string(),
             url: target.url().to_owned(),
             branch: full,
             commit: commit.to_string(),
-            report: report.trim().to_owned(),
+            report: String::from_utf8_lossy(&ran.stdout).trim().to_owned(),
         }),
-        Ok(s) => Err(failed(name.as_str(), s.to_string(), stderr)),
-        Err(why) => Err(failed(name.as_str(), why, stderr)),
+        false => Err(failed(name.as_str(), ran.status.to_string(), ran.stderr)),
     }
 }
 
@@ -135,14 +113,6 @@ fn full_branch(branch: &str) -> Result<String, GitError> {
         Ok(r) if r.is_prefix() || full == "refs/heads/" => Err(bad("it ends with `/`".into())),
         Ok(_) => Ok(full),
     }
-}
-
-fn drain(pipe: Option<impl Read>) -> String {
-    let mut bytes = Vec::new();
-    if let Some(mut pipe) = pipe {
-        let _ = pipe.read_to_end(&mut bytes);
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn failed(remote: &str, status: String, stderr: String) -> GitError {

@@ -105,10 +105,7 @@ impl GitHub {
 }
 
 fn git_cmd(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args(args);
+    let mut cmd = l3m_git::command(dir);
+    cmd.args(args);
     cmd
 }
