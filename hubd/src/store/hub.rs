@@ -190,6 +190,8 @@ impl Hub {
         layout::remove_stale_ref_locks(&git_dir)?;
         layout::forget_legacy_worktrees(&git_dir)?;
         let disk = Arc::new(Disk::new(git_dir.clone(), options.durability, &repo)?);
+        #[cfg(feature = "fault-drop-acked-on-restart")]
+        super::fault::drop_one_acked_letter(&repo)?;
         let chains = index_all_chains(&repo)?;
         Ok(Hub {
             root: root.to_path_buf(),

@@ -64,6 +64,8 @@ mod applier;
 mod barrier;
 mod disk;
 mod error;
+#[cfg(feature = "fault-drop-acked-on-restart")]
+mod fault;
 mod hub;
 mod index;
 mod input;
