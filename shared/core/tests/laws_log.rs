@@ -25,7 +25,7 @@ use l3m_core::names::Entity;
 use l3m_core::owed::{Owed, PlanInput, Signal, close_at_boot, journal, plan};
 use l3m_core::review::ReviewSpent;
 use l3m_core::review::card::CardLine;
-use l3m_core::view::{Message, Part, View, ViewFold, view, view_bytes};
+use l3m_core::view::{Message, Part, View, ViewFold, fit_view, floor_bytes, view, view_bytes};
 use l3m_core::wake;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -1337,5 +1337,96 @@ proptest! {
         } else {
             prop_assert_eq!(woken, without);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A request that always fits
+
+/// An arbitrary Log with some of its texts grown large (up to 200 KB, within the record
+/// limit): the tag stays first, so the records are the arbitrary Log's, only heavier.
+fn heavy_log() -> impl Strategy<Value = Vec<Record>> {
+    let pad = prop_oneof![
+        6 => Just(0usize),
+        2 => 0usize..4_000,
+        1 => 20_000usize..200_000,
+    ];
+    (arbitrary_log(), vec(pad, 48)).prop_map(|(mut records, pads)| {
+        for (record, pad) in records.iter_mut().zip(pads) {
+            let text = match &mut record.body {
+                RecordBody::UserLine { text, .. }
+                | RecordBody::AssistantReply { text, .. }
+                | RecordBody::Event { text, .. } => text,
+                RecordBody::ToolResult { output, .. } => output,
+                RecordBody::Compaction { summary, .. } => summary,
+                _ => continue,
+            };
+            text.push_str(&"é\"x".repeat(pad / 4));
+        }
+        records
+    })
+}
+
+/// The least a window must leave a request, as the law reads "the fixed prefix plus one
+/// exchange": the system prompt, a summary of `summary` bytes with its narration, a message the
+/// span could not take (1 KiB in all, well under any real model's fixed prefix of tools), and
+/// the view's last exchange (from its last reply on; its last message when it has none) with
+/// every part stubbed.
+fn prefix_and_one_exchange(view: &View, summary: u64) -> u64 {
+    let last = (view.messages.iter())
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+        .unwrap_or(view.messages.len().saturating_sub(1));
+    let exchange = View {
+        system: String::new(),
+        messages: view.messages[last..].to_vec(),
+    };
+    view.system.len() as u64 + summary + 1024 + floor_bytes(&exchange)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The law of issue 37: for any Log (records of every kind, some large, compactions
+    /// anywhere) and any window at least the fixed prefix plus one exchange, the next request
+    /// fits. The path is the sequencer's: fold the Log into its view; when the view nears the
+    /// window (three quarters of it), compact the oldest span so the tail kept measures at most
+    /// a third, its summary at most a twelfth (the summary is the model's, cut to that); fold
+    /// the compaction in; fit the view to the window, stubbing its largest parts.
+    #[test]
+    fn the_next_request_fits_any_window_above_the_prefix_and_one_exchange(
+        records in heavy_log(),
+        slack in prop_oneof![0u64..2_000, 0u64..40_000, 0u64..400_000],
+    ) {
+        let mut fold = ViewFold::new();
+        for r in &records {
+            fold.advance(r);
+        }
+        let summary = 64 + slack / 12;
+        let budget = prefix_and_one_exchange(fold.view(), summary) + slack;
+        let summary = budget / 12;
+        if view_bytes(fold.view()) > budget / 4 * 3
+            && let Some(span) = fold.oldest_span(budget / 3)
+        {
+            let compaction = Record {
+                seq: records.len() as u64,
+                at_ms: 0,
+                body: RecordBody::Compaction {
+                    from: span.from,
+                    to: span.to,
+                    summary: "s".repeat(usize::try_from(summary).unwrap()),
+                },
+            };
+            fold.advance(&compaction);
+        }
+        let sent = fit_view(fold.view(), budget);
+        prop_assert!(
+            view_bytes(&sent) <= budget,
+            "the request is {} bytes, the window leaves {budget}",
+            view_bytes(&sent)
+        );
     }
 }
