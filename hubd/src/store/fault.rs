@@ -20,14 +20,12 @@ pub(super) fn drop_one_acked_letter(repo: &gix::Repository) -> Result<Option<Str
             source: e,
         }
     };
-    let platform = repo
-        .references()
-        .map_err(|e| git("list the hub's refs")(e.into()))?;
+    let platform = repo.references().map_err(git("list the hub's refs"))?;
     let refs = platform
         .prefixed("refs/l3m/a/")
-        .map_err(|e| git("list agent refs")(e.into()))?;
+        .map_err(git("list agent refs"))?;
     for reference in refs {
-        let reference = reference.map_err(|e| git("read an agent ref")(gix::Error::from(e)))?;
+        let reference = reference.map_err(git("read an agent ref"))?;
         let name = reference.name().as_bstr().to_string();
         if !name.ends_with("/_/inbox") {
             continue;
@@ -35,9 +33,7 @@ pub(super) fn drop_one_acked_letter(repo: &gix::Repository) -> Result<Option<Str
         let Some(tip) = reference.target().try_id().map(|id| id.to_owned()) else {
             continue;
         };
-        let commit = repo
-            .find_commit(tip)
-            .map_err(|e| git("read an inbox's tip")(e.into()))?;
+        let commit = repo.find_commit(tip).map_err(git("read an inbox's tip"))?;
         let Some(parent) = commit.parent_ids().next() else {
             continue;
         };
@@ -47,7 +43,7 @@ pub(super) fn drop_one_acked_letter(repo: &gix::Repository) -> Result<Option<Str
             PreviousValue::MustExistAndMatch(gix::refs::Target::Object(tip)),
             "fault: drop one acknowledged letter",
         )
-        .map_err(|e| git("move an inbox back")(e.into()))?;
+        .map_err(git("move an inbox back"))?;
         tracing::warn!(inbox = %name, "FAULT SWITCH ON: dropped the newest acknowledged letter");
         return Ok(Some(name));
     }
