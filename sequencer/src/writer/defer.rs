@@ -35,23 +35,9 @@
 //! (`l3m_programs::hooks::event_json`): `id`, `kind`, `text` and the source's own fields (for a
 //! letter `letter_id`, `from` and, for a reply, `in_reply_to`).
 
-use std::collections::BTreeMap;
-
-use l3m_core::owed::Undecided;
+use l3m_core::owed::{OpenDefer, Undecided, completion_id};
 
 use super::*;
-
-/// A defer whose decision is journaled and whose completion is not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OpenDefer {
-    /// The seq of its `hook-decision`, which names its call and its completion.
-    pub(crate) decision: u64,
-    /// The program deferred to, without the `program_` prefix.
-    pub(crate) program: String,
-}
-
-/// The defers the Log holds open, by the id their completion event will carry.
-pub(crate) type OpenDefers = BTreeMap<EventId, OpenDefer>;
 
 /// A defer to start once its decision is appended.
 #[derive(Debug, Clone)]
@@ -79,11 +65,6 @@ pub(crate) struct DeferDone {
     pub(crate) refusal: Option<Refusal>,
 }
 
-/// The id of the completion event of the defer decided at seq `decision`.
-pub(crate) fn completion_id(decision: u64) -> Option<EventId> {
-    EventId::new(format!("program-done-{decision}")).ok()
-}
-
 /// The ids the harness's call for the defer decided at seq `decision` may carry, first choice
 /// first (a later one only when a model's reply happened to use the first).
 fn run_ids(decision: u64) -> impl Iterator<Item = ToolUseId> {
@@ -94,34 +75,6 @@ fn run_ids(decision: u64) -> impl Iterator<Item = ToolUseId> {
         };
         ToolUseId::new(id).ok()
     })
-}
-
-/// Folds one record into the open defers: a defer decision opens one, its completion closes it.
-pub(crate) fn fold_defers(defers: &mut OpenDefers, record: &Record) {
-    match &record.body {
-        RecordBody::HookDecision {
-            disposition: Disposition::Defer { program },
-            ..
-        } => {
-            if let Some(id) = completion_id(record.seq) {
-                defers.insert(
-                    id,
-                    OpenDefer {
-                        decision: record.seq,
-                        program: program.clone(),
-                    },
-                );
-            }
-        }
-        RecordBody::Event {
-            id,
-            source: EventSource::ProgramDone { .. },
-            ..
-        } => {
-            defers.remove(id);
-        }
-        _ => {}
-    }
 }
 
 impl Session {

@@ -189,10 +189,9 @@ impl Session {
         self.log.owed.apply(record);
         self.log.fold.advance(record);
         self.log.retries.apply(&record.body);
-        defer::fold_defers(&mut self.log.defers, record);
+        owed::fold_defers(&mut self.log.defers, record);
         match &record.body {
             RecordBody::CallStarted { .. } => {
-                self.log.bytes_since_call = 0;
                 // The request this call sends is built from the view as it is now; measured
                 // here, at boot too, so the estimate is a fold over the Log and a fresh boot
                 // starts calibrated.
@@ -243,9 +242,7 @@ impl Session {
         };
         let len = journaled.line().len() as u64;
         self.observe(journaled.record());
-        if !matches!(journaled.record().body, RecordBody::CallStarted { .. }) {
-            self.log.bytes_since_call += len;
-        }
+        self.log.charge.journaled(&journaled.record().body, len);
         self.buffer.staged.push(journaled);
     }
 
@@ -315,7 +312,7 @@ impl Session {
             }
         };
         for body in &bodies {
-            let charge = self.log.bytes_since_call;
+            let charge = self.log.charge.bytes();
             self.stage(body.clone());
             if matches!(body, RecordBody::CallStarted { .. })
                 && let Some(before) = self.log.owed.fuel_left()

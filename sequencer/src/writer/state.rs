@@ -25,7 +25,8 @@ pub(crate) struct LogState {
     pub(crate) retries: l3m_core::stuck::Retries,
     pub(crate) tip: Option<String>,
     /// Bytes of records journaled since the last call started: what the next call is charged.
-    pub(super) bytes_since_call: u64,
+    /// A fresh boot charges the next call nothing for the records read back.
+    pub(super) charge: l3m_core::owed::CallCharge,
     /// Grant commit last journaled.
     pub(super) grants_commit: Option<String>,
     /// Oversized replies since the model last replied in bounds: the first is told to the model
@@ -38,7 +39,7 @@ pub(crate) struct LogState {
     /// (rewind, compaction, epoch), or the tools offered changed.
     pub(super) reshaped: bool,
     /// The defers whose decision is journaled and whose completion is not (`defer`).
-    pub(super) defers: super::defer::OpenDefers,
+    pub(super) defers: l3m_core::owed::OpenDefers,
 }
 
 /// The activities running now, so an interrupt can stop them and a late result is known stale.

@@ -26,6 +26,7 @@
 //! - [`vigil`]: bounded watches on hub facts: who may arm and cancel them, and when they fire.
 //! - [`owed`]: the fold from a Log to what the sequencer owes next.
 //! - [`aftermath`]: the fold from a Log to what a rewind takes back and what it cannot.
+//! - [`stats`]: the folds behind `l3m stats`: calls, tokens, tools, and what the calls cost.
 //! - [`story`]: one line per record, for `l3m log` and each commit of a Log's ref.
 //! - [`wake`]: whether an asleep agent is owed a wake, and whether its Log need be read to say.
 //! - [`stuck`]: whether an agent's last turn ended in a failure it cannot get past, and the fix.
@@ -73,6 +74,7 @@ pub mod refs;
 pub mod review;
 pub mod sandbox;
 pub mod settings;
+pub mod stats;
 pub mod story;
 pub mod string_form;
 pub mod stuck;

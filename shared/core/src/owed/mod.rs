@@ -633,10 +633,14 @@ impl Seen {
     }
 }
 
+mod charge;
+mod defers;
 mod journal;
 mod plan;
 #[cfg(test)]
 mod tests;
 
+pub use charge::CallCharge;
+pub use defers::{OpenDefer, OpenDefers, completion_id, fold_defers};
 pub use journal::{NEW_EPOCH, Signal, Stale, close_at_boot, close_open, fork_log, journal};
 pub use plan::{Footprints, PlanInput, plan};
