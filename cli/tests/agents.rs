@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Home, StackGuard, build_services, build_stages};
+use common::{Home, StackGuard, build_services};
 use predicates::prelude::*;
 
 const SCRIPT: &str = r#"
@@ -133,7 +133,6 @@ fn doctor_check(home: &Home, name: &str, docker_host: Option<&str>) -> serde_jso
 fn up_says_in_one_line_why_builds_are_off_and_starts_the_rest() {
     let home = scripted_home();
     build_services();
-    build_stages();
     let _guard = StackGuard { home: &home };
     let gone = home.path().join("no-engine.sock");
     let host = format!("unix://{}", gone.display());
@@ -174,7 +173,6 @@ fn up_says_in_one_line_why_builds_are_off_and_starts_the_rest() {
 fn up_starts_the_builder_and_the_runner_when_an_engine_answers() {
     let home = scripted_home();
     build_services();
-    build_stages();
     let _guard = StackGuard { home: &home };
     let up = home.l3m(&["up"]).output().unwrap();
     let text = String::from_utf8_lossy(&up.stdout).into_owned();

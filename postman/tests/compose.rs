@@ -482,18 +482,7 @@ fn build_images() {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let started = std::time::Instant::now();
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_owned();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.args(["build", "--locked", "--quiet"]);
-        for service in ["hubd", "postman", "sequencer", "builder", "runner"] {
-            build.args(["-p", service, "--bin", service]);
-        }
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        run(build.env("CARGO_TARGET_DIR", profile_dir.parent().unwrap()));
+        let profile_dir = l3m_wire::test_support::build_service_binaries();
         run(Command::new("bash")
             .arg(compose_dir().join("build-images"))
             .env("L3M_IMAGE_BINARIES", &profile_dir));
@@ -1698,8 +1687,10 @@ async fn builds_on_host_d(tls: bool) {
     eprintln!("the whole test took {:?}", started.elapsed());
 }
 
-/// [`builds_on_host_d`] with north's bus one NATS node in clear.
+/// [`builds_on_host_d`] with north's bus one NATS node in clear. CI runs only the TLS twin below
+/// (the same build and run, over TLS and a three-node cluster); this one runs with `--ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the clear twin of over_tls_host_d_builds_…; run it with --ignored"]
 async fn host_d_builds_and_runs_an_agents_project_in_the_sites_builder_and_runner() {
     builds_on_host_d(false).await;
 }

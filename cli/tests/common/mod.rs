@@ -7,59 +7,20 @@ use std::sync::OnceLock;
 
 use assert_cmd::Command;
 
-/// Builds `hubd`, `sequencer` and the `l3m-program` evaluator into the same target directory
-/// as `l3m`, once per test binary, so `l3m up` (and `l3m hooks test`) find them as siblings.
+/// Builds every service binary (`l3m_wire::test_support::SERVICE_BINARIES`) into the same
+/// target directory as `l3m`, once per test binary, so `l3m up` (and `l3m hooks test`) find
+/// them as siblings.
 pub fn build_services() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        cargo_build(&[
-            "-p",
-            "hubd",
-            "--bin",
-            "hubd",
-            "-p",
-            "sequencer",
-            "--bin",
-            "sequencer",
-            "-p",
-            "l3m-programs",
-            "--bin",
-            "l3m-program",
-        ])
+        let built = l3m_wire::test_support::build_service_binaries();
+        let l3m = assert_cmd::cargo::cargo_bin("l3m");
+        assert_eq!(
+            l3m.parent(),
+            Some(built.as_path()),
+            "l3m and its services apart"
+        );
     });
-}
-
-/// Builds `builder` and `runner` beside `l3m`, once per test binary, so a plain `l3m up` finds
-/// them.
-pub fn build_stages() {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        cargo_build(&[
-            "-p", "builder", "--bin", "builder", "-p", "runner", "--bin", "runner",
-        ])
-    });
-}
-
-/// `cargo build --locked ARGS` into the target directory and profile of this test's `l3m`.
-fn cargo_build(args: &[&str]) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let l3m = assert_cmd::cargo::cargo_bin("l3m");
-    let profile_dir = l3m.parent().unwrap();
-    let mut build = std::process::Command::new(cargo);
-    build.args(["build", "--locked"]).args(args);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    // Keep the same target directory as this test's own build.
-    if let Some(target) = profile_dir.parent() {
-        build.env("CARGO_TARGET_DIR", target);
-    }
-    let out = build.output().expect("run cargo build");
-    assert!(
-        out.status.success(),
-        "cargo build of the services failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A variable `l3m up` is started with, standing for a model API key in the human's shell.

@@ -401,32 +401,12 @@ pub fn commit(text: &str, message: &str) -> String {
 /// The scripted turn that ends a script.
 pub const DONE: &str = "[[turn]]\ntext = \"done\"\n";
 
-/// Builds `l3m-program` into this test's target directory, once, and returns its path.
+/// Builds `l3m-program` (with the other services, in one invocation: see
+/// `l3m_wire::test_support::build_service_binaries`) into this test's target directory, once,
+/// and returns its path.
 pub fn evaluator() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().unwrap().parent().unwrap().to_owned();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let out = std::process::Command::new(cargo)
-                .args([
-                    "build",
-                    "--locked",
-                    "-p",
-                    "l3m-programs",
-                    "--bin",
-                    "l3m-program",
-                ])
-                .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap())
-                .output()
-                .expect("run cargo build");
-            assert!(
-                out.status.success(),
-                "cargo build of l3m-program failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            profile_dir.join("l3m-program")
-        })
+        .get_or_init(|| l3m_wire::test_support::build_service_binaries().join("l3m-program"))
         .clone()
 }

@@ -469,3 +469,50 @@ pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
         .and_then(|value| value.parse().ok())
         .unwrap_or(default)
 }
+
+/// The binaries l3m ships besides the CLI, as a test that starts them needs them.
+pub const SERVICE_BINARIES: [(&str, &str); 7] = [
+    ("hubd", "hubd"),
+    ("sequencer", "sequencer"),
+    ("postman", "postman"),
+    ("builder", "builder"),
+    ("runner", "runner"),
+    ("reviewer", "reviewer"),
+    ("l3m-programs", "l3m-program"),
+];
+
+/// Builds every binary of [`SERVICE_BINARIES`] into the target folder and profile of the
+/// calling test (beside its own executable's `deps/`), in ONE cargo invocation, and returns that
+/// profile folder. One invocation means one resolution of features: tests that built a few of
+/// them each in their own way made cargo compile the services two or three times over.
+///
+/// # Panics
+/// When the build fails (with cargo's errors), as a test's setup does.
+#[allow(clippy::expect_used, reason = "a test's setup: a failed build fails the test")]
+pub fn build_service_binaries() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test runs from <target>/<profile>/deps")
+        .to_owned();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "--locked", "--quiet"]);
+    for (package, bin) in SERVICE_BINARIES {
+        build.args(["-p", package, "--bin", bin]);
+    }
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    if let Some(target) = profile_dir.parent() {
+        build.env("CARGO_TARGET_DIR", target);
+    }
+    let out = build.output().expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo build of the services failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir
+}
