@@ -145,8 +145,10 @@ async fn random_schedules_lose_double_and_invent_no_acknowledged_letter() {
 /// The same fixed schedule — letters, hubd killed (-9) and restarted, more letters — under the
 /// plain images and under hubd's fault switch (`fault-drop-acked-on-restart`, which drops an
 /// inbox's newest letter when the hub is opened): the checker finds nothing in the first and
-/// exactly the dropped acknowledged letter, lost, in the second.
+/// exactly the dropped acknowledged letter, lost, in the second. Not in CI: it builds hubd a
+/// second time, with the switch (minutes on two cores); run it with `--ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "builds hubd again with its fault switch; run with --ignored"]
 async fn the_checker_reports_the_letter_hubds_fault_switch_drops_and_nothing_without_it() {
     site::build(Images::Fault);
     for images in [Images::Dev, Images::Fault] {

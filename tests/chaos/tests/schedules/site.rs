@@ -105,8 +105,8 @@ pub fn build(images: Images) {
     static DEV: std::sync::Once = std::sync::Once::new();
     static FAULT: std::sync::Once = std::sync::Once::new();
     let services = ["hubd", "postman", "sequencer", "builder", "runner"];
-    // All five at once, so their dependencies' features are unified as in every other build
-    // of them (a build of hubd alone would rebuild half the dependency tree).
+    // The five with the fault switch, at once (a build of hubd alone would resolve features
+    // apart from every other build and rebuild half the dependency tree).
     let all = |extra: &[&'static str]| {
         let mut args = Vec::new();
         for service in services {
@@ -115,7 +115,10 @@ pub fn build(images: Images) {
         args.extend_from_slice(extra);
         cargo_build(&args);
     };
-    let plain = || all(&[]);
+    // The plain services as every other test builds them (one invocation, one feature set).
+    let plain = || {
+        l3m_wire::test_support::build_service_binaries();
+    };
     if images == Images::Fault {
         FAULT.call_once(|| {
             let started = std::time::Instant::now();
