@@ -205,6 +205,7 @@ impl Service {
             Duration::from_secs(20),
             &Limits::default(),
             (&session.key, n, &session.capability.0),
+            None,
         )
         .await
         .unwrap()

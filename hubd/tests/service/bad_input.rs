@@ -203,6 +203,7 @@ async fn a_forged_capability_is_refused() {
         std::time::Duration::from_secs(20),
         &l3m_wire::envelope::Limits::default(),
         (&key, 0, &forged.0),
+        None,
     )
     .await
     .unwrap()

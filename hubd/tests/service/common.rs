@@ -132,6 +132,7 @@ impl Fixture {
                     CALL_WITHIN,
                     &limits,
                     (&key, n, cap),
+                    None,
                 )
                 .await
             }

@@ -67,7 +67,7 @@ async fn send_sealed_raw(
 ) -> Reply<LogAppended> {
     let answer = request_raw(f, bytes).await;
     key.reply()
-        .open(n, AppendLog::KIND, &answer, &Limits::default())
+        .open(("", n, AppendLog::KIND), None, &answer, &Limits::default())
         .unwrap()
 }
 

@@ -5,6 +5,7 @@
 //! returns what the impostor said.
 #![allow(clippy::unwrap_used)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use l3m_wire::envelope::{Envelope, Limits, Message, encode};
 use l3m_wire::hubd::Op;
 use l3m_wire::hubd::authority::{GrantView, ReadGrant};
 use l3m_wire::reply::{ErrorCode, RemoteError, encode_reply};
+use l3m_wire::sealed_reply::sign_refusal;
 use l3m_wire::test_support::connect_as;
 
 use crate::common::*;
@@ -116,8 +118,8 @@ async fn a_reader_of_the_humans_inbox_learns_nothing_of_a_letter_or_a_log() {
 }
 
 /// What the impostor answers each `read-grant` with, given the request's number in its
-/// session (which travels in clear on the request's seal).
-type Forge = Box<dyn Fn(u64) -> Bytes + Send + Sync>;
+/// session and its capability (both travel in clear on the request's envelope).
+type Forge = Box<dyn Fn(u64, &str) -> Bytes + Send + Sync>;
 
 /// hubd stops; an impostor serves `read-grant` in its place with whatever `forge` makes.
 async fn impostor(f: &Fixture, forge: Arc<Mutex<Forge>>) -> tokio::task::JoinHandle<()> {
@@ -143,11 +145,15 @@ async fn impostor(f: &Fixture, forge: Arc<Mutex<Forge>>) -> tokio::task::JoinHan
     own.flush().await.unwrap();
     tokio::spawn(async move {
         while let Some(request) = requests.next().await {
-            let n = Envelope::from_bytes(&request.payload, &Limits::default())
-                .ok()
-                .and_then(|envelope| envelope.seal)
+            let envelope = Envelope::from_bytes(&request.payload, &Limits::default()).ok();
+            let n = envelope
+                .as_ref()
+                .and_then(|envelope| envelope.seal.as_ref())
                 .map_or(0, |seal| seal.n);
-            let answer = (forge.lock().unwrap())(n);
+            let cap = envelope
+                .and_then(|envelope| envelope.cap)
+                .unwrap_or_default();
+            let answer = (forge.lock().unwrap())(n, &cap);
             request.respond(answer).await.unwrap();
         }
     })
@@ -202,7 +208,7 @@ async fn an_impostor_answering_a_request_in_hubds_place_is_refused_by_the_client
         .with_hub(&Ephemeral::generate().unwrap().public);
     let sealed_by_another = {
         let forged = forged.clone();
-        move |n: u64| {
+        move |n: u64, _: &str| {
             stranger
                 .reply()
                 .seal(n, ReadGrant::KIND, &Ok(forged.clone()), &Limits::default())
@@ -215,7 +221,7 @@ async fn an_impostor_answering_a_request_in_hubds_place_is_refused_by_the_client
     )
     .unwrap();
 
-    let forge: Arc<Mutex<Forge>> = Arc::new(Mutex::new(Box::new(move |_| plain.clone())));
+    let forge: Arc<Mutex<Forge>> = Arc::new(Mutex::new(Box::new(move |_, _| plain.clone())));
     let serving = impostor(&f, Arc::clone(&forge)).await;
     let refused = |what: &str, result: Result<GrantView, ClientError>, unsealed: bool| match result
     {
@@ -230,7 +236,7 @@ async fn an_impostor_answering_a_request_in_hubds_place_is_refused_by_the_client
         other => panic!("{what}: the client took {other:?}"),
     };
     refused("in clear", bob.read_grant(&agent("bob")).await, true);
-    *forge.lock().unwrap() = Box::new(move |_| conflict.clone());
+    *forge.lock().unwrap() = Box::new(move |_, _| conflict.clone());
     refused(
         "a refusal in clear",
         bob.read_grant(&agent("bob")).await,
@@ -242,7 +248,7 @@ async fn an_impostor_answering_a_request_in_hubds_place_is_refused_by_the_client
         bob.read_grant(&agent("bob")).await,
         false,
     );
-    *forge.lock().unwrap() = Box::new(move |_| captured.clone());
+    *forge.lock().unwrap() = Box::new(move |_, _| captured.clone());
     refused(
         "replayed onto a later request",
         bob.read_grant(&agent("bob")).await,
@@ -256,6 +262,68 @@ async fn an_impostor_answering_a_request_in_hubds_place_is_refused_by_the_client
 
     // The impostor leaves and hubd comes back: the client opens a new session and reads the
     // real grant.
+    serving.abort();
+    let _ = serving.await;
+    f.hub.restart_hubd().await;
+    assert_eq!(bob.read_grant(&agent("bob")).await.unwrap(), real);
+}
+
+/// A plain `session-ended` makes a client reopen its session and send the request again, so an
+/// impostor that may publish on the client's inbox could have a request hubd carried out sent
+/// twice. One in clear unsigned, or signed for exactly that request by a key that is not the
+/// pinned hubd's, is refused with a typed error and the request is not sent again (the impostor
+/// heard it once, and the client opened no new session); hubd's own, after a restart that forgot
+/// every session, still makes the client reopen and succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostors_session_ended_does_not_make_the_client_send_twice() {
+    let mut f = Fixture::start().await;
+    let human = f.human().await;
+    f.spawn(&human, "bob", root_grant()).await.unwrap();
+    let bob = f.hub.client(seq("bob")).await;
+    assert!(bob.hub_key().is_some(), "bob's credential pins hubd");
+    let real = bob.read_grant(&agent("bob")).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = Arc::new(
+        l3m_wire::credential::HubIdentity::load_or_create(&dir.path().join("foreign.key")).unwrap(),
+    );
+    let ended = RemoteError::new(ErrorCode::SessionEnded, "no such session");
+    let heard_requests = Arc::new(AtomicUsize::new(0));
+    let unsigned = {
+        let (ended, heard_requests) = (ended.clone(), Arc::clone(&heard_requests));
+        move |_: u64, _: &str| {
+            heard_requests.fetch_add(1, Ordering::SeqCst);
+            encode_reply::<GrantView>(&Err(ended.clone()), &Limits::default()).unwrap()
+        }
+    };
+    let forge: Arc<Mutex<Forge>> = Arc::new(Mutex::new(Box::new(unsigned)));
+    let serving = impostor(&f, Arc::clone(&forge)).await;
+    let refused = |what: &str, result: Result<GrantView, ClientError>| match result {
+        Err(ClientError::Wire {
+            source:
+                WireError::UnsignedRefusal {
+                    code: ErrorCode::SessionEnded,
+                },
+            ..
+        }) => {}
+        other => panic!("{what}: the client took {other:?}"),
+    };
+    refused("unsigned", bob.read_grant(&agent("bob")).await);
+    assert_eq!(heard_requests.load(Ordering::SeqCst), 1, "sent once");
+    let foreign_signed = {
+        let heard_requests = Arc::clone(&heard_requests);
+        move |n: u64, cap: &str| {
+            heard_requests.fetch_add(1, Ordering::SeqCst);
+            let signed = sign_refusal(&foreign, (cap, n, ReadGrant::KIND), ended.clone());
+            encode_reply::<GrantView>(&Err(signed), &Limits::default()).unwrap()
+        }
+    };
+    *forge.lock().unwrap() = Box::new(foreign_signed);
+    refused("signed by another key", bob.read_grant(&agent("bob")).await);
+    assert_eq!(heard_requests.load(Ordering::SeqCst), 2, "sent once more");
+
+    // hubd comes back having forgotten every session: its signed `session-ended` is believed,
+    // the client opens a new session and reads the real grant.
     serving.abort();
     let _ = serving.await;
     f.hub.restart_hubd().await;

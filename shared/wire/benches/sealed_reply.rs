@@ -68,7 +68,7 @@ fn main() {
             black_box(
                 client_key
                     .reply()
-                    .open::<LogRange>(n, ASKED, &bytes, &limits)
+                    .open::<LogRange>(("cap", n, ASKED), None, &bytes, &limits)
                     .unwrap()
                     .unwrap(),
             );

@@ -393,6 +393,7 @@ impl HubClient {
             self.timeout,
             &self.limits,
             (&session.key, n, &session.capability.0),
+            self.credential.hub_key.as_ref(),
         )
         .await
         .map_err(|source| ClientError::Wire {

@@ -96,6 +96,17 @@ pub enum WireError {
          (another request's, another session's, altered or forged); it was not read"
     )]
     BadReplySeal,
+    /// A plain refusal that would make the client reopen its session and resend (`{code}`)
+    /// is not signed by the hubd its credential pins ([`crate::sealed_reply`]): whoever
+    /// answered is not hubd, and the request is not sent again.
+    #[error(
+        "the plain `{code}` refusal is not signed by the pinned hubd; it was not believed and \
+         the request is not sent again"
+    )]
+    UnsignedRefusal {
+        /// The refusal's code.
+        code: crate::reply::ErrorCode,
+    },
     /// The transport (the NATS connection) failed; `source` is the client library's own error.
     #[error("NATS transport failed to {op}: {source}")]
     Transport {

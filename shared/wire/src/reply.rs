@@ -117,6 +117,11 @@ pub struct RemoteError {
     /// code that must not parse the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axis: Option<Axis>,
+    /// hubd's identity signature over a refusal it could not seal (`session-ended`, `revoked`),
+    /// bound to the request it answers ([`crate::sealed_reply::sign_refusal`]), so a client
+    /// pinning hubd reads only hubd's own as a reason to reopen and resend.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_bytes")]
+    pub signature: Option<Vec<u8>>,
 }
 
 impl Message for RemoteError {
@@ -138,6 +143,7 @@ impl RemoteError {
             code,
             message,
             axis: None,
+            signature: None,
         }
     }
 

@@ -27,12 +27,25 @@
 //! client reads a plain answer to a sealed request as a refusal only, and only one the server
 //! could not have sealed: `session-ended` (hubd does not know the session: it restarted) or
 //! `revoked`. Anything else in clear is [`WireError::UnsealedReply`]: whoever answered does
-//! not hold the key. Answers outside a session (open-session, which hubd signs instead; health;
+//! not hold the key.
+//!
+//! Such a refusal makes the client reopen its session and send the request again, so it must
+//! come from hubd: one forged by whoever may publish on the client's inbox would have a request
+//! hubd already carried out sent twice. hubd signs it with its identity key
+//! ([`sign_refusal`]; the key that signs `open-session` answers) over [`refusal_statement`]:
+//! `l3m plain refusal v1\0`, then the capability, the request's kind and the code, each
+//! preceded by its length (u64 little-endian), then the request's number (u64 little-endian).
+//! A client whose credential pins hubd's key reads a plain refusal only when that signature
+//! verifies ([`WireError::UnsignedRefusal`] otherwise); one whose credential pins no key (made
+//! before hubd had an identity) reads it unsigned, as before. Answers outside a session (open-session, which hubd signs instead; health;
 //! the build policy) are plain by design.
 
 use bytes::Bytes;
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 
+use l3m_core::credential::PublicKey;
+
+use crate::credential::{HubIdentity, verify};
 use crate::envelope::{Envelope, Limits, Message};
 use crate::error::WireError;
 use crate::reply::{ErrorCode, RemoteError, Reply, encode_reply, reply_of};
@@ -99,19 +112,32 @@ impl ReplyKey {
         Envelope::new(KIND, body).to_bytes(limits)
     }
 
-    /// Opens `bytes` as the answer to request number `n` of kind `request_kind`: a sealed reply
-    /// that opens with this key for that request, or a plain refusal the server could not
-    /// have sealed. Anything else is refused, typed, never trusted.
+    /// Opens `bytes` as the answer to request number `n` of kind `request_kind` sent with
+    /// `capability`: a sealed reply that opens with this key for that request, or a plain
+    /// refusal the server could not have sealed, signed by `hub` when the client pins it.
+    /// Anything else is refused, typed, never trusted.
     pub fn open<T: Message>(
         &self,
-        n: u64,
-        request_kind: &str,
+        (capability, n, request_kind): (&str, u64, &str),
+        hub: Option<&PublicKey>,
         bytes: &[u8],
         limits: &Limits,
     ) -> Result<Reply<T>, WireError> {
         let envelope = Envelope::from_bytes(bytes, limits)?;
         if envelope.kind != KIND {
-            return plain_refusal(envelope);
+            let error = plain_refusal(envelope)?;
+            if let Some(hub) = hub {
+                let statement = refusal_statement(capability, n, request_kind, error.code);
+                let signed = error
+                    .signature
+                    .as_deref()
+                    .and_then(|s| <[u8; 64]>::try_from(s).ok())
+                    .is_some_and(|signature| verify(hub, &statement, &signature));
+                if !signed {
+                    return Err(WireError::UnsignedRefusal { code: error.code });
+                }
+            }
+            return Ok(Err(error));
         }
         let mut body = envelope.body;
         if body.len() < NONCE_LEN + TAG_LEN {
@@ -149,12 +175,40 @@ fn bound_to(n: u64, request_kind: &str) -> Vec<u8> {
     aad
 }
 
+/// What hubd signs in a plain refusal: see the [module](self).
+pub fn refusal_statement(capability: &str, n: u64, request_kind: &str, code: ErrorCode) -> Vec<u8> {
+    let code = code.as_str();
+    let mut statement = Vec::with_capacity(64 + capability.len() + request_kind.len());
+    statement.extend_from_slice(b"l3m plain refusal v1\0");
+    for part in [capability, request_kind, code] {
+        statement.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        statement.extend_from_slice(part.as_bytes());
+    }
+    statement.extend_from_slice(&n.to_le_bytes());
+    statement
+}
+
+/// `error` signed by hubd's `identity` as its plain answer to request number `n` of kind
+/// `request_kind` sent with `capability`, when it is a refusal a client reads in clear; any
+/// other error is returned as it is (it is sealed, or read as no answer at all).
+pub fn sign_refusal(
+    identity: &HubIdentity,
+    (capability, n, request_kind): (&str, u64, &str),
+    mut error: RemoteError,
+) -> RemoteError {
+    if PLAIN_REFUSALS.contains(&error.code) {
+        let statement = refusal_statement(capability, n, request_kind, error.code);
+        error.signature = Some(identity.sign(&statement).to_vec());
+    }
+    error
+}
+
 /// A plain envelope answering a sealed request: only a refusal the server could not seal.
-fn plain_refusal<T: Message>(envelope: Envelope) -> Result<Reply<T>, WireError> {
+fn plain_refusal(envelope: Envelope) -> Result<RemoteError, WireError> {
     if envelope.kind == RemoteError::KIND {
         let error: RemoteError = envelope.open()?;
         if PLAIN_REFUSALS.contains(&error.code) {
-            return Ok(Err(error));
+            return Ok(error);
         }
         return Err(WireError::UnsealedReply {
             kind: format!("{} [{}]", RemoteError::KIND, error.code),
@@ -201,6 +255,76 @@ mod tests {
     }
 
     const ASKED: &str = "hubd.read-inbox";
+    const CAP: &str = "cap-1";
+
+    #[test]
+    fn a_pinning_client_reads_a_plain_refusal_only_signed_by_its_hubd_for_its_request() {
+        let (client, _) = session();
+        let limits = Limits::default();
+        let dir = tempfile::tempdir().unwrap();
+        let hub = HubIdentity::load_or_create(&dir.path().join("hub.key")).unwrap();
+        let other = HubIdentity::load_or_create(&dir.path().join("other.key")).unwrap();
+        let pinned = hub.public();
+        let plain = |error: RemoteError| encode_reply::<Letter>(&Err(error), &limits).unwrap();
+        let ended = RemoteError::new(ErrorCode::SessionEnded, "no session");
+        let signed = sign_refusal(&hub, (CAP, 4, ASKED), ended.clone());
+        assert_eq!(
+            client
+                .open::<Letter>(
+                    (CAP, 4, ASKED),
+                    Some(&pinned),
+                    &plain(signed.clone()),
+                    &limits
+                )
+                .unwrap(),
+            Err(signed.clone())
+        );
+        let forged = [
+            ended.clone(),
+            sign_refusal(&other, (CAP, 4, ASKED), ended.clone()),
+            RemoteError {
+                signature: Some(vec![1; 3]),
+                ..ended.clone()
+            },
+        ];
+        for forged in forged {
+            assert!(matches!(
+                client.open::<Letter>((CAP, 4, ASKED), Some(&pinned), &plain(forged), &limits),
+                Err(WireError::UnsignedRefusal {
+                    code: ErrorCode::SessionEnded
+                })
+            ));
+        }
+        // Signed for another request, capability or code: not this one's.
+        let revoked = RemoteError {
+            code: ErrorCode::Revoked,
+            ..signed.clone()
+        };
+        for (at, error) in [
+            ((CAP, 5, ASKED), signed.clone()),
+            (("cap-2", 4, ASKED), signed.clone()),
+            ((CAP, 4, "hubd.read-log"), signed.clone()),
+            ((CAP, 4, ASKED), revoked),
+        ] {
+            assert!(matches!(
+                client.open::<Letter>(at, Some(&pinned), &plain(error), &limits),
+                Err(WireError::UnsignedRefusal { .. })
+            ));
+        }
+        // Without a pinned key (a credential from before hubd had an identity), as before.
+        assert_eq!(
+            client
+                .open::<Letter>((CAP, 4, ASKED), None, &plain(ended.clone()), &limits)
+                .unwrap(),
+            Err(ended)
+        );
+        // Only the refusals read in clear are signed.
+        let conflict = RemoteError::new(ErrorCode::Conflict, "moved");
+        assert_eq!(
+            sign_refusal(&hub, (CAP, 4, ASKED), conflict.clone()),
+            conflict
+        );
+    }
 
     #[test]
     fn a_sealed_reply_opens_only_for_its_request_in_its_session() {
@@ -212,13 +336,17 @@ mod tests {
             "the text is not on the bus"
         );
         assert_eq!(
-            client.open::<Letter>(7, ASKED, &bytes, &limits).unwrap(),
+            client
+                .open::<Letter>((CAP, 7, ASKED), None, &bytes, &limits)
+                .unwrap(),
             letter("the secret")
         );
         let refused = [
-            client.open::<Letter>(8, ASKED, &bytes, &limits),
-            client.open::<Letter>(7, "hubd.read-log", &bytes, &limits),
-            session().0.open::<Letter>(7, ASKED, &bytes, &limits),
+            client.open::<Letter>((CAP, 8, ASKED), None, &bytes, &limits),
+            client.open::<Letter>((CAP, 7, "hubd.read-log"), None, &bytes, &limits),
+            session()
+                .0
+                .open::<Letter>((CAP, 7, ASKED), None, &bytes, &limits),
         ];
         for refused in refused {
             assert!(
@@ -231,7 +359,9 @@ mod tests {
             .seal::<Letter>(1, ASKED, &Err(error.clone()), &limits)
             .unwrap();
         assert_eq!(
-            client.open::<Letter>(1, ASKED, &sealed, &limits).unwrap(),
+            client
+                .open::<Letter>((CAP, 1, ASKED), None, &sealed, &limits)
+                .unwrap(),
             Err(error)
         );
     }
@@ -250,7 +380,7 @@ mod tests {
             envelope.body = whole[..cut].to_vec();
             let bytes = envelope.to_bytes(&limits).unwrap();
             assert!(matches!(
-                client.open::<Letter>(0, ASKED, &bytes, &limits),
+                client.open::<Letter>((CAP, 0, ASKED), None, &bytes, &limits),
                 Err(WireError::BadReplySeal)
             ));
         }
@@ -260,7 +390,7 @@ mod tests {
             envelope.body = flipped;
             let bytes = envelope.to_bytes(&limits).unwrap();
             assert!(matches!(
-                client.open::<Letter>(0, ASKED, &bytes, &limits),
+                client.open::<Letter>((CAP, 0, ASKED), None, &bytes, &limits),
                 Err(WireError::BadReplySeal)
             ));
         }
@@ -272,20 +402,22 @@ mod tests {
         let limits = Limits::default();
         let plain = encode(&Letter { text: vec![1] }, &limits).unwrap();
         assert!(matches!(
-            client.open::<Letter>(0, ASKED, &plain, &limits),
+            client.open::<Letter>((CAP, 0, ASKED), None, &plain, &limits),
             Err(WireError::UnsealedReply { kind }) if kind == Letter::KIND
         ));
         let conflict = Err(RemoteError::new(ErrorCode::Conflict, "the lease moved"));
         let plain = encode_reply::<Letter>(&conflict, &limits).unwrap();
         assert!(matches!(
-            client.open::<Letter>(0, ASKED, &plain, &limits),
+            client.open::<Letter>((CAP, 0, ASKED), None, &plain, &limits),
             Err(WireError::UnsealedReply { .. })
         ));
         for code in PLAIN_REFUSALS {
             let refusal = Err(RemoteError::new(code, "no session"));
             let plain = encode_reply::<Letter>(&refusal, &limits).unwrap();
             assert_eq!(
-                client.open::<Letter>(0, ASKED, &plain, &limits).unwrap(),
+                client
+                    .open::<Letter>((CAP, 0, ASKED), None, &plain, &limits)
+                    .unwrap(),
                 refusal
             );
         }
@@ -314,7 +446,9 @@ mod tests {
         let bytes = hub.seal(3, ASKED, &most, &limits).unwrap();
         assert!(bytes.len() <= limits.max_bytes, "{} bytes", bytes.len());
         assert_eq!(
-            client.open::<Letter>(3, ASKED, &bytes, &limits).unwrap(),
+            client
+                .open::<Letter>((CAP, 3, ASKED), None, &bytes, &limits)
+                .unwrap(),
             most
         );
         let over = Ok(Letter {

@@ -79,8 +79,9 @@ pub async fn call<Req: Message, Resp: Message>(
 
 /// [`call`] for a request of an open session: sealed with `key` as request number `n` of the
 /// session named by capability `cap`. The answer must be sealed to the session for this request
-/// ([`ReplyKey::open`](crate::sealed_reply::ReplyKey::open)); one that is not is a
-/// [`WireError::UnsealedReply`] or [`WireError::BadReplySeal`], never read.
+/// ([`ReplyKey::open`](crate::sealed_reply::ReplyKey::open)), or be a plain refusal signed by
+/// `hub` when the caller pins hubd's key; one that is not is a [`WireError::UnsealedReply`],
+/// [`WireError::BadReplySeal`] or [`WireError::UnsignedRefusal`], never read.
 pub async fn call_sealed<Req: Message, Resp: Message>(
     bus: &dyn Bus,
     subject: &str,
@@ -88,10 +89,11 @@ pub async fn call_sealed<Req: Message, Resp: Message>(
     timeout: Duration,
     limits: &Limits,
     (key, n, cap): (&SessionKey, u64, &str),
+    hub: Option<&l3m_core::credential::PublicKey>,
 ) -> Result<Reply<Resp>, WireError> {
     let payload = encode_sealed(request, limits, key, n, cap)?;
     let bytes = bus.request(subject, payload, timeout).await?;
-    key.reply().open(n, Req::KIND, &bytes, limits)
+    key.reply().open((cap, n, Req::KIND), hub, &bytes, limits)
 }
 
 async fn exchange<Resp: Message>(

@@ -13,6 +13,7 @@ use l3m_wire::hubd::credential::{
 use l3m_wire::hubd::session::{
     Capability, OpenSession, SessionOpened, SpendVoucher, Vouch, Vouched, Voucher, VoucherSpent,
 };
+use l3m_wire::sealed_reply::sign_refusal;
 use l3m_wire::typed::Prechecked;
 
 use super::State;
@@ -124,11 +125,19 @@ impl State {
             reply,
             self.now_ms(),
         );
+        // A refusal hubd cannot seal (it knows no key for the capability) is signed with its
+        // identity, bound to the request, so a client believes only hubd's.
+        let sign = |error| match &envelope.seal {
+            Some(seal) if checked.reply_key.is_none() => {
+                sign_refusal(&self.identity, (capability, seal.n, kind), error)
+            }
+            _ => error,
+        };
         Prechecked {
-            reply_key: checked.reply_key,
             verdict: checked
                 .verdict
-                .map_err(|closed| ServiceError::from(closed).to_remote()),
+                .map_err(|closed| sign(ServiceError::from(closed).to_remote())),
+            reply_key: checked.reply_key,
         }
     }
 
