@@ -488,7 +488,10 @@ pub const SERVICE_BINARIES: [(&str, &str); 7] = [
 ///
 /// # Panics
 /// When the build fails (with cargo's errors), as a test's setup does.
-#[allow(clippy::expect_used, reason = "a test's setup: a failed build fails the test")]
+#[allow(
+    clippy::expect_used,
+    reason = "a test's setup: a failed build fails the test"
+)]
 pub fn build_service_binaries() -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let profile_dir = exe
