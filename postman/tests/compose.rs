@@ -26,30 +26,19 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::served::ServedHub;
-use common::{Hub as _, Pair, Rng, agent, airmail_to, env_or};
+use common::{Hub as _, Pair, agent, airmail_to, env_or};
 use hubd::store::HubOptions;
 use l3m_containers::test_support::{FETCH, GREETING_SH, PKG_HOST, busybox_image};
 use l3m_core::grant::Grant;
 use l3m_wire::bus::NatsTls;
+use l3m_wire::test_support::Rng;
+use l3m_wire::test_support::{docker, run_ok as run};
 use postman::link::Limits;
 use tokio::time::Instant;
 
 /// deploy/compose, with the compose file and the image script.
 fn compose_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/compose")
-}
-
-/// Runs `cmd`, asserting it succeeds (naming it and its stderr when not); returns stdout.
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// One compose project of the site, taken down with its networks and volumes when dropped
@@ -327,22 +316,6 @@ impl Site {
         let (count, running) = state.trim().split_once(' ').unwrap();
         (count.parse().unwrap(), running == "true")
     }
-}
-
-/// Runs `docker ARGS` without blocking the runtime, so staging and reading go on meanwhile;
-/// asserts it succeeds.
-async fn docker(args: &[&str]) {
-    let out = tokio::process::Command::new("docker")
-        .args(args)
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "docker {args:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 impl Drop for Site {

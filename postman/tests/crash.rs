@@ -10,7 +10,8 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Pair, Rng, env_or, kill};
+use common::{Pair, env_or, kill};
+use l3m_wire::test_support::Rng;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn letters_arrive_exactly_once_through_postman_sigkills() {

@@ -17,7 +17,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::relay::Mode;
-use common::{Pair, Rng, env_or, kill};
+use common::{Pair, env_or, kill};
+use l3m_wire::test_support::Rng;
 use postman::link::Limits;
 use tokio::time::Instant;
 

@@ -32,50 +32,6 @@ pub fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A cheap random source (xorshift64): kill and cut points vary between runs, while the seed is
-/// printed (and taken from `L3M_SEED` when set) so a failing run can be replayed.
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded from `L3M_SEED`, else from the process id and the clock.
-    pub fn from_env() -> Rng {
-        let seed = std::env::var("L3M_SEED")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                u64::from(std::process::id()) ^ now.as_nanos() as u64
-            });
-        eprintln!("random seed: L3M_SEED={seed}");
-        Rng::seeded(seed)
-    }
-
-    /// Seeded with `seed` (a second source for a concurrent task, say).
-    pub fn seeded(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    /// The next number.
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// A duration of `0..ms` milliseconds.
-    pub fn millis(&mut self, ms: u64) -> Duration {
-        Duration::from_millis(self.below(ms.max(1)))
-    }
-}
-
 /// SIGKILLs a postman and reaps it.
 pub async fn kill(postman: &mut tokio::process::Child) {
     postman.start_kill().unwrap();

@@ -519,3 +519,95 @@ pub fn build_service_binaries() -> std::path::PathBuf {
     );
     profile_dir
 }
+
+/// A small seeded random source (xorshift) for tests whose random choices must be replayable:
+/// the seed is printed, and taken from `L3M_SEED` when set.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// The seed a run starts from: `L3M_SEED`, else the process id and the clock; printed, so a
+    /// failing run can be replayed.
+    pub fn seed_from_env() -> u64 {
+        let seed = env_number("L3M_SEED", 0);
+        let seed = if seed != 0 {
+            seed
+        } else {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            u64::from(std::process::id()) ^ (now.as_nanos() as u64)
+        };
+        eprintln!("random seed: L3M_SEED={seed}");
+        seed
+    }
+
+    /// Seeded from [`Rng::seed_from_env`].
+    pub fn from_env() -> Rng {
+        Rng::seeded(Rng::seed_from_env())
+    }
+
+    /// Seeded with `seed` (a second source for a concurrent task, say).
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    /// The next number.
+    #[allow(clippy::should_implement_trait, reason = "an Rng, not an iterator")]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// A duration of `0..ms` milliseconds.
+    pub fn millis(&mut self, ms: u64) -> std::time::Duration {
+        std::time::Duration::from_millis(self.below(ms.max(1)))
+    }
+}
+
+/// Runs `cmd`, asserting it succeeds (naming it, its output and its stderr when not); returns
+/// its stdout.
+///
+/// # Panics
+/// When the command cannot start or fails, as a test's step does.
+#[allow(
+    clippy::expect_used,
+    reason = "a test's step: a failure fails the test"
+)]
+pub fn run_ok(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("the command's output is UTF-8")
+}
+
+/// `docker ARGS`, without blocking the runtime (so a workload goes on meanwhile); asserts it
+/// succeeds.
+///
+/// # Panics
+/// When docker cannot start or fails.
+pub async fn docker(args: &[&str]) {
+    let out = tokio::process::Command::new("docker")
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

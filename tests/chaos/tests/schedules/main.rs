@@ -34,21 +34,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The first seed: `L3M_SEED`, else from the clock; printed.
-fn first_seed() -> u64 {
-    let seed = std::env::var("L3M_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            u64::from(std::process::id()) ^ now.as_nanos() as u64
-        });
-    eprintln!("chaos: L3M_SEED={seed}");
-    seed
-}
-
 /// A folder for a schedule's readable record, kept after the test.
 fn report_dir(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("l3m-chaos-{label}-{}", std::process::id()));
@@ -79,7 +64,7 @@ async fn random_schedules_lose_double_and_invent_no_acknowledged_letter() {
     let schedules = env_or("L3M_CHAOS_SCHEDULES", 1);
     let span = Duration::from_secs(env_or("L3M_CHAOS_SECS", 25));
     site::build(Images::Dev);
-    let first = first_seed();
+    let first = Rng::seed_from_env();
     let mut seeds = Rng::seeded(first);
     let mut totals = (0, 0, 0, 0);
     let mut faults_by_kind = std::collections::BTreeMap::<Kind, usize>::new();

@@ -1,6 +1,7 @@
 //! The nemesis: a schedule of faults drawn from a seed, run one at a time against hubd and the
 //! sequencer host, each healed before the next; so at the end everything is healed.
 
+use l3m_wire::test_support::docker;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -26,34 +27,7 @@ pub struct Fault {
     pub lasts: Duration,
 }
 
-/// The xorshift generator of the seed the test prints (`L3M_SEED` replays it).
-#[derive(Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded with `seed`.
-    pub fn seeded(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    /// The next number.
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number below `n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// Up to `ms` milliseconds.
-    pub fn millis(&mut self, ms: u64) -> Duration {
-        Duration::from_millis(self.below(ms.max(1)))
-    }
-}
+pub use l3m_wire::test_support::Rng;
 
 /// A schedule of faults filling about `span`: a fault every 3–7 s, each lasting 1–4 s.
 pub fn plan(rng: &mut Rng, span: Duration) -> Vec<Fault> {
@@ -106,19 +80,4 @@ pub async fn run(site: &Site, faults: &[Fault]) -> BTreeMap<Kind, usize> {
         *counts.entry(fault.kind).or_default() += 1;
     }
     counts
-}
-
-/// `docker ARGS`, without blocking the runtime; asserts it succeeds.
-async fn docker(args: &[&str]) {
-    let out = tokio::process::Command::new("docker")
-        .args(args)
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "docker {args:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

@@ -39,18 +39,7 @@ pub fn password(user: &str) -> String {
     format!("chaos-{user}-{}", std::process::id())
 }
 
-/// Runs `cmd`, asserting it succeeds (naming it and its stderr when not); returns stdout.
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+pub use l3m_wire::test_support::run_ok as run;
 
 /// The images the site runs: `dev` (the services as built) or `fault` (hubd built with its
 /// `fault-drop-acked-on-restart` switch, the rest as `dev`).
