@@ -891,34 +891,14 @@ async fn host_folder_for(
     root: &str,
     script: &str,
 ) -> PathBuf {
-    let host = site.dir.path().join(name);
-    std::fs::create_dir_all(&host).unwrap();
-    // One id per host's name (FNV-1a of it): each test's hub is fresh.
-    let id = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let id = format!("c-{id:016x}");
-    let credential = l3m_wire::credential::KeyFile::generate(
-        l3m_core::credential::CredentialId::parse(&id).unwrap(),
-        l3m_core::credential::Scope::Host {
-            subtree: Some(agent(root)),
-        },
+    l3m_wire::test_support::sequencer_host_folder(
+        site.dir.path(),
+        human,
+        name,
+        &agent(root),
+        script,
     )
-    .unwrap();
-    let day = 24 * 3600 * 1000;
-    human
-        .issue_credential(&credential, l3m_core::clock::now_ms() + day, name)
-        .await
-        .unwrap();
-    credential.write(&host.join("host.key")).unwrap();
-    std::fs::write(
-        host.join("l3m.toml"),
-        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
-         script = \"script.toml\"\n[sequencer]\nidle_exit_secs = 2\nlease_ttl_secs = 2\n",
-    )
-    .unwrap();
-    std::fs::write(host.join("script.toml"), script).unwrap();
-    host
+    .await
 }
 
 /// hand's script with its third model call slow, so a host can die while it is under way.

@@ -611,3 +611,52 @@ pub async fn docker(args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Makes `dir/name`, a sequencer host's folder as an operator would: a host credential for the
+/// subtree of `root` (issued by `human`, valid for a day, its id derived from `name` so each
+/// host of a fresh hub has its own), written as `host.key`, and an `l3m.toml` whose one model is
+/// the scripted provider reading `script.toml` (written from `script`). Returns the folder.
+///
+/// # Panics
+/// When the folder cannot be written or hubd refuses the credential, as a test's setup does.
+#[allow(
+    clippy::expect_used,
+    reason = "a test's setup: a failure fails the test"
+)]
+pub async fn sequencer_host_folder(
+    dir: &Path,
+    human: &crate::client::HubClient,
+    name: &str,
+    root: &l3m_core::names::AgentName,
+    script: &str,
+) -> PathBuf {
+    let host = dir.join(name);
+    std::fs::create_dir_all(&host).expect("the host's folder");
+    // One id per host's name (FNV-1a of it): each test's hub is fresh.
+    let id = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let credential = crate::credential::KeyFile::generate(
+        l3m_core::credential::CredentialId::parse(&format!("c-{id:016x}")).expect("an id"),
+        l3m_core::credential::Scope::Host {
+            subtree: Some(root.clone()),
+        },
+    )
+    .expect("a key pair");
+    let day = 24 * 3600 * 1000;
+    human
+        .issue_credential(&credential, l3m_core::clock::now_ms() + day, name)
+        .await
+        .expect("hubd issues the host's credential");
+    credential
+        .write(&host.join("host.key"))
+        .expect("the host's key file");
+    std::fs::write(
+        host.join("l3m.toml"),
+        "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
+         script = \"script.toml\"\n[sequencer]\nidle_exit_secs = 2\nlease_ttl_secs = 2\n",
+    )
+    .expect("the host's l3m.toml");
+    std::fs::write(host.join("script.toml"), script).expect("the host's script");
+    host
+}

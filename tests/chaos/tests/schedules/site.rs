@@ -294,28 +294,14 @@ impl Site {
         crew.spawn(spawn_request("crew/hand", grant, 100))
             .await
             .unwrap();
-        let host = self.dir.path().join("seqhost");
-        std::fs::create_dir_all(&host).unwrap();
-        let credential = l3m_wire::credential::KeyFile::generate(
-            l3m_core::credential::CredentialId::parse("c-00000000c4a05000").unwrap(),
-            l3m_core::credential::Scope::Host {
-                subtree: Some(agent("crew/hand")),
-            },
+        let host = l3m_wire::test_support::sequencer_host_folder(
+            self.dir.path(),
+            &human,
+            "seqhost",
+            &agent("crew/hand"),
+            &hand_script(),
         )
-        .unwrap();
-        let day = 24 * 3600 * 1000;
-        human
-            .issue_credential(&credential, l3m_core::clock::now_ms() + day, "seqhost")
-            .await
-            .unwrap();
-        credential.write(&host.join("host.key")).unwrap();
-        std::fs::write(
-            host.join("l3m.toml"),
-            "default_model = \"s\"\n[models.s]\ndialect = \"scripted\"\nmodel = \"s\"\n\
-             script = \"script.toml\"\n[sequencer]\nidle_exit_secs = 2\nlease_ttl_secs = 2\n",
-        )
-        .unwrap();
-        std::fs::write(host.join("script.toml"), hand_script()).unwrap();
+        .await;
         let nats_ip = self.nats.get_bridge_ip_address().await.unwrap();
         let seqhost = image("sequencer", self.images)
             .with_cmd([
