@@ -830,16 +830,12 @@ fn spawn_request(
     wakes: u64,
 ) -> l3m_core::grant::SpawnRequest {
     l3m_core::grant::SpawnRequest {
-        child: agent(child),
-        grant,
         loan: l3m_core::budget::Fuel {
             model_calls: calls,
             bytes: calls * 100_000,
             wakes,
         },
-        driven: false,
-        persona: None,
-        fork: None,
+        ..l3m_core::grant::SpawnRequest::new(agent(child), grant)
     }
 }
 
