@@ -375,10 +375,8 @@ impl HubOutlet for SessionOutlet {
             .map_err(outlet_error)?
             .entries
             .into_iter()
-            .find_map(|e| match e {
-                l3m_core::mail::InboxEntry::Letter(l) if l.id.as_str() == id => Some(*l),
-                _ => None,
-            }))
+            .filter_map(l3m_core::mail::InboxEntry::into_letter)
+            .find(|letter| letter.id.as_str() == id))
     }
 }
 
