@@ -529,15 +529,15 @@ impl Rng {
     /// The seed a run starts from: `L3M_SEED`, else the process id and the clock; printed, so a
     /// failing run can be replayed.
     pub fn seed_from_env() -> u64 {
-        let seed = env_number("L3M_SEED", 0);
-        let seed = if seed != 0 {
-            seed
-        } else {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            u64::from(std::process::id()) ^ (now.as_nanos() as u64)
-        };
+        let seed = std::env::var("L3M_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                u64::from(std::process::id()) ^ (now.as_nanos() as u64)
+            });
         eprintln!("random seed: L3M_SEED={seed}");
         seed
     }
